@@ -50,7 +50,12 @@ class FakeGraph:
             if mode == "timeout":
                 await asyncio.sleep(30)
             if mode == "graph_error":
-                return {"candidate": "", "stop_reason": "error", "error": "should_refine raised", "trajectory": []}
+                return {
+                    "candidate": "",
+                    "stop_reason": "error",
+                    "error": "should_refine raised",
+                    "trajectory": [],
+                }
             draft = input.get("candidate") or f"draft for {input['task']}"
             final = draft + " (revised)"
             return {
@@ -132,7 +137,9 @@ def test_retries_within_one_run(tmp_path: Path) -> None:
     write_tasks(in_path, 3)
 
     class Flaky(FakeGraph):
-        async def ainvoke(self, input: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:
+        async def ainvoke(
+            self, input: dict[str, Any], config: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
             rid = (config or {}).get("metadata", {}).get("batch_id")
             self.behaviour[rid] = "raise" if self.calls.count(rid) == 0 else ""
             return await super().ainvoke(input, config)
@@ -160,7 +167,9 @@ def test_bad_lines_become_per_line_errors(tmp_path: Path) -> None:
     ok_ids = [e["id"] for e in entries if e["status"] == "ok"]
     assert ok_ids == ["decline-offer", "haiku", "glean-summary", 4]
     glean = next(i for i in graph.inputs if "candidate" in i)
-    assert glean["candidate"] == "LangGraph is a thing." and glean["context"].startswith("LangGraph is a library")
+    assert glean["candidate"] == "LangGraph is a thing." and glean["context"].startswith(
+        "LangGraph is a library"
+    )
 
     # Input errors are not retried: the rerun calls the graph for nothing and keeps one entry per line.
     graph.calls.clear()
@@ -176,7 +185,9 @@ def test_fixed_input_line_is_run_on_resume(tmp_path: Path) -> None:
     messages = [e["error"] for e in out_entries(out_path) if e["status"] == "error"]
     assert messages == ["line 2: `task` is empty", "line 3: expected a JSON object with a `task`, got list"]
 
-    in_path.write_text('{"id": "a", "task": "one"}\n{"id": "b", "task": "two"}\n{"id": "c", "task": "three"}\n')
+    in_path.write_text(
+        '{"id": "a", "task": "one"}\n{"id": "b", "task": "two"}\n{"id": "c", "task": "three"}\n'
+    )
     graph = FakeGraph()
     second = run_batch(graph, in_path, out_path, progress=False)
     assert sorted(graph.calls) == ["b", "c"]
