@@ -1,0 +1,736 @@
+"""Reflexion memory across runs: lessons drawn from critiques, kept in a LangGraph `BaseStore`.
+
+After a run, `ReflexionMemory.lessons_from_critiques` turns the run's critiques into a few short lessons (no
+model call) and `save` stores them keyed to the task text. Before the first draft of a later run, `search` returns
+the lessons of *similar* earlier tasks, and `format_lessons` renders them for the `{lessons}` placeholder of
+`GENERATE_PROMPT`.
+
+Similarity is offline and needs no model: the Jaccard similarity of the two tasks' normalized word sets
+(lower-cased, stop words dropped, a light suffix stemmer), see `task_tokens` and `jaccard`. It stays fast with
+100,000 stored entries because a query never scans the store. Every entry is also posted under each of its words
+in an inverted index kept as ordinary store items, one namespace per word, so a query reads only the postings of
+its own words:
+
+- `(*namespace, "entries")`, key = digest of the task: `{"task", "lessons", "tokens", "seq", "saved_at"}`.
+- `(*namespace, "index", WORD)`, key = entry key: `{"n": number of words of the entry}` (one posting).
+- `(*namespace, "df")`, key = WORD: `{"n": how many entries hold the word}` (used to pick the rarest words).
+- `(*namespace, "order")`, key = zero-padded sequence number: `{"key": entry key}` (save order, for eviction).
+- `(*namespace, "meta")`, key `"state"`: `{"next_seq", "evicted_upto"}`.
+
+A query with word set Q and threshold t only needs the postings of the |Q| - ceil(t*|Q|) + 1 rarest words of Q:
+an entry D with Jaccard(Q, D) >= t shares at least ceil(t*|Q|) words with Q, so it holds at least one of them
+(prefix filtering). Candidates whose upper bound cannot reach t are dropped before their entries are read.
+
+With `index=True` (a store created with an embedding `index` config that embeds the `task` field) the store's own
+semantic search is used instead, `store.search(namespace, query=task)`, and `similarity_threshold` applies to the
+score the store returns.
+
+The same code drives every backend through `BaseStore.batch` / `abatch`: `InMemoryStore`, `SqliteStore` (persists
+across processes) and `PostgresStore`. Stores without an async API (`SqliteStore`) run their sync `batch` in a
+worker thread from the async methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from pydantic import ValidationError
+
+from reflection_graph.critique import Critique, parse_critique
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "LESSONS_HEADER",
+    "Lesson",
+    "ReflexionMemory",
+    "format_lessons",
+    "jaccard",
+    "task_tokens",
+]
+
+DEFAULT_NAMESPACE: tuple[str, ...] = ("reflection_graph", "lessons")
+LESSONS_HEADER = "Lessons from earlier similar tasks:"
+
+_MAX_LESSON_CHARS = 160
+_MAX_LESSONS_PER_RUN = 5
+_MAX_LESSONS_PER_ENTRY = 8
+_POSTINGS_LIMIT = (
+    20_000  # postings read per word at most (a word this common is rarely among the rarest of Q)
+)
+_CANDIDATES_LIMIT = 256  # entries read per query at most, best upper bound first
+_PAGE = 1_000
+_CHUNK = 500  # tasks handled per write round in save_many
+
+_STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be been before being below between both but by
+    can could did do does doing down during each few for from further had has have having he her here hers him his
+    how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours out
+    over own same she should so some such than that the their theirs them then there these they this those through
+    to too under until up very was we were what when where which while who whom why will with would you your yours
+    please using use via make given""".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+T = TypeVar("T")
+_Plan = Generator[list[Op], list[Result], T]
+
+
+def _stem(word: str) -> str:
+    """Strip one common English suffix so that 'declining', 'declined' and 'decline' share a stem."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith("ss"):
+                return word
+            return word[: -len(suffix)]
+    return word
+
+
+def task_tokens(text: str) -> frozenset[str]:
+    """Return the normalized word set used for task similarity.
+
+    Lower-cases, keeps runs of letters and digits, drops stop words and one-letter words, and strips one common
+    suffix (`ing`, `ed`, `es`, `s`, `e`).
+
+    Args:
+        text: Any text, usually a task.
+
+    Returns:
+        The set of normalized words (empty for text without content words).
+    """
+    words = _WORD.findall(text.lower())
+    return frozenset(_stem(w) for w in words if len(w) > 1 and w not in _STOP_WORDS)
+
+
+def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
+    """Return |a & b| / |a | b| (0.0 when both are empty)."""
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def _task_key(task: str) -> str:
+    normalized = " ".join(task.lower().split())
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:32]
+
+
+def _lesson_key(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def _shorten(text: str, limit: int = _MAX_LESSON_CHARS) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "..."
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson returned by `ReflexionMemory.search`.
+
+    Attributes:
+        text: The lesson, one short sentence.
+        task: The earlier task it was learned on.
+        similarity: How similar that task is to the query (Jaccard of word sets, or the store's semantic score
+            when the memory uses `index=True`).
+        key: The key of the stored entry it comes from.
+        saved_at: ISO timestamp of the save that stored it.
+    """
+
+    text: str
+    task: str
+    similarity: float
+    key: str
+    saved_at: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def format_lessons(lessons: Sequence[Lesson | str]) -> str:
+    """Render lessons as a short block for the `{lessons}` placeholder of `GENERATE_PROMPT`.
+
+    Args:
+        lessons: Lessons from `ReflexionMemory.search`, or plain strings.
+
+    Returns:
+        `""` when there are none, else `"Lessons from earlier similar tasks:\\n- ...\\n- ...\\n"`.
+    """
+    lines = [f"- {_shorten(str(lesson))}" for lesson in lessons if str(lesson).strip()]
+    if not lines:
+        return ""
+    return LESSONS_HEADER + "\n" + "\n".join(lines) + "\n"
+
+
+def _as_critique(critique: Critique | Mapping[str, Any]) -> Critique:
+    if isinstance(critique, Critique):
+        return critique
+    if isinstance(critique, Mapping):
+        try:
+            return Critique.model_validate(dict(critique))
+        except ValidationError:
+            return parse_critique(dict(critique))
+    raise TypeError(
+        f"critiques must be Critique objects or dicts (Critique.model_dump()), got {type(critique).__name__}"
+    )
+
+
+def _validate_namespace(namespace: Any) -> tuple[str, ...]:
+    if isinstance(namespace, str) or not isinstance(namespace, (tuple, list)) or not namespace:
+        raise ValueError(
+            f"namespace must be a non-empty tuple of strings such as {DEFAULT_NAMESPACE!r}, got {namespace!r}"
+        )
+    labels = tuple(namespace)
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise ValueError(
+                f"namespace labels must be non-empty strings without '.', got {label!r} in {labels!r}; "
+                f"use e.g. {DEFAULT_NAMESPACE!r}"
+            )
+    if labels[0] == "langgraph":
+        raise ValueError(f"namespace may not start with 'langgraph' (reserved by LangGraph), got {labels!r}")
+    return labels
+
+
+class ReflexionMemory:
+    """Lessons learned from critiques, saved per task and read back for similar tasks.
+
+    Args:
+        store: The store to keep lessons in. `None` means the graph hands over its runtime store
+            (`runtime.store`) on every call through the `store=` argument. When both exist, this one wins.
+        namespace: Namespace prefix under which all memory items live.
+        max_entries: Most tasks kept; saving beyond it evicts the entries saved least recently. Saving the same
+            task again merges its lessons into the existing entry and makes it the newest.
+        similarity_threshold: Least similarity (0..1) an earlier task needs for its lessons to be returned.
+        top_k: Most lessons `search` returns.
+        index: Use the store's embedding index (`store.search(namespace, query=task)`) instead of the lexical
+            inverted index. The store must be created with an `index` config; its `fields` should include
+            `"task"` (entries are embedded on their `task` field).
+
+    Raises:
+        ValueError: An argument is out of range, or `index=True` with a store that has no index config.
+
+    Example:
+        ```python
+        from langgraph.store.memory import InMemoryStore
+
+        memory = ReflexionMemory(InMemoryStore())
+        memory.save("Write a polite email declining a job offer", ["Thank the recruiter by name."])
+        memory.search("Write a polite email declining an offer for a job")[0].text
+        # 'Thank the recruiter by name.'
+        ```
+    """
+
+    def __init__(
+        self,
+        store: BaseStore | None = None,
+        *,
+        namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
+        max_entries: int = 1000,
+        similarity_threshold: float = 0.25,
+        top_k: int = 3,
+        index: bool = False,
+    ) -> None:
+        if store is not None and not isinstance(store, BaseStore):
+            raise ValueError(
+                f"store must be a langgraph BaseStore (InMemoryStore, SqliteStore, PostgresStore) or None, "
+                f"got {type(store).__name__}"
+            )
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+        if (
+            isinstance(similarity_threshold, bool)
+            or not isinstance(similarity_threshold, (int, float))
+            or not 0.0 <= float(similarity_threshold) <= 1.0
+        ):
+            raise ValueError(f"similarity_threshold must be a number in [0, 1], got {similarity_threshold!r}")
+        self.store = store
+        self.namespace = _validate_namespace(namespace)
+        self.max_entries = max_entries
+        self.similarity_threshold = float(similarity_threshold)
+        self.top_k = top_k
+        self.index = bool(index)
+        if self.index and store is not None:
+            self._check_index(store)
+
+    def __repr__(self) -> str:
+        return (
+            f"ReflexionMemory(store={type(self.store).__name__ if self.store else None}, "
+            f"namespace={self.namespace!r}, max_entries={self.max_entries}, "
+            f"similarity_threshold={self.similarity_threshold}, top_k={self.top_k}, index={self.index})"
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def _entries_ns(self) -> tuple[str, ...]:
+        return (*self.namespace, "entries")
+
+    @property
+    def _df_ns(self) -> tuple[str, ...]:
+        return (*self.namespace, "df")
+
+    @property
+    def _order_ns(self) -> tuple[str, ...]:
+        return (*self.namespace, "order")
+
+    @property
+    def _meta_ns(self) -> tuple[str, ...]:
+        return (*self.namespace, "meta")
+
+    @property
+    def _chunk_size(self) -> int:
+        # A chunk never holds more than max_entries tasks, so eviction only ever hits entries saved before it.
+        return min(_CHUNK, self.max_entries)
+
+    def _posting_ns(self, token: str) -> tuple[str, ...]:
+        return (*self.namespace, "index", token)
+
+    @staticmethod
+    def _check_index(store: BaseStore) -> None:
+        if hasattr(store, "index_config") and not getattr(store, "index_config", None):
+            raise ValueError(
+                "index=True needs a store created with an embedding index, e.g. "
+                "InMemoryStore(index={'dims': ..., 'embed': ..., 'fields': ['task']}); "
+                "or use index=False for the offline lexical index"
+            )
+
+    def _resolve_store(self, store: BaseStore | None) -> BaseStore:
+        chosen = self.store if self.store is not None else store
+        if chosen is None:
+            raise ValueError(
+                "ReflexionMemory has no store: pass one to ReflexionMemory(store) or call with store=..., "
+                "or compile the graph with create_reflection_graph(..., store=InMemoryStore())"
+            )
+        if not isinstance(chosen, BaseStore):
+            raise ValueError(f"store must be a langgraph BaseStore, got {type(chosen).__name__}")
+        if self.index and chosen is not self.store:
+            self._check_index(chosen)
+        return chosen
+
+    # ------------------------------------------------------------------ lessons
+
+    @staticmethod
+    def lessons_from_critiques(
+        task: str, critiques: Iterable[Critique | Mapping[str, Any]], *, limit: int = _MAX_LESSONS_PER_RUN
+    ) -> list[str]:
+        """Draw short lessons from the critiques of one run, deterministically and without a model call.
+
+        Rounds are read in order (the first draft's critique is the closest to what a fresh draft will face);
+        within a round, suggestions come first (they are actionable), then issues as "Avoid: ...". An
+        unacceptable critique without either contributes its feedback. Unparsed critiques (raw text kept as
+        feedback) are skipped. Near-duplicates are dropped and each lesson is cut to 160 characters.
+
+        Args:
+            task: The task of the run (kept for symmetry with `save`; lessons do not repeat it).
+            critiques: The run's critiques, as `Critique` objects or dicts (`Critique.model_dump()`, or mappings
+                with alias keys that `parse_critique` accepts).
+            limit: Most lessons returned.
+
+        Returns:
+            Up to `limit` lesson strings, possibly none (for a run accepted at once without remarks).
+        """
+        del task
+        candidates: list[str] = []
+        for raw in critiques:
+            critique = _as_critique(raw)
+            if not critique.parsed:
+                continue
+            candidates.extend(critique.suggestions)
+            issues = [*critique.issues, *(f.message for f in critique.findings)]
+            candidates.extend(f"Avoid: {issue.strip().rstrip('.')}." for issue in issues if issue.strip())
+            if not critique.suggestions and not issues and not critique.is_acceptable and critique.feedback:
+                candidates.append(critique.feedback)
+        lessons: list[str] = []
+        kept_words: list[frozenset[str]] = []
+        for text in candidates:
+            text = _shorten(text)
+            words = frozenset(_lesson_key(text.removeprefix("Avoid: ")).split())
+            if len(text) < 3 or not words:
+                continue
+            if any(jaccard(words, other) >= 0.8 for other in kept_words):
+                continue
+            lessons.append(text)
+            kept_words.append(words)
+            if len(lessons) >= limit:
+                break
+        return lessons
+
+    @staticmethod
+    def format_lessons(lessons: Sequence[Lesson | str]) -> str:
+        """Render lessons for the generate prompt; see the module-level `format_lessons`."""
+        return format_lessons(lessons)
+
+    # ------------------------------------------------------------------ public sync / async API
+
+    def save(self, task: str, lessons: Sequence[str], *, store: BaseStore | None = None) -> None:
+        """Store `lessons` for `task`, evicting the oldest entries beyond `max_entries`.
+
+        Args:
+            task: The task text the lessons were learned on.
+            lessons: Lesson strings (empty ones are ignored; nothing is stored when none remain).
+            store: Store to use when the memory was created without one (the graph passes `runtime.store`).
+
+        Raises:
+            ValueError: No store, or `task` is not a string.
+        """
+        self.save_many([(task, lessons)], store=store)
+
+    async def asave(self, task: str, lessons: Sequence[str], *, store: BaseStore | None = None) -> None:
+        """Async `save`."""
+        await self.asave_many([(task, lessons)], store=store)
+
+    def save_many(
+        self, records: Iterable[tuple[str, Sequence[str]]], *, store: BaseStore | None = None
+    ) -> None:
+        """Store many `(task, lessons)` pairs with few store round trips (bulk import, benchmarks).
+
+        Args:
+            records: `(task, lessons)` pairs, saved in order (later ones are newer).
+            store: Store to use when the memory was created without one.
+        """
+        resolved = self._resolve_store(store)
+        for chunk in _chunks(self._clean_records(records), self._chunk_size):
+            _run_sync(resolved, self._save_plan(chunk))
+
+    async def asave_many(
+        self, records: Iterable[tuple[str, Sequence[str]]], *, store: BaseStore | None = None
+    ) -> None:
+        """Async `save_many`."""
+        resolved = self._resolve_store(store)
+        for chunk in _chunks(self._clean_records(records), self._chunk_size):
+            await _run_async(resolved, self._save_plan(chunk))
+
+    def search(self, task: str, *, store: BaseStore | None = None) -> list[Lesson]:
+        """Return lessons from earlier tasks similar to `task`, best first, at most `top_k`.
+
+        Args:
+            task: The new task.
+            store: Store to use when the memory was created without one (the graph passes `runtime.store`).
+
+        Returns:
+            Lessons from tasks with similarity >= `similarity_threshold`, most similar task first (newer entries
+            first among equals), duplicates removed.
+        """
+        return _run_sync(self._resolve_store(store), self._search_plan(_check_task(task)))
+
+    async def asearch(self, task: str, *, store: BaseStore | None = None) -> list[Lesson]:
+        """Async `search`."""
+        return await _run_async(self._resolve_store(store), self._search_plan(_check_task(task)))
+
+    def clear(self, *, store: BaseStore | None = None) -> int:
+        """Delete every item under the memory's namespace (entries, index, counters).
+
+        Returns:
+            How many items were deleted.
+        """
+        return _run_sync(self._resolve_store(store), self._clear_plan())
+
+    async def aclear(self, *, store: BaseStore | None = None) -> int:
+        """Async `clear`."""
+        return await _run_async(self._resolve_store(store), self._clear_plan())
+
+    def count(self, *, store: BaseStore | None = None) -> int:
+        """Return how many task entries are stored (reads the entries namespace; meant for tests and tools)."""
+        return _run_sync(self._resolve_store(store), self._count_plan())
+
+    # ------------------------------------------------------------------ plans (store-agnostic generators)
+
+    @staticmethod
+    def _clean_records(records: Iterable[tuple[str, Sequence[str]]]) -> Iterable[tuple[str, list[str]]]:
+        for task, lessons in records:
+            _check_task(task)
+            if isinstance(lessons, str):
+                raise ValueError("lessons must be a list of strings, not one string; wrap it: [lesson]")
+            cleaned = [_shorten(str(lesson)) for lesson in lessons if str(lesson).strip()]
+            if cleaned:
+                yield task, cleaned
+
+    def _save_plan(self, records: list[tuple[str, list[str]]]) -> _Plan[None]:
+        now = datetime.now(timezone.utc).isoformat()
+        # Merge records of the same task inside the chunk; the last save of a task decides its order.
+        merged: dict[str, tuple[str, list[str]]] = {}
+        for task, lessons in records:
+            key = _task_key(task)
+            if key in merged:
+                lessons = _merge_lessons(lessons, merged.pop(key)[1])
+            merged[key] = (task, lessons)
+        keys = list(merged)
+        results = yield [GetOp(self._meta_ns, "state"), *(GetOp(self._entries_ns, k) for k in keys)]
+        meta_item = results[0]
+        meta = dict(meta_item.value) if isinstance(meta_item, Item) else {}
+        seq = int(meta.get("next_seq", 0))
+        evicted_upto = int(meta.get("evicted_upto", 0))
+        existing: dict[str, Item] = {
+            k: r for k, r in zip(keys, results[1:], strict=True) if isinstance(r, Item)
+        }
+
+        puts: list[Op] = []
+        df_delta: dict[str, int] = {}
+        saved_seq: dict[str, int] = {}
+        for key in keys:
+            task, lessons = merged[key]
+            old = existing.get(key)
+            old_lessons = list(old.value.get("lessons", [])) if old is not None else []
+            tokens = sorted(task_tokens(task))
+            value = {
+                "task": task,
+                "lessons": _merge_lessons(lessons, old_lessons)[:_MAX_LESSONS_PER_ENTRY],
+                "tokens": tokens,
+                "seq": seq,
+                "saved_at": now,
+            }
+            puts.append(PutOp(self._entries_ns, key, value, index=["task"] if self.index else False))
+            puts.append(PutOp(self._order_ns, f"{seq:012d}", {"key": key}, index=False))
+            saved_seq[key] = seq
+            seq += 1
+            if old is None and not self.index:
+                for token in tokens:
+                    puts.append(PutOp(self._posting_ns(token), key, {"n": len(tokens)}, index=False))
+                    df_delta[token] = df_delta.get(token, 0) + 1
+
+        # Evict the least recently saved entries beyond max_entries (stale order slots just disappear).
+        evict_end = seq - self.max_entries
+        if evict_end > evicted_upto:
+            slot_keys = [f"{s:012d}" for s in range(evicted_upto, evict_end)]
+            slots: list[Result] = []
+            for part in _chunks(slot_keys, _PAGE):
+                slots.extend((yield [GetOp(self._order_ns, k) for k in part]))
+            victims: dict[str, int] = {}
+            for slot_key, slot in zip(slot_keys, slots, strict=True):
+                puts.append(PutOp(self._order_ns, slot_key, None))
+                if isinstance(slot, Item) and slot.value.get("key") not in saved_seq:
+                    victims[str(slot.value["key"])] = int(slot_key)
+            victim_keys = list(victims)
+            entries: list[Result] = []
+            for part in _chunks(victim_keys, _PAGE):
+                entries.extend((yield [GetOp(self._entries_ns, k) for k in part]))
+            for victim, entry in zip(victim_keys, entries, strict=True):
+                if not isinstance(entry, Item) or int(entry.value.get("seq", -1)) != victims[victim]:
+                    continue  # already gone, or saved again later (a newer slot owns it)
+                puts.append(PutOp(self._entries_ns, victim, None))
+                for token in entry.value.get("tokens", []):
+                    puts.append(PutOp(self._posting_ns(token), victim, None))
+                    df_delta[token] = df_delta.get(token, 0) - 1
+            evicted_upto = evict_end
+
+        if df_delta:
+            tokens = sorted(df_delta)
+            counts: list[Result] = []
+            for part in _chunks(tokens, _PAGE):
+                counts.extend((yield [GetOp(self._df_ns, t) for t in part]))
+            for token, item in zip(tokens, counts, strict=True):
+                current = int(item.value.get("n", 0)) if isinstance(item, Item) else 0
+                new = current + df_delta[token]
+                puts.append(
+                    PutOp(self._df_ns, token, {"n": new}, index=False)
+                    if new > 0
+                    else PutOp(self._df_ns, token, None)
+                )
+        puts.append(
+            PutOp(self._meta_ns, "state", {"next_seq": seq, "evicted_upto": evicted_upto}, index=False)
+        )
+        yield puts
+
+    def _search_plan(self, task: str) -> _Plan[list[Lesson]]:
+        if self.index:
+            return (yield from self._semantic_search_plan(task))
+        query = task_tokens(task)
+        if not query:
+            return []
+        threshold = self.similarity_threshold
+        ordered = sorted(query)
+        counts = yield [GetOp(self._df_ns, t) for t in ordered]
+        df = {
+            t: (int(c.value.get("n", 0)) if isinstance(c, Item) else 0)
+            for t, c in zip(ordered, counts, strict=True)
+        }
+        # Prefix filter: any entry with Jaccard >= t shares >= ceil(t*|Q|) words with Q, so it holds one of the
+        # |Q| - ceil(t*|Q|) + 1 rarest words. Words never seen (df 0) cost nothing and are read anyway.
+        need = max(1, math.ceil(threshold * len(query) - 1e-9))
+        rare_first = sorted(ordered, key=lambda t: (df[t], t))
+        fetched = rare_first[: len(query) - need + 1]
+        unfetched = len(query) - len(fetched)
+        postings = yield [SearchOp(self._posting_ns(t), limit=_POSTINGS_LIMIT) for t in fetched]
+        hits: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        for result in postings:
+            for item in _search_items(result):
+                hits[item.key] = hits.get(item.key, 0) + 1
+                sizes[item.key] = int(item.value.get("n", 0))
+        bounds: list[tuple[float, int, str]] = []
+        for key, hit in hits.items():
+            size = sizes[key]
+            overlap = min(hit + unfetched, size, len(query))
+            bound = overlap / (len(query) + size - overlap) if size else 0.0
+            if bound >= threshold - 1e-12:
+                bounds.append((bound, hit, key))
+        bounds.sort(key=lambda b: (-b[0], -b[1], b[2]))
+        keys = [key for _, _, key in bounds[:_CANDIDATES_LIMIT]]
+        if not keys:
+            return []
+        entries = yield [GetOp(self._entries_ns, k) for k in keys]
+        scored: list[tuple[float, Item]] = []
+        for entry in entries:
+            if not isinstance(entry, Item):
+                continue
+            similarity = jaccard(query, frozenset(entry.value.get("tokens", [])))
+            if similarity >= threshold - 1e-12 and similarity > 0:
+                scored.append((similarity, entry))
+        return self._pick(scored)
+
+    def _semantic_search_plan(self, task: str) -> _Plan[list[Lesson]]:
+        results = yield [SearchOp(self._entries_ns, query=task, limit=max(4 * self.top_k, 10))]
+        scored: list[tuple[float, Item]] = []
+        for item in _search_items(results[0]):
+            score = item.score
+            if score is not None and score >= self.similarity_threshold:
+                scored.append((float(score), item))
+        return self._pick(scored)
+
+    def _pick(self, scored: list[tuple[float, Item]]) -> list[Lesson]:
+        scored.sort(key=lambda s: (-s[0], -int(s[1].value.get("seq", 0)), s[1].key))
+        lessons: list[Lesson] = []
+        seen: set[str] = set()
+        for similarity, entry in scored:
+            for text in entry.value.get("lessons", []):
+                marker = _lesson_key(str(text))
+                if not marker or marker in seen:
+                    continue
+                seen.add(marker)
+                lessons.append(
+                    Lesson(
+                        text=str(text),
+                        task=str(entry.value.get("task", "")),
+                        similarity=round(similarity, 6),
+                        key=entry.key,
+                        saved_at=str(entry.value.get("saved_at", "")),
+                    )
+                )
+                if len(lessons) >= self.top_k:
+                    return lessons
+        return lessons
+
+    def _clear_plan(self) -> _Plan[int]:
+        namespaces: list[tuple[str, ...]] = []
+        offset = 0
+        while True:
+            condition = MatchCondition(match_type="prefix", path=self.namespace)
+            page = yield [ListNamespacesOp(match_conditions=(condition,), limit=_PAGE, offset=offset)]
+            found = _namespaces(page[0])
+            namespaces.extend(found)
+            if len(found) < _PAGE:
+                break
+            offset += _PAGE
+        deleted = 0
+        for namespace in namespaces:
+            while True:
+                page = yield [SearchOp(namespace, limit=_PAGE)]
+                items = _search_items(page[0])
+                if not items:
+                    break
+                yield [PutOp(item.namespace, item.key, None) for item in items]
+                deleted += len(items)
+        return deleted
+
+    def _count_plan(self) -> _Plan[int]:
+        total = 0
+        offset = 0
+        while True:
+            page = yield [SearchOp(self._entries_ns, limit=_PAGE, offset=offset)]
+            found = len(_search_items(page[0]))
+            total += found
+            if found < _PAGE:
+                return total
+            offset += _PAGE
+
+
+# ---------------------------------------------------------------------- drivers
+
+
+def _search_items(result: Result) -> list[SearchItem]:
+    if not isinstance(result, list):
+        return []
+    return [item for item in result if isinstance(item, SearchItem)]
+
+
+def _namespaces(result: Result) -> list[tuple[str, ...]]:
+    if not isinstance(result, list):
+        return []
+    return [ns for ns in result if isinstance(ns, tuple)]
+
+
+def _check_task(task: Any) -> str:
+    if not isinstance(task, str):
+        raise ValueError(f"task must be a string, got {type(task).__name__}")
+    return task
+
+
+def _merge_lessons(newer: Sequence[str], older: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for text in [*newer, *older]:
+        marker = _lesson_key(text)
+        if marker and marker not in seen:
+            seen.add(marker)
+            out.append(text)
+    return out
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterable[list[T]]:
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _run_sync(store: BaseStore, plan: _Plan[T]) -> T:
+    try:
+        ops = next(plan)
+        while True:
+            ops = plan.send(store.batch(ops) if ops else [])
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def _abatch(store: BaseStore, ops: list[Op]) -> list[Result]:
+    try:
+        return await store.abatch(ops)
+    except NotImplementedError:  # SqliteStore: sync only; keep the event loop free
+        return await asyncio.to_thread(store.batch, ops)
+
+
+async def _run_async(store: BaseStore, plan: _Plan[T]) -> T:
+    try:
+        ops = next(plan)
+        while True:
+            ops = plan.send(await _abatch(store, ops) if ops else [])
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
