@@ -1,0 +1,86 @@
+"""Token and time accounting per role, fed by a LangChain callback handler."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypedDict
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+
+__all__ = ["RoleUsage", "UsageCounter", "add_role_usage", "empty_usage", "track_usage"]
+
+
+class RoleUsage(TypedDict):
+    """Tokens (from `usage_metadata`), model calls and wall seconds of one role, one round or a whole run."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    calls: int
+    seconds: float
+
+
+def empty_usage() -> RoleUsage:
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "calls": 0, "seconds": 0.0}
+
+
+def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage:
+    out = empty_usage()
+    for part in (left, right):
+        if part:
+            out["input_tokens"] += int(part.get("input_tokens", 0))
+            out["output_tokens"] += int(part.get("output_tokens", 0))
+            out["total_tokens"] += int(part.get("total_tokens", 0))
+            out["calls"] += int(part.get("calls", 0))
+            out["seconds"] = round(out["seconds"] + float(part.get("seconds", 0.0)), 6)
+    return out
+
+
+class UsageCounter(BaseCallbackHandler):
+    """Counts chat-model calls and sums `usage_metadata` of every reply, whatever the model's name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self.usage = empty_usage()
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
+    ) -> None:
+        with self._lock:
+            self.usage["calls"] += 1
+
+    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
+        with self._lock:
+            self.usage["calls"] += 1
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        for generations in response.generations:
+            for generation in generations:
+                if not isinstance(generation, ChatGeneration):
+                    continue
+                message = generation.message
+                meta = message.usage_metadata if isinstance(message, AIMessage) else None
+                if not meta:
+                    continue
+                with self._lock:
+                    self.usage["input_tokens"] += int(meta.get("input_tokens", 0))
+                    self.usage["output_tokens"] += int(meta.get("output_tokens", 0))
+                    self.usage["total_tokens"] += int(meta.get("total_tokens", 0))
+
+
+@contextmanager
+def track_usage() -> Iterator[UsageCounter]:
+    """Yield a counter to pass in `config["callbacks"]`; wall seconds are added when the block ends."""
+    counter = UsageCounter()
+    start = time.perf_counter()
+    try:
+        yield counter
+    finally:
+        counter.usage["seconds"] = round(time.perf_counter() - start, 6)

@@ -1,0 +1,228 @@
+"""The LLM critic: a chat model judges the candidate and returns a structured `Critique`.
+
+Parsing, in order:
+1. `with_structured_output(CritiqueOutput, include_raw=True)` where the model supports it. With
+   `method="auto"` the model's default method is tried first; a non-transient refusal (for example llama.cpp's
+   OpenAI-compatible server answers `json_schema` with HTTP 500) falls back to `function_calling`, then to plain
+   text. The method that worked is remembered for later rounds.
+2. Plain text: the reply is parsed by `parse_critique`, which accepts JSON with alias keys (`needs_improvement`,
+   `is_good`, `pass`, `quality_score`, ...).
+
+A reply that still cannot be parsed is retried `parse_retries` times. Then `on_parse_error` decides:
+- `"feedback"` (default): the round counts as *not acceptable*, score 0, `feedback` = the raw reply text,
+  `parsed=False`; the loop goes on, so the reviser still sees what the critic said.
+- `"raise"`: a `CritiqueParseError` ends the run with `stop_reason="error"` and the best candidate so far.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+
+from reflection_graph._calls import guarded, is_transient
+from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, parse_critique
+from reflection_graph.prompts import (
+    CRITIQUE_PROMPT,
+    CRITIQUE_SYSTEM,
+    THRESHOLD_RULE,
+    PromptTemplate,
+    render_prompt,
+)
+
+__all__ = ["LLMCritic", "ParseErrorPolicy", "StructuredMethod"]
+
+ParseErrorPolicy = Literal["feedback", "raise"]
+StructuredMethod = Literal["auto", "json_schema", "function_calling", "json_mode", "text"]
+_FALLBACK_ORDER: tuple[StructuredMethod, ...] = ("function_calling", "text")
+
+
+class LLMCritic(BaseCritic):
+    """Judge a candidate with a chat model.
+
+    Args:
+        model: the critic model (run at temperature 0 where the model allows it; see `models.critic_model`).
+        prompt: template for the user message (placeholders: task, context, candidate, threshold_rule,
+            guidelines) or a callable taking those values.
+        system: system message text.
+        guidelines: optional domain guidelines appended to the prompt (e.g. a style guide).
+        method: structured-output method; `"auto"` picks and falls back as described in the module docs.
+        parse_retries: extra critic calls when a reply cannot be parsed.
+        on_parse_error: `"feedback"` or `"raise"` (see module docs).
+        retries: retries of transient model errors (rate limits, timeouts, connection errors), with backoff.
+        timeout_s: time limit of one model call, in seconds (None: no limit).
+        name: the critic's name in findings.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel | Runnable[Any, Any],
+        *,
+        prompt: PromptTemplate = CRITIQUE_PROMPT,
+        system: str = CRITIQUE_SYSTEM,
+        guidelines: str | None = None,
+        method: StructuredMethod = "auto",
+        parse_retries: int = 1,
+        on_parse_error: ParseErrorPolicy = "feedback",
+        retries: int = 2,
+        timeout_s: float | None = None,
+        name: str = "llm",
+    ) -> None:
+        if on_parse_error not in ("feedback", "raise"):
+            raise ValueError(f"on_parse_error must be 'feedback' or 'raise', got {on_parse_error!r}")
+        if method not in ("auto", "json_schema", "function_calling", "json_mode", "text"):
+            raise ValueError(
+                f"method must be one of auto, json_schema, function_calling, json_mode, text; got {method!r}"
+            )
+        if parse_retries < 0:
+            raise ValueError(f"parse_retries must be >= 0, got {parse_retries}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
+        self.model = model
+        self.prompt = prompt
+        self.system = system
+        self.guidelines = guidelines
+        self.method: StructuredMethod = method
+        self._order: list[StructuredMethod] = [method] if method != "auto" else ["auto", *_FALLBACK_ORDER]
+        self.parse_retries = parse_retries
+        self.on_parse_error: ParseErrorPolicy = on_parse_error
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.name = name
+
+    # -- prompt -------------------------------------------------------------------------------------------
+    def messages(self, request: CritiqueRequest) -> list[BaseMessage]:
+        """The messages sent to the critic model for `request`."""
+        threshold_rule = (
+            THRESHOLD_RULE.format(threshold=f"{request.score_threshold:g}") + "\n"
+            if request.score_threshold is not None
+            else ""
+        )
+        guidelines = f"Guidelines:\n{self.guidelines}\n" if self.guidelines else ""
+        values = {
+            "task": request.task,
+            "context": f"Context:\n{request.context}\n" if request.context else "",
+            "candidate": request.candidate,
+            "threshold_rule": threshold_rule,
+            "guidelines": guidelines,
+            "iteration": request.iteration,
+        }
+        return [SystemMessage(self.system), HumanMessage(render_prompt(self.prompt, values))]
+
+    # -- calling ------------------------------------------------------------------------------------------
+    def _runnable(self, method: StructuredMethod) -> Runnable[Any, Any] | None:
+        if method == "text" or not hasattr(self.model, "with_structured_output"):
+            return None
+        kwargs: dict[str, Any] = {"include_raw": True}
+        if method != "auto":
+            kwargs["method"] = method
+        try:
+            return self.model.with_structured_output(CritiqueOutput, **kwargs)  # type: ignore[union-attr]
+        except (NotImplementedError, TypeError, ValueError):
+            return None
+
+    def _methods(self) -> Sequence[StructuredMethod]:
+        return tuple(self._order)
+
+    def _to_critique(self, result: Any) -> Critique:
+        if isinstance(result, dict) and "raw" in result:
+            parsed = result.get("parsed")
+            if parsed is not None and result.get("parsing_error") is None:
+                return parse_critique(parsed)
+            raw = result.get("raw")
+            return parse_critique(_message_text(raw))
+        if isinstance(result, BaseMessage):
+            return parse_critique(_message_text(result))
+        return parse_critique(result)
+
+    def _fail(self, exc: CritiqueParseError) -> Critique:
+        if self.on_parse_error == "raise":
+            raise CritiqueParseError(
+                f"critic {self.name!r} gave an unparsable critique after {self.parse_retries + 1} attempts: "
+                f"{exc}. Use a model with structured output, or on_parse_error='feedback'.",
+                exc.raw,
+            ) from exc
+        return Critique(
+            issues=["the critique could not be parsed"],
+            suggestions=[],
+            is_acceptable=False,
+            score=0.0,
+            feedback=exc.raw or str(exc),
+            parsed=False,
+        )
+
+    def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        messages = self.messages(request)
+        last_error = CritiqueParseError("no attempt made")
+        for _ in range(self.parse_retries + 1):
+            for method in list(self._methods()):
+                runnable = self._runnable(method) if method != "text" else None
+                target = runnable if runnable is not None else self.model
+                try:
+                    result = guarded(target, retries=self.retries, timeout_s=self.timeout_s).invoke(
+                        messages, config
+                    )
+                except Exception as exc:
+                    if not _is_refusal(exc) or len(self._order) == 1:
+                        raise
+                    self._drop_method(method)
+                    continue
+                try:
+                    return self._to_critique(result)
+                except CritiqueParseError as exc:
+                    last_error = exc
+                    break
+        return self._fail(last_error)
+
+    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        messages = self.messages(request)
+        last_error = CritiqueParseError("no attempt made")
+        for _ in range(self.parse_retries + 1):
+            for method in list(self._methods()):
+                runnable = self._runnable(method) if method != "text" else None
+                target = runnable if runnable is not None else self.model
+                try:
+                    result = await guarded(target, retries=self.retries, timeout_s=self.timeout_s).ainvoke(
+                        messages, config
+                    )
+                except Exception as exc:
+                    if not _is_refusal(exc) or len(self._order) == 1:
+                        raise
+                    self._drop_method(method)
+                    continue
+                try:
+                    return self._to_critique(result)
+                except CritiqueParseError as exc:
+                    last_error = exc
+                    break
+        return self._fail(last_error)
+
+    def _drop_method(self, method: StructuredMethod) -> None:
+        """Remember that the model refused `method`: later calls start with the next one in the order."""
+        if method in self._order and len(self._order) > 1:
+            self._order.remove(method)
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    """A server that refuses a structured-output method (HTTP 400/404/422/500/501), not a transient fault."""
+    if is_transient(exc):
+        return False
+    if isinstance(exc, NotImplementedError):
+        return True
+    return getattr(exc, "status_code", None) in (400, 404, 422, 500, 501)
+
+
+def _message_text(message: Any) -> str:
+    if message is None:
+        return ""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return json.dumps(message.tool_calls[0].get("args", {}))
+    content = getattr(message, "content", message)
+    if isinstance(content, list):
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return str(content)

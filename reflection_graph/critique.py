@@ -1,0 +1,243 @@
+"""The critique schema and a tolerant parser for critic replies.
+
+`Critique` is what every critic returns. `CritiqueOutput` is the narrower schema handed to a model's
+`with_structured_output` (and turned into a JSON grammar for the embedded model). `parse_critique` turns a
+free-text reply into a `Critique`, accepting the aliases other reflection designs use (`needs_improvement`,
+`is_good`, `pass`, `quality_score`, ...). A reply that still cannot be parsed raises `CritiqueParseError`;
+what the loop does then is the `on_parse_error` policy of the LLM critic (see `reflection_graph.critics`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, computed_field, field_validator
+
+__all__ = [
+    "Critique",
+    "CritiqueOutput",
+    "CritiqueParseError",
+    "Finding",
+    "Severity",
+    "extract_json_object",
+    "parse_critique",
+]
+
+Severity = Literal["none", "minor", "major", "critical"]
+_SEVERITY_ORDER: dict[str, int] = {"none": 0, "minor": 1, "major": 2, "critical": 3}
+
+
+class CritiqueParseError(ValueError):
+    """A critic reply that could not be turned into a `Critique`."""
+
+    def __init__(self, message: str, raw: str = "") -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class Finding(BaseModel):
+    """One issue with its own severity, as tool and rule critics report them."""
+
+    message: str
+    severity: Severity = "major"
+    source: str = "llm"
+
+
+class CritiqueOutput(BaseModel):
+    """Judge the candidate. This is the schema a critic model fills in."""
+
+    issues: list[str] = Field(default_factory=list, description="Concrete problems found in the candidate.")
+    suggestions: list[str] = Field(default_factory=list, description="Concrete changes that would fix them.")
+    is_acceptable: bool = Field(description="True when the candidate fully meets the task.")
+    score: float = Field(ge=0, le=10, description="Quality from 0 (useless) to 10 (perfect).")
+    feedback: str = Field(default="", description="A short overall judgement for the writer.")
+
+
+class Critique(CritiqueOutput):
+    """A critic's verdict on one candidate.
+
+    `severity` is derived: the worst finding's severity when there are findings, otherwise from the verdict and
+    score (`none` when accepted without issues, `minor` for score >= 7, `major` for >= 4, else `critical`).
+    """
+
+    findings: list[Finding] = Field(default_factory=list, description="Issues with their own severity.")
+    parsed: bool = Field(
+        default=True, description="False when the reply could not be parsed (raw text kept)."
+    )
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _clamp_score(cls, value: Any) -> float:
+        score = float(value)
+        return min(10.0, max(0.0, score))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def severity(self) -> Severity:
+        if self.findings:
+            worst = max(self.findings, key=lambda f: _SEVERITY_ORDER[f.severity])
+            return worst.severity
+        if self.is_acceptable and not self.issues:
+            return "none"
+        if self.score >= 7:
+            return "minor"
+        if self.score >= 4:
+            return "major"
+        return "critical"
+
+    @classmethod
+    def from_output(cls, output: CritiqueOutput | dict[str, Any]) -> Critique:
+        data = output.model_dump() if isinstance(output, BaseModel) else dict(output)
+        return cls.model_validate(data)
+
+
+_ACCEPT_KEYS = (
+    "is_acceptable",
+    "acceptable",
+    "accepted",
+    "is_good",
+    "pass",
+    "passed",
+    "passes",
+    "ok",
+    "approved",
+)
+_REJECT_KEYS = ("needs_improvement", "needs_revision", "should_revise", "needs_refinement", "fail", "failed")
+_SCORE_KEYS = ("score", "quality_score", "rating", "grade", "quality")
+_FEEDBACK_KEYS = (
+    "feedback",
+    "comments",
+    "comment",
+    "critique",
+    "explanation",
+    "reasoning",
+    "summary",
+    "reflection",
+)
+_ISSUE_KEYS = ("issues", "problems", "errors", "weaknesses", "flaws", "mistakes")
+_SUGGESTION_KEYS = ("suggestions", "improvements", "recommendations", "fixes", "changes")
+
+
+def extract_json_object(text: str) -> dict[str, Any] | None:
+    """Return the first JSON object found in `text` (code fences and prose around it are ignored)."""
+    text = text.strip()
+    fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
+    for chunk in [*fenced, text]:
+        start = chunk.find("{")
+        while start != -1:
+            try:
+                obj, _ = json.JSONDecoder().raw_decode(chunk[start:])
+            except json.JSONDecodeError:
+                start = chunk.find("{", start + 1)
+                continue
+            if isinstance(obj, dict):
+                return obj
+            start = chunk.find("{", start + 1)
+    return None
+
+
+def _first(data: dict[str, Any], keys: tuple[str, ...]) -> tuple[bool, Any]:
+    lowered = {str(k).strip().lower().replace(" ", "_").replace("-", "_"): v for k, v in data.items()}
+    for key in keys:
+        if key in lowered:
+            return True, lowered[key]
+    return False, None
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in {"true", "yes", "y", "pass", "passed", "ok", "accept", "accepted", "1"}:
+            return True
+        if word in {"false", "no", "n", "fail", "failed", "reject", "rejected", "0"}:
+            return False
+    return None
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, (list, tuple)):
+        return [str(v) if not isinstance(v, dict) else json.dumps(v) for v in value if str(v).strip()]
+    return [str(value)]
+
+
+def _as_score(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        match = re.search(r"-?\d+(?:\.\d+)?", value)
+        if not match:
+            return None
+        value = float(match.group())
+    if not isinstance(value, (int, float)):
+        return None
+    score = float(value)
+    if score > 10 and score <= 100:  # a 0-100 scale
+        score = score / 10
+    return min(10.0, max(0.0, score))
+
+
+def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
+    """Build a `Critique` from a mapping that may use alias keys.
+
+    Rules: the verdict comes from an accept-style key, or the negation of a reject-style key
+    (`needs_improvement`). A missing score is 8 for an accepted verdict and 4 otherwise; a missing verdict is
+    `score >= 7`. Neither present raises `CritiqueParseError`.
+    """
+    has_accept, accept = _first(data, _ACCEPT_KEYS)
+    verdict = _as_bool(accept) if has_accept else None
+    if verdict is None:
+        has_reject, reject = _first(data, _REJECT_KEYS)
+        rejected = _as_bool(reject) if has_reject else None
+        verdict = None if rejected is None else not rejected
+    _, score_value = _first(data, _SCORE_KEYS)
+    score = _as_score(score_value)
+    if verdict is None and score is None:
+        raise CritiqueParseError(
+            "critique has neither a verdict (is_acceptable / needs_improvement / pass ...) nor a score "
+            f"(score / quality_score ...); keys seen: {sorted(data)}",
+            raw,
+        )
+    if score is None:
+        score = 8.0 if verdict else 4.0
+    if verdict is None:
+        verdict = score >= 7
+    _, feedback = _first(data, _FEEDBACK_KEYS)
+    _, issues = _first(data, _ISSUE_KEYS)
+    _, suggestions = _first(data, _SUGGESTION_KEYS)
+    return Critique(
+        issues=_as_list(issues),
+        suggestions=_as_list(suggestions),
+        is_acceptable=verdict,
+        score=score,
+        feedback="" if feedback is None else str(feedback),
+    )
+
+
+def parse_critique(reply: str | dict[str, Any] | BaseModel) -> Critique:
+    """Parse a critic reply (text with a JSON object, a mapping, or a pydantic model) into a `Critique`.
+
+    Raises:
+        CritiqueParseError: no JSON object in the text, or no verdict and no score in it.
+    """
+    if isinstance(reply, Critique):
+        return reply
+    if isinstance(reply, BaseModel):
+        return critique_from_mapping(reply.model_dump())
+    if isinstance(reply, dict):
+        return critique_from_mapping(reply)
+    text = str(reply)
+    data = extract_json_object(text)
+    if data is None:
+        snippet = text.strip()[:120] or "<empty reply>"
+        raise CritiqueParseError(f"critic reply has no JSON object: {snippet!r}", text)
+    return critique_from_mapping(data, raw=text)

@@ -1,0 +1,105 @@
+"""Named prompt templates, one per role. Fill them inside the node; override any of them per role.
+
+Every template ends with a cue line ("Draft:", "JSON verdict:", "Revised answer:"). Instruction-tuned chat
+models ignore it, and small *base* models (the embedded Gemma 3 270M) need it to start writing on topic.
+
+Placeholders:
+- GENERATE_PROMPT: {task}, {context}, {lessons}
+- CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
+- REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "CRITIQUE_PROMPT",
+    "CRITIQUE_SYSTEM",
+    "FOCUS_PROMPTS",
+    "GENERATE_PROMPT",
+    "GENERATE_SYSTEM",
+    "PRESERVE_CORRECT_RULE",
+    "PromptTemplate",
+    "REVISE_PROMPT",
+    "REVISE_SYSTEM",
+    "THRESHOLD_RULE",
+    "render_prompt",
+]
+
+PromptTemplate = str | Callable[[Mapping[str, Any]], str]
+"""A prompt override: a template string with the placeholders above, or a callable that gets them as a dict."""
+
+GENERATE_SYSTEM = "You are a careful writer. Produce exactly what the task asks for, nothing else."
+
+GENERATE_PROMPT = """Task: {task}
+{context}{lessons}
+Write the complete answer to the task below this line.
+
+Draft:
+"""
+
+CRITIQUE_SYSTEM = (
+    "You are a strict reviewer. You judge a candidate answer against its task and reply with JSON only, "
+    'with the keys "issues", "suggestions", "is_acceptable", "score" and "feedback".'
+)
+
+THRESHOLD_RULE = "A candidate is acceptable only if it deserves a score of at least {threshold} out of 10."
+
+CRITIQUE_PROMPT = """Task: {task}
+{context}
+Candidate answer:
+{candidate}
+
+Review the candidate. List concrete issues and concrete suggestions. Score it from 0 to 10.
+{threshold_rule}{guidelines}
+JSON verdict:
+"""
+
+REVISE_SYSTEM = "You are a careful writer who improves a draft using a reviewer's critique."
+
+PRESERVE_CORRECT_RULE = (
+    "Keep every part of the previous answer that the critique did not object to unchanged."
+)
+
+FOCUS_PROMPTS: dict[str, str] = {
+    "general": "",
+    "code": (
+        "Return only the complete corrected code. Fix the failing tests and reported errors first; "
+        "do not change function names or signatures the tests rely on."
+    ),
+    "reasoning": (
+        "Re-check each reasoning step the critique questions, fix the wrong step and everything that "
+        "depends on it, and state the final answer clearly at the end."
+    ),
+    "format": (
+        "Fix the format problems exactly as reported (structure, required fields, length) "
+        "without changing the content that is already right."
+    ),
+}
+
+REVISE_PROMPT = """Task: {task}
+{context}
+Previous answer:
+{candidate}
+
+Critique of the previous answer:
+{critique}
+{history}
+Rewrite the answer so that it fixes every issue in the critique. {preserve_rule}
+{focus}
+Revised answer:
+"""
+
+
+class _Defaulting(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def render_prompt(template: PromptTemplate, values: Mapping[str, Any]) -> str:
+    """Fill a template string (unknown placeholders become empty) or call a template callable."""
+    if callable(template):
+        return str(template(dict(values)))
+    return template.format_map(_Defaulting(values))
