@@ -55,7 +55,7 @@ ModelSpec: TypeAlias = "str | BaseChatModel | Callable[[str], str] | None"
 """What every `model`/`generator`/`critic`/`reviser` argument accepts (see the module docstring)."""
 
 _SPEC_HELP = (
-    "use 'embedded', 'local:/path/model.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') or pass base_url"
+    "use 'embedded', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') or pass base_url"
 )
 
 # OpenAI reasoning models refuse any temperature other than the default.
