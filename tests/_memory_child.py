@@ -1,0 +1,89 @@
+"""Child process for tests/test_memory_processes.py: one run against a shared SqliteStore file.
+
+Usage:
+    python tests/_memory_child.py --db PATH --task TEXT --mode save --lesson L [--lesson L ...]
+    python tests/_memory_child.py --db PATH --task TEXT --mode search
+    python tests/_memory_child.py --db PATH --task TEXT --mode graph
+
+Prints one JSON object on stdout:
+- save: {"saved": [...], "count": N}
+- search: {"lessons": [{"text", "task", "similarity"}, ...]}
+- graph: {"generate_prompts": [...], "critic_prompts": [...], "stop_reason": ..., "candidate": ..., "count": N}
+  The graph runs `create_reflection_graph` with a recording fake generator and a scripted fake critic, so the
+  test can assert on the generate prompt the model *received*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
+
+from reflection_graph.memory import ReflexionMemory  # noqa: E402
+
+FIRST_CRITIQUE = {
+    "issues": ["The email does not thank the recruiter"],
+    "suggestions": ["Thank the recruiter by name in the first sentence."],
+    "is_acceptable": False,
+    "score": 5,
+    "feedback": "Polite but cold.",
+}
+SECOND_CRITIQUE = {"issues": [], "suggestions": [], "is_acceptable": True, "score": 9, "feedback": "Good."}
+
+
+def _run_graph(memory: ReflexionMemory, store: SqliteStore, task: str) -> dict[str, Any]:
+    from reflection_graph.graph import create_reflection_graph
+    from tests.fakes import FakeCriticModel, RecordingChatModel
+
+    generator = RecordingChatModel(
+        replies=["Dear hiring team, I must decline the offer.", "Dear Ana, thank you..."]
+    )
+    critic = FakeCriticModel(critiques=[FIRST_CRITIQUE, SECOND_CRITIQUE])
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, memory=memory, store=store)
+    result = graph.invoke({"task": task})
+    return {
+        "generate_prompts": generator.prompts,
+        "critic_prompts": critic.prompts,
+        "stop_reason": result.get("stop_reason"),
+        "candidate": result.get("candidate"),
+        "count": memory.count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="SQLite file shared by the processes")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--mode", choices=["save", "search", "graph"], required=True)
+    parser.add_argument("--lesson", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    with SqliteStore.from_conn_string(args.db) as store:
+        store.setup()
+        memory = ReflexionMemory(store)
+        if args.mode == "save":
+            memory.save(args.task, args.lesson)
+            out: dict[str, Any] = {"saved": args.lesson, "count": memory.count()}
+        elif args.mode == "search":
+            out = {
+                "lessons": [
+                    {"text": lesson.text, "task": lesson.task, "similarity": lesson.similarity}
+                    for lesson in memory.search(args.task)
+                ]
+            }
+        else:
+            out = _run_graph(memory, store, args.task)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""Reflexion memory across *processes*: separate Python processes share one SqliteStore file.
+
+Each run is a fresh interpreter (`tests/_memory_child.py`), so nothing but the SQLite file carries the lessons
+from one run to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from reflection_graph.memory import LESSONS_HEADER
+
+CHILD = Path(__file__).resolve().parent / "_memory_child.py"
+TASK_A = "Write a polite email declining a job offer for a data engineer role"
+TASK_SIMILAR = "Write a polite email declining a job offer for a software engineer position"
+TASK_UNRELATED = "Sort a list of integers in Python"
+
+
+def _child(db: Path, task: str, mode: str, *lessons: str) -> dict[str, Any]:
+    cmd = [sys.executable, str(CHILD), "--db", str(db), "--task", task, "--mode", mode]
+    for lesson in lessons:
+        cmd += ["--lesson", lesson]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_lessons_persist_across_processes(tmp_path: Path) -> None:
+    db = tmp_path / "memory.sqlite"
+    saved = _child(db, TASK_A, "save", "Thank the recruiter by name.", "Keep it under 120 words.")
+    assert saved["count"] == 1
+
+    similar = _child(db, TASK_SIMILAR, "search")["lessons"]
+    assert [lesson["text"] for lesson in similar] == [
+        "Thank the recruiter by name.",
+        "Keep it under 120 words.",
+    ]
+    assert all(lesson["task"] == TASK_A and lesson["similarity"] >= 0.25 for lesson in similar)
+
+    assert _child(db, TASK_UNRELATED, "search")["lessons"] == []
+
+
+def test_graph_run_in_one_process_teaches_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "memory.sqlite"
+
+    first = _child(db, TASK_A, "graph")
+    assert first["stop_reason"] == "accepted"
+    assert LESSONS_HEADER not in first["generate_prompts"][0]  # nothing learned yet
+    assert first["count"] == 1  # finalize saved this run's lessons
+
+    second = _child(db, TASK_SIMILAR, "graph")
+    draft_prompt = second["generate_prompts"][0]
+    assert TASK_SIMILAR in draft_prompt
+    assert LESSONS_HEADER in draft_prompt
+    assert "- Thank the recruiter by name in the first sentence." in draft_prompt
+    assert "- Avoid: The email does not thank the recruiter." in draft_prompt
+
+    unrelated = _child(db, TASK_UNRELATED, "graph")
+    assert LESSONS_HEADER not in unrelated["generate_prompts"][0]
+    assert "recruiter" not in unrelated["generate_prompts"][0]
