@@ -79,7 +79,7 @@ def guarded(runnable: Runnable[Any, Any], *, retries: int, timeout_s: float | No
         retry_if_exception_type=is_transient,
         stop_after_attempt=retries + 1,
         wait_exponential_jitter=True,
-        exponential_jitter_params={"initial": 0.2, "max": 5.0, "jitter": 0.2},
+        exponential_jitter_params={"max": 5.0, "jitter": 0.5},
     )
 
 

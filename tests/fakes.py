@@ -1,0 +1,108 @@
+"""Deterministic fake models for unit tests: they record what each role *received*."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import Runnable, RunnableLambda
+from pydantic import Field
+
+from reflection_graph.critique import CritiqueOutput
+
+
+def _usage(text: str, prompt: Sequence[BaseMessage]) -> dict[str, int]:
+    inp = sum(len(str(m.content).split()) for m in prompt)
+    out = len(text.split())
+    return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}
+
+
+class RecordingChatModel(GenericFakeChatModel):
+    """Replies with `replies` in order (strings, or callables of the received messages) and records each prompt."""
+
+    replies: list[Any] = Field(default_factory=list)
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    messages: Iterator[AIMessage | str] = Field(default_factory=lambda: iter(()))
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        from langchain_core.outputs import ChatGeneration
+
+        self.received.append(list(messages))
+        index = len(self.received) - 1
+        reply = self.replies[min(index, len(self.replies) - 1)] if self.replies else f"draft {index + 1}"
+        if callable(reply):
+            reply = reply(messages)
+        if isinstance(reply, BaseException):
+            raise reply
+        text = str(reply)
+        message = AIMessage(content=text, usage_metadata=_usage(text, messages))  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    @property
+    def prompts(self) -> list[str]:
+        """The last human message of each call."""
+        return [str(m[-1].content) for m in self.received]
+
+
+class FakeCriticModel(RecordingChatModel):
+    """A critic model with structured output: each call returns the next scripted critique.
+
+    `critiques` entries are dicts of CritiqueOutput fields, callables of the received messages returning such a
+    dict, exceptions to raise, or strings (returned as raw unparsable text).
+    """
+
+    critiques: list[Any] = Field(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        from langchain_core.outputs import ChatGeneration
+
+        self.received.append(list(messages))
+        index = len(self.received) - 1
+        item = self.critiques[min(index, len(self.critiques) - 1)]
+        if callable(item) and not isinstance(item, type):
+            item = item(messages)
+        if isinstance(item, BaseException):
+            raise item
+        text = item if isinstance(item, str) else CritiqueOutput.model_validate(item).model_dump_json()
+        message = AIMessage(content=text, usage_metadata=_usage(text, messages))  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **kwargs: Any) -> Runnable[Any, Any]:  # type: ignore[override]
+        """Like a provider's structured output: the model's raw reply, then a parse step."""
+
+        def _parse(raw: AIMessage) -> Any:
+            try:
+                parsed: Any = schema.model_validate_json(str(raw.content))
+                error: Exception | None = None
+            except Exception as exc:  # noqa: BLE001
+                parsed, error = None, exc
+            if include_raw:
+                return {"raw": raw, "parsed": parsed, "parsing_error": error}
+            if error is not None:
+                raise error
+            return parsed
+
+        return self | RunnableLambda(_parse, name="parse_structured")
+
+
+def critique(score: float, ok: bool = False, issues: Sequence[str] = ("too vague",), feedback: str = "") -> dict[str, Any]:
+    return {
+        "issues": list(issues),
+        "suggestions": [f"fix: {i}" for i in issues],
+        "is_acceptable": ok,
+        "score": score,
+        "feedback": feedback or f"score {score}",
+    }
+
+
+def numbered_drafts(prefix: str = "draft") -> Callable[[list[BaseMessage]], str]:
+    counter = {"n": 0}
+
+    def reply(_: list[BaseMessage]) -> str:
+        counter["n"] += 1
+        return f"{prefix} {counter['n']}"
+
+    return reply

@@ -1,0 +1,294 @@
+"""The loop itself, with fake models that record what each role received."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from reflection_graph import Context, create_reflection_graph, max_model_calls
+from reflection_graph.critics import BaseCritic, CritiqueRequest
+from reflection_graph.critique import Critique
+from tests.fakes import FakeCriticModel, RecordingChatModel, critique, numbered_drafts
+
+
+def make(critiques: list[Any], **kwargs: Any) -> tuple[Any, RecordingChatModel, FakeCriticModel]:
+    gen = RecordingChatModel(replies=[numbered_drafts()])
+    crit = FakeCriticModel(critiques=critiques)
+    return create_reflection_graph(gen, critic=crit, **kwargs), gen, crit
+
+
+def test_roles_receive_draft_critique_and_previous_candidate() -> None:
+    graph, gen, crit = make(
+        [critique(3, issues=["the greeting is missing"], feedback="add a greeting"), critique(9, ok=True, issues=[])],
+        max_iterations=4,
+    )
+    result = graph.invoke({"task": "Write a polite email declining a job offer"})
+    assert result["stop_reason"] == "accepted"
+    assert result["iterations"] == 2
+    # the critic saw each draft and the task
+    assert "draft 1" in crit.prompts[0] and "declining a job offer" in crit.prompts[0]
+    assert "draft 2" in crit.prompts[1]
+    # the reviser saw the previous candidate and the critique (issues and feedback)
+    revise_prompt = gen.prompts[1]
+    assert "draft 1" in revise_prompt
+    assert "the greeting is missing" in revise_prompt and "add a greeting" in revise_prompt
+    assert result["candidate"] == "draft 2"
+    assert [r["candidate"] for r in result["trajectory"]] == ["draft 1", "draft 2"]
+    assert result["trajectory"][1]["diff"].splitlines()[-2:] == ["-draft 1", "+draft 2"]
+
+
+def test_stop_max_iterations_and_usage_accounting() -> None:
+    graph, gen, crit = make([lambda m: critique(float(len(m) % 5), issues=[f"issue {id(m)}"])], max_iterations=3, patience=None)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "max_iterations"
+    assert result["iterations"] == 3 == len(result["trajectory"])
+    usage = result["usage"]
+    assert usage["generate"]["calls"] == 1 and usage["revise"]["calls"] == 2 and usage["critique"]["calls"] == 3
+    assert usage["total"]["calls"] == 6
+    assert usage["total"]["total_tokens"] == sum(usage[r]["total_tokens"] for r in ("generate", "revise", "critique"))
+    assert usage["total"]["total_tokens"] > 0 and usage["total"]["seconds"] > 0
+    round_calls = sum(r["usage"]["total"]["calls"] for r in result["trajectory"])
+    assert round_calls == usage["total"]["calls"]
+
+
+def test_stop_plateau_on_flat_scores() -> None:
+    scores = iter([5.0, 5.2, 5.1, 5.3, 9.9])
+    graph, _, _ = make(
+        [lambda m: critique(next(scores), issues=[f"new issue {len(m)}-{id(m)}"])],
+        max_iterations=10,
+        patience=2,
+        min_improvement=0.5,
+    )
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "plateau"
+    assert result["iterations"] == 3
+
+
+def test_stop_plateau_when_no_new_issues() -> None:
+    graph, _, _ = make([critique(4, issues=["same"]), critique(6, issues=["same"])], max_iterations=10, patience=None)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "plateau" and result["iterations"] == 2
+
+
+def test_not_triggered_when_predicate_false_for_given_candidate() -> None:
+    graph, gen, crit = make([critique(2)], should_refine=lambda s: len(s["candidate"]) < 5)
+    result = graph.invoke({"task": "t", "candidate": "already long enough"})
+    assert result["stop_reason"] == "not_triggered"
+    assert result["candidate"] == "already long enough" and result["iterations"] == 0
+    assert gen.received == [] and crit.received == []
+
+
+def test_trigger_checked_before_each_revision() -> None:
+    graph, gen, _ = make([critique(3, issues=["a"]), critique(4, issues=["b"])], should_refine=lambda s: s["critique"]["score"] < 3.5, max_iterations=5)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "not_triggered"
+    assert result["iterations"] == 2 and len(gen.received) == 2
+
+
+def test_trigger_that_raises_is_reported() -> None:
+    def bad(state: Any) -> bool:
+        raise KeyError("score")
+
+    graph, _, _ = make([critique(3)], should_refine=bad)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "error"
+    assert "should_refine raised KeyError" in result["error"]
+    assert result["candidate"] == "draft 1"  # the best so far is kept
+
+
+def test_glean_existing_candidate_critiques_it_first() -> None:
+    graph, gen, crit = make([critique(4, issues=["too short"]), critique(9, ok=True, issues=[])])
+    result = graph.invoke({"task": "summarize", "candidate": "orig", "context": "SOURCE DOC"})
+    assert "orig" in crit.prompts[0] and "SOURCE DOC" in crit.prompts[0]
+    assert len(gen.received) == 1 and "orig" in gen.prompts[0] and "too short" in gen.prompts[0]
+    assert result["candidate"] == "draft 1" and result["stop_reason"] == "accepted"
+
+
+def test_select_best_returns_highest_scoring_round() -> None:
+    graph, _, _ = make([critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])], max_iterations=3, patience=None)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "max_iterations"
+    assert result["candidate"] == "draft 2" and result["critique"]["score"] == 8
+    last, _, _ = make([critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])], max_iterations=3, patience=None, select="last")
+    assert last.invoke({"task": "t"})["candidate"] == "draft 3"
+
+
+def test_select_best_ties_go_to_later_round() -> None:
+    graph, _, _ = make([critique(6, issues=["a"]), critique(6, issues=["b"])], max_iterations=2, patience=None)
+    assert graph.invoke({"task": "t"})["candidate"] == "draft 2"
+
+
+def test_threshold_decides_over_verdict_and_is_in_prompt() -> None:
+    graph, _, crit = make([critique(8.5, ok=False, issues=["minor"])], score_threshold=8)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "accepted" and result["iterations"] == 1
+    assert "at least 8 out of 10" in crit.prompts[0]
+    graph2, _, _ = make([critique(6, ok=True, issues=["x"]), critique(9, ok=True, issues=[])], score_threshold=8)
+    result2 = graph2.invoke({"task": "t"})
+    assert result2["iterations"] == 2 and result2["stop_reason"] == "accepted"
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=1, max_value=20))
+def test_never_accepting_critic_runs_exactly_max_iterations(n: int) -> None:
+    scores = iter(range(1000))
+    graph, gen, crit = make(
+        [lambda m: critique(min(10.0, next(scores) * 0.0), issues=[f"issue {len(crit_calls)}"])],
+        max_iterations=n,
+        patience=None,
+        stop_on_no_new_issues=False,
+    )
+    crit_calls: list[int] = []
+    result = graph.invoke({"task": "t"}, {"recursion_limit": 10_000})
+    assert result["iterations"] == n == len(result["trajectory"])
+    assert result["stop_reason"] == "max_iterations"
+    calls = len(gen.received) + len(crit.received)
+    assert calls == result["usage"]["total"]["calls"]
+    assert calls <= max_model_calls(n, parse_retries=1)
+    assert calls == 2 * n
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_iterations": 0},
+        {"max_iterations": -2},
+        {"score_threshold": 11},
+        {"score_threshold": -1},
+        {"select": "random"},
+        {"strategy": "tree"},
+        {"patience": 0},
+        {"prompts": {"judge": "x"}},
+        {"should_refine": "yes"},
+        {"on_parse_error": "ignore"},
+    ],
+)
+def test_bad_config_raises_at_build_time(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError) as info:
+        create_reflection_graph(RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(1)]), **kwargs)
+    key = next(iter(kwargs))
+    assert key in str(info.value) or "prompt role" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "state, needle",
+    [
+        ({"task": ""}, "'task' is empty"),
+        ({"task": "x" * 1_000_000}, "over the"),
+        ({"task": "t", "candidate": {"a": 1}}, "'candidate' must be a string"),
+        ({"task": 42}, "'task' must be a string"),
+    ],
+)
+def test_bad_input_names_the_problem(state: dict[str, Any], needle: str) -> None:
+    graph, gen, _ = make([critique(1)])
+    with pytest.raises(ValueError, match=needle):
+        graph.invoke(state)
+    assert gen.received == []
+
+
+def test_unparsable_critique_policy_feedback_then_raise() -> None:
+    graph, gen, crit = make(["I think it is fine?", "still no json", critique(9, ok=True, issues=[])], max_iterations=3)
+    result = graph.invoke({"task": "t"})
+    first = result["trajectory"][0]["critique"]
+    assert first["parsed"] is False and first["is_acceptable"] is False
+    assert "still no json" in first["feedback"]  # retried once, then the raw text became feedback
+    assert "still no json" in gen.prompts[1]  # and the reviser saw it
+    assert result["stop_reason"] == "accepted"
+
+    strict, _, _ = make(["nope", "nope"], on_parse_error="raise")
+    out = strict.invoke({"task": "t"})
+    assert out["stop_reason"] == "error" and "unparsable critique" in out["error"]
+    assert out["candidate"] == "draft 1"
+
+
+def test_alias_json_in_text_reply_is_parsed() -> None:
+    graph, _, _ = make(['Sure! {"feedback": "fine", "needs_improvement": false}'])
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "accepted" and result["critique"]["feedback"] == "fine"
+
+
+def test_revise_prompt_does_not_grow_with_rounds() -> None:
+    long_draft = "word " * 400
+    gen = RecordingChatModel(replies=[lambda m: long_draft + str(len(m))])
+    crit = FakeCriticModel(critiques=[lambda m: critique(2, issues=[f"issue {len(crit.received)}"])])
+    graph = create_reflection_graph(gen, critic=crit, max_iterations=12, patience=None, history_window=2)
+    graph.invoke({"task": "t"})
+    sizes = [len(p) for p in gen.prompts[1:]]
+    assert max(sizes[2:]) - min(sizes[2:]) < 50, sizes
+
+
+def test_self_refine_is_one_pass() -> None:
+    graph, gen, crit = make([critique(3, issues=["x"])], strategy="self_refine", max_iterations=7)
+    result = graph.invoke({"task": "t"})
+    assert len(gen.received) == 2 and len(crit.received) == 1
+    assert result["candidate"] == "draft 2" and result["iterations"] == 1
+
+
+def test_model_exception_ends_with_error_and_best_so_far() -> None:
+    gen = RecordingChatModel(replies=["good draft", RuntimeError("boom")])
+    crit = FakeCriticModel(critiques=[critique(6, issues=["a"])])
+    result = create_reflection_graph(gen, critic=crit, retries=0).invoke({"task": "t"})
+    assert result["stop_reason"] == "error" and "revise failed: RuntimeError: boom" in result["error"]
+    assert result["candidate"] == "good draft"
+
+
+class _CountingCritic(BaseCritic):
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.seen: list[CritiqueRequest] = []
+
+    def critique(self, request: CritiqueRequest, config: Any = None) -> Critique:
+        self.seen.append(request)
+        return Critique(issues=[f"i{len(self.seen)}"], suggestions=[], is_acceptable=len(self.seen) >= 2, score=5)
+
+
+def test_custom_critic_object_and_history_window() -> None:
+    critic = _CountingCritic()
+    graph = create_reflection_graph(RecordingChatModel(replies=[numbered_drafts()]), critic=critic, max_iterations=5)
+    result = graph.invoke({"task": "t"})
+    assert result["stop_reason"] == "accepted"
+    assert critic.seen[1].iteration == 2 and critic.seen[1].history[0]["candidate"] == "draft 1"
+
+
+def test_async_batch_and_stream() -> None:
+    graph, _, _ = make([critique(9, ok=True, issues=[])])
+    results = asyncio.run(graph.abatch([{"task": f"t{i}"} for i in range(6)], {"max_concurrency": 3}))
+    assert [r["stop_reason"] for r in results] == ["accepted"] * 6
+    assert asyncio.run(graph.ainvoke({"task": "a"}))["iterations"] == 1
+    batch = graph.batch([{"task": "x"}, {"task": "y"}], {"max_concurrency": 2})
+    assert len(batch) == 2
+    graph2, _, _ = make([critique(2, issues=["a"]), critique(3, issues=["b"]), critique(9, ok=True, issues=[])], max_iterations=3)
+    critique_updates = [u for u in graph2.stream({"task": "t"}, stream_mode="updates") if "critique" in u]
+    assert [u["critique"]["iterations"] for u in critique_updates] == [1, 2, 3]
+
+
+def test_context_overrides_per_run() -> None:
+    graph, _, _ = make([critique(6, issues=["a"]), critique(7, issues=["b"]), critique(8, issues=["c"])], max_iterations=3, patience=None)
+    result = graph.invoke({"task": "t"}, context=Context(max_iterations=1))
+    assert result["iterations"] == 1
+    result2 = graph.invoke({"task": "t"}, context=Context(score_threshold=5))
+    assert result2["stop_reason"] == "accepted"
+    with pytest.raises(ValueError, match="max_iterations"):
+        graph.invoke({"task": "t"}, context=Context(max_iterations=0))
+
+
+def test_human_review_interrupt_and_resume() -> None:
+    gen = RecordingChatModel(replies=[numbered_drafts()])
+    crit = FakeCriticModel(critiques=[critique(3, issues=["a"]), critique(4, issues=["b"])])
+    graph = create_reflection_graph(gen, critic=crit, human_review=True, checkpointer=InMemorySaver(), max_iterations=5)
+    cfg = {"configurable": {"thread_id": "review"}}
+    first = graph.invoke({"task": "t"}, cfg)
+    assert "__interrupt__" in first
+    second = graph.invoke(Command(resume={"feedback": "use a warmer tone"}), cfg)
+    assert "warmer tone" in gen.prompts[1]
+    assert "__interrupt__" in second
+    done = graph.invoke(Command(resume={"accept": True}), cfg)
+    assert done["stop_reason"] == "accepted" and done["candidate"] == "draft 2"
+    assert len(crit.received) == 2  # resuming did not call the critic again
