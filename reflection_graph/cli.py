@@ -1,0 +1,618 @@
+"""The ``reflection-graph`` command line: ``run`` one task live, or ``batch`` glean a JSONL file.
+
+``reflection-graph run "TASK"`` builds the graph with `create_reflection_graph` and streams it, printing every
+round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
+reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
+JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
+and prints its summary; it is resumable (see `reflection_graph.batch`).
+
+With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
+(an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
+``error: ...`` on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["GraphOptions", "app", "build_graph", "main"]
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+SELECT_CHOICES = ("best", "last")
+STRATEGY_CHOICES = ("loop", "self_refine")
+
+app = typer.Typer(
+    name="reflection-graph",
+    help="Draft -> critique -> revise with LangGraph. Runs offline on an embedded model by default.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+class BadInput(ValueError):
+    """A user error in the options: reported as one line, exit code 2."""
+
+
+@dataclass
+class GraphOptions:
+    """Everything the CLI needs to build a reflection graph.
+
+    Attributes:
+        model: model spec for every role (``embedded``, ``local:/path.gguf``, ``provider:model``); None means
+            the embedded model.
+        generator: model spec for drafting, overriding ``model``.
+        critic: model spec for critiquing, overriding ``model``.
+        reviser: model spec for revising, overriding ``model``.
+        base_url: OpenAI-compatible server URL for string model names.
+        max_iterations: hard limit on critique rounds (>= 1).
+        threshold: accept when the score reaches it (0-10); None lets the critic's verdict decide.
+        select: ``best`` or ``last`` candidate.
+        strategy: ``loop`` or ``self_refine``.
+        max_tokens: most tokens per model reply, or None for the model's default.
+        seed: sampling seed, or None.
+        checkpoint: SQLite file for a checkpointer, or None.
+        memory: SQLite file for the Reflexion memory store, or None.
+    """
+
+    model: str | None = None
+    generator: str | None = None
+    critic: str | None = None
+    reviser: str | None = None
+    base_url: str | None = None
+    max_iterations: int = 3
+    threshold: float | None = None
+    select: str = "best"
+    strategy: str = "loop"
+    max_tokens: int | None = None
+    seed: int | None = None
+    checkpoint: Path | None = None
+    memory: Path | None = None
+
+    def validate(self) -> None:
+        """Check the options that need no model, naming the flag to fix.
+
+        Raises:
+            BadInput: an option is out of range.
+        """
+        if self.max_iterations < 1:
+            raise BadInput(f"--max-iterations must be >= 1, got {self.max_iterations}")
+        if self.threshold is not None and not 0.0 <= self.threshold <= 10.0:
+            raise BadInput(
+                f"--threshold must be between 0 and 10 (the critic's score scale), got {self.threshold:g}"
+            )
+        if self.select not in SELECT_CHOICES:
+            raise BadInput(f"--select must be one of {', '.join(SELECT_CHOICES)}, got {self.select!r}")
+        if self.strategy not in STRATEGY_CHOICES:
+            raise BadInput(f"--strategy must be one of {', '.join(STRATEGY_CHOICES)}, got {self.strategy!r}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise BadInput(f"--max-tokens must be >= 1, got {self.max_tokens}")
+        for flag, spec in (
+            ("--model", self.model),
+            ("--generator", self.generator),
+            ("--critic", self.critic),
+            ("--reviser", self.reviser),
+        ):
+            if spec is not None and not spec.strip():
+                raise BadInput(
+                    f"{flag} is empty; give a model spec such as 'embedded' or 'openai:gpt-4o-mini'"
+                )
+        for flag, path in (("--checkpoint", self.checkpoint), ("--memory", self.memory)):
+            if path is not None and path.parent and not path.parent.exists():
+                raise BadInput(f"{flag}: directory {path.parent} does not exist")
+
+
+def _resolve_model(spec: str | None, options: GraphOptions, role: str) -> Any:
+    """Turn a model spec into a chat model for one role (the seam tests replace with a fake)."""
+    from reflection_graph.models import resolve_model
+
+    return resolve_model(spec, role=role, base_url=options.base_url)  # type: ignore[arg-type]
+
+
+def _apply_sampling(model: Any, options: GraphOptions) -> Any:
+    """Set ``--max-tokens``/``--seed`` on a resolved model, or fail naming the option it does not support."""
+    update = {k: v for k, v in (("max_tokens", options.max_tokens), ("seed", options.seed)) if v is not None}
+    if not update:
+        return model
+    fields = getattr(type(model), "model_fields", {})
+    for name in update:
+        if name not in fields:
+            flag = "--max-tokens" if name == "max_tokens" else "--seed"
+            raise BadInput(
+                f"{flag} is not supported by {type(model).__name__}; drop the option for this model"
+            )
+    return model.model_copy(update=update)
+
+
+def _role_models(options: GraphOptions) -> tuple[Any, Any | None, Any | None]:
+    """(generator, critic, reviser); None means "derived from the generator" (the critic at temperature 0)."""
+    generator = _apply_sampling(
+        _resolve_model(options.generator or options.model, options, "generator"), options
+    )
+    critic = reviser = None
+    if options.critic:
+        critic = _apply_sampling(_resolve_model(options.critic, options, "critic"), options)
+    if options.reviser:
+        reviser = _apply_sampling(_resolve_model(options.reviser, options, "reviser"), options)
+    return generator, critic, reviser
+
+
+def build_graph(
+    options: GraphOptions, *, checkpointer: Any = None, store: Any = None, memory: Any = None
+) -> Any:
+    """Build the compiled reflection graph the CLI runs.
+
+    Args:
+        options: the parsed CLI options (validated here).
+        checkpointer: a LangGraph checkpointer, or None.
+        store: a LangGraph store, or None.
+        memory: a `ReflexionMemory`, or None.
+
+    Returns:
+        The `CompiledStateGraph` from `create_reflection_graph`.
+
+    Raises:
+        BadInput: an option is out of range.
+        ValueError: the model spec or another factory argument is invalid (message says what to change).
+    """
+    from reflection_graph.graph import create_reflection_graph
+
+    options.validate()
+    generator, critic, reviser = _role_models(options)
+    return create_reflection_graph(
+        generator,
+        critic=critic,
+        reviser=reviser,
+        max_iterations=options.max_iterations,
+        score_threshold=options.threshold,
+        select=options.select,  # type: ignore[arg-type]
+        strategy=options.strategy,  # type: ignore[arg-type]
+        base_url=options.base_url,
+        memory=memory,
+        checkpointer=checkpointer,
+        store=store,
+    )
+
+
+def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any, Any]:
+    """Open the SQLite checkpointer and memory store the options ask for; ``stack`` closes them.
+
+    Returns:
+        ``(checkpointer, store, memory)``, each None when not asked for.
+
+    Raises:
+        BadInput: an option is invalid or a SQLite file cannot be opened.
+    """
+    options.validate()
+    checkpointer = store = memory = None
+    if options.checkpoint is not None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        try:
+            conn = sqlite3.connect(str(options.checkpoint), check_same_thread=False)
+            stack.callback(conn.close)
+            checkpointer = SqliteSaver(conn)
+            checkpointer.setup()
+        except sqlite3.Error as exc:
+            raise BadInput(
+                f"--checkpoint: cannot use {options.checkpoint} as a SQLite database: {exc}"
+            ) from None
+    if options.memory is not None:
+        from langgraph.store.sqlite import SqliteStore
+
+        from reflection_graph.memory import ReflexionMemory
+
+        try:
+            conn = sqlite3.connect(str(options.memory), check_same_thread=False, isolation_level=None)
+            stack.callback(conn.close)
+            store = SqliteStore(conn)
+            store.setup()
+        except sqlite3.Error as exc:
+            raise BadInput(f"--memory: cannot use {options.memory} as a SQLite database: {exc}") from None
+        memory = ReflexionMemory(store)
+    return checkpointer, store, memory
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    first_line = " ".join(str(message).split()) or "unknown error"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {escape(first_line)}")
+    raise typer.Exit(code)
+
+
+# ----------------------------------------------------------------------------------------------- rendering
+
+
+def _score_style(score: Any) -> str:
+    if not isinstance(score, (int, float)):
+        return "dim"
+    return "green" if score >= 7 else "yellow" if score >= 4 else "red"
+
+
+def _bullets(items: Any) -> Text:
+    return Text("\n".join(f"  • {item}" for item in items or []))
+
+
+def _critique_panel(critique: dict[str, Any] | None, title: str) -> Panel:
+    if not critique:
+        return Panel(Text("no critique", style="dim"), title=title, border_style="dim")
+    score = critique.get("score")
+    head = Text()
+    head.append("score ", style="bold")
+    head.append(f"{score:g}/10" if isinstance(score, (int, float)) else "-", style=_score_style(score))
+    head.append("   verdict ", style="bold")
+    accepted = bool(critique.get("is_acceptable"))
+    head.append("acceptable" if accepted else "needs work", style="green" if accepted else "yellow")
+    if critique.get("severity"):
+        head.append("   severity ", style="bold")
+        head.append(str(critique["severity"]))
+    if critique.get("parsed") is False:
+        head.append("   (unparsed reply)", style="red")
+    parts: list[Any] = [head]
+    if critique.get("issues"):
+        parts += [Text("issues", style="bold"), _bullets(critique["issues"])]
+    if critique.get("suggestions"):
+        parts += [Text("suggestions", style="bold"), _bullets(critique["suggestions"])]
+    if critique.get("feedback"):
+        parts += [Text("feedback", style="bold"), Text(str(critique["feedback"]))]
+    return Panel(Group(*parts), title=title, border_style=_score_style(score), title_align="left")
+
+
+def _usage_table(usage: dict[str, Any] | None) -> Table:
+    table = Table(title="usage", title_justify="left", show_edge=False)
+    for column in ("role", "calls", "input tokens", "output tokens", "total tokens", "seconds"):
+        table.add_column(column, justify="left" if column == "role" else "right")
+    for role in ("generate", "critique", "revise", "total"):
+        row = (usage or {}).get(role)
+        if not row:
+            continue
+        table.add_row(
+            role,
+            str(row.get("calls", 0)),
+            str(row.get("input_tokens", 0)),
+            str(row.get("output_tokens", 0)),
+            str(row.get("total_tokens", 0)),
+            f"{float(row.get('seconds', 0.0)):.2f}",
+            style="bold" if role == "total" else None,
+        )
+    return table
+
+
+class _LiveRenderer:
+    """Prints rounds from the graph's ``updates``/``tasks`` stream as they happen."""
+
+    _ACTIVITY = {"generate": "drafting", "critique": "critiquing", "finalize": "choosing the answer"}
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.round = 0
+        self.shown_draft: str | None = None
+
+    def status_for(self, node: str) -> str:
+        activity = self._ACTIVITY.get(node, f"running {node}")
+        if node == "generate" and self.round >= 1:
+            activity = "revising"
+        return f"[bold]{activity}[/] (round {self.round + 1 if node == 'generate' else max(self.round, 1)})…"
+
+    def _draft(self, candidate: str, iteration: int) -> None:
+        title = "draft" if iteration <= 1 else "revision"
+        self.console.print(Rule(f"round {iteration}", style="cyan"))
+        self.console.print(
+            Panel(Text(candidate or "(empty)"), title=title, title_align="left", border_style="cyan")
+        )
+        self.shown_draft = candidate
+
+    def update(self, node: str, update: Any) -> None:
+        if not isinstance(update, dict):
+            return
+        if node == "generate":
+            candidate = update.get("candidate")
+            pending = update.get("rg_pending")
+            if not isinstance(candidate, str) and isinstance(pending, dict):
+                candidate = pending.get("candidate")
+            if isinstance(candidate, str):
+                self._draft(candidate, self.round + 1)
+        elif node == "critique":
+            for step in update.get("trajectory") or []:
+                if not isinstance(step, dict):
+                    continue
+                self.round = int(step.get("iteration") or self.round + 1)
+                candidate = step.get("candidate")
+                if isinstance(candidate, str) and candidate != self.shown_draft:
+                    self._draft(candidate, self.round)
+                self.console.print(_critique_panel(step.get("critique"), f"critique (round {self.round})"))
+                self.shown_draft = None
+
+    def final(self, result: dict[str, Any], thread_id: str | None) -> None:
+        console = self.console
+        console.print(Rule("result", style="bold"))
+        stop = result.get("stop_reason")
+        line = Text()
+        line.append("stop reason ", style="bold")
+        line.append(
+            str(stop), style="red" if stop == "error" else "green" if stop == "accepted" else "yellow"
+        )
+        line.append(f"   rounds {result.get('iterations', 0)}")
+        critique = result.get("critique") or {}
+        if isinstance(critique, dict) and isinstance(critique.get("score"), (int, float)):
+            line.append("   final score ")
+            line.append(f"{critique['score']:g}/10", style=_score_style(critique["score"]))
+        if thread_id:
+            line.append(f"   thread {thread_id}", style="dim")
+        console.print(line)
+        if result.get("error"):
+            console.print(Text(f"error: {result['error']}", style="red"))
+        console.print(
+            Panel(
+                Text(str(result.get("candidate") or "(empty)")),
+                title="answer",
+                title_align="left",
+                border_style="green",
+            )
+        )
+        console.print(_usage_table(result.get("usage")))
+
+
+def _stream_with_display(
+    graph: Any, inputs: dict[str, Any], config: dict[str, Any], console: Console
+) -> dict[str, Any]:
+    renderer = _LiveRenderer(console)
+    result: dict[str, Any] = {}
+    with console.status("[bold]starting[/]…", spinner="dots") as status:
+        for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values", "tasks"]):
+            if mode == "tasks" and isinstance(chunk, dict) and "result" not in chunk and chunk.get("name"):
+                status.update(renderer.status_for(str(chunk["name"])))
+            elif mode == "updates" and isinstance(chunk, dict):
+                for node, update in chunk.items():
+                    renderer.update(node, update)
+            elif mode == "values" and isinstance(chunk, dict):
+                result = chunk
+    renderer.final(result, config.get("configurable", {}).get("thread_id"))
+    return result
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return str(value)
+
+
+# -------------------------------------------------------------------------------------------------- options
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Model for every role: embedded, local:/path.gguf or provider:model."),
+]
+GeneratorOpt = Annotated[str | None, typer.Option(help="Model that drafts (overrides --model).")]
+CriticOpt = Annotated[str | None, typer.Option(help="Model that critiques (overrides --model).")]
+ReviserOpt = Annotated[str | None, typer.Option(help="Model that revises (overrides --model).")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for string model names.")]
+MaxIterOpt = Annotated[
+    int, typer.Option("--max-iterations", "-n", help="Hard limit on critique rounds (>= 1).")
+]
+ThresholdOpt = Annotated[
+    float | None, typer.Option(help="Accept when score >= this (0-10). Unset: the critic's verdict decides.")
+]
+SelectOpt = Annotated[str, typer.Option(help="Return the 'best'-scoring candidate or the 'last' one.")]
+StrategyOpt = Annotated[
+    str, typer.Option(help="'loop' (until accepted/plateau/limit) or 'self_refine' (one pass).")
+]
+MaxTokensOpt = Annotated[int | None, typer.Option(help="Most tokens per model reply.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Sampling seed (where the model supports one).")]
+MemoryOpt = Annotated[
+    Path | None, typer.Option(help="SQLite file for Reflexion memory: lessons from past critiques.")
+]
+
+
+# ------------------------------------------------------------------------------------------------- commands
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(metavar="TASK", help="What to produce.")],
+    model: ModelOpt = None,
+    generator: GeneratorOpt = None,
+    critic: CriticOpt = None,
+    reviser: ReviserOpt = None,
+    base_url: BaseUrlOpt = None,
+    max_iterations: MaxIterOpt = 3,
+    threshold: ThresholdOpt = None,
+    select: SelectOpt = "best",
+    strategy: StrategyOpt = "loop",
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    candidate: Annotated[
+        str | None, typer.Option(help="An existing output to glean instead of drafting.")
+    ] = None,
+    context: Annotated[str | None, typer.Option(help="Extra material for every role.")] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="SQLite file to checkpoint the run in (see --thread-id).")
+    ] = None,
+    thread_id: Annotated[
+        str | None, typer.Option(help="Checkpoint thread id (default: a new one, printed at the end).")
+    ] = None,
+    memory: MemoryOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the full final result as JSON.")
+    ] = False,
+) -> None:
+    """Run the draft -> critique -> revise loop on one TASK and show each round live."""
+    if not task.strip():
+        _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
+    options = GraphOptions(
+        model=model,
+        generator=generator,
+        critic=critic,
+        reviser=reviser,
+        base_url=base_url,
+        max_iterations=max_iterations,
+        threshold=threshold,
+        select=select,
+        strategy=strategy,
+        max_tokens=max_tokens,
+        seed=seed,
+        checkpoint=checkpoint,
+        memory=memory,
+    )
+    inputs: dict[str, Any] = {"task": task}
+    if candidate is not None:
+        inputs["candidate"] = candidate
+    if context is not None:
+        inputs["context"] = context
+    config: dict[str, Any] = {}
+    if checkpoint is not None:
+        config["configurable"] = {"thread_id": thread_id or uuid.uuid4().hex}
+    elif thread_id is not None:
+        _fail("--thread-id needs --checkpoint PATH (there is nothing to resume without a checkpointer)")
+
+    with ExitStack() as stack:
+        try:
+            checkpointer, store, reflexion = _open_persistence(options, stack)
+            graph = build_graph(options, checkpointer=checkpointer, store=store, memory=reflexion)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            _fail(str(exc))
+        try:
+            if as_json:
+                result = graph.invoke(inputs, config)
+            else:
+                result = _stream_with_display(graph, inputs, config, Console(highlight=False))
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except Exception as exc:  # a model/server failure mid-run: one line, no traceback
+            _fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED)
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+    if isinstance(result, dict) and result.get("stop_reason") == "error":
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def batch(
+    in_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Records with a `task` (JSON Lines).")],
+    out_path: Annotated[Path, typer.Argument(metavar="OUT.jsonl", help="Results; rerun to resume.")],
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
+    retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    model: ModelOpt = None,
+    generator: GeneratorOpt = None,
+    critic: CriticOpt = None,
+    reviser: ReviserOpt = None,
+    base_url: BaseUrlOpt = None,
+    max_iterations: MaxIterOpt = 3,
+    threshold: ThresholdOpt = None,
+    select: SelectOpt = "best",
+    strategy: StrategyOpt = "loop",
+    max_tokens: MaxTokensOpt = None,
+    seed: SeedOpt = None,
+    memory: MemoryOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
+    from reflection_graph.batch import run_batch
+
+    if not in_path.is_file():
+        _fail(f"input file not found: {in_path}")
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
+    if in_path.resolve() == out_path.resolve():
+        _fail("OUT.jsonl must be a different file from IN.jsonl")
+    options = GraphOptions(
+        model=model,
+        generator=generator,
+        critic=critic,
+        reviser=reviser,
+        base_url=base_url,
+        max_iterations=max_iterations,
+        threshold=threshold,
+        select=select,
+        strategy=strategy,
+        max_tokens=max_tokens,
+        seed=seed,
+        memory=memory,
+    )
+    with ExitStack() as stack:
+        try:
+            _, store, reflexion = _open_persistence(options, stack)
+            graph = build_graph(options, store=store, memory=reflexion)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            _fail(str(exc))
+        try:
+            summary = run_batch(
+                graph,
+                in_path,
+                out_path,
+                concurrency=concurrency,
+                timeout_s=timeout,
+                retries=retries,
+                progress=progress,
+            )
+        except KeyboardInterrupt:
+            _fail("interrupted; rerun the same command to resume", 130)
+        except (OSError, ValueError) as exc:
+            _fail(str(exc), EXIT_FAILED)
+    if as_json:
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
+    else:
+        _print_summary(summary, Console(highlight=False))
+    if summary.error:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_summary(summary: Any, console: Console) -> None:
+    table = Table(
+        title=f"batch summary ({summary.out_path})", title_justify="left", show_header=False, show_edge=False
+    )
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    errors = ", ".join(f"{k} {v}" for k, v in summary.errors_by_type.items()) or "none"
+    gain = summary.mean_score_gain
+    rows = [
+        ("records", str(summary.records)),
+        ("ok", f"[green]{summary.ok}[/]"),
+        ("error", f"[red]{summary.error}[/] ({errors})" if summary.error else "0"),
+        ("skipped (already ok)", str(summary.skipped)),
+        ("run now", f"{summary.processed} ({summary.retried} retried)"),
+        ("tokens", f"{summary.total_tokens} total, {summary.run_tokens} this run"),
+        ("seconds", f"{summary.seconds:.1f}"),
+        ("stop reasons", ", ".join(f"{k} {v}" for k, v in summary.stop_reasons.items()) or "-"),
+        (
+            "mean score gain",
+            "-"
+            if gain is None
+            else f"{gain:+.2f} (first {summary.mean_first_score} -> final {summary.mean_final_score})",
+        ),
+    ]
+    for what, value in rows:
+        table.add_row(what, value)
+    console.print(table)
+    if summary.error:
+        console.print("[yellow]some records failed; rerun the same command to retry them[/]")
+
+
+def main() -> None:
+    """Console-script entry point (``reflection-graph``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

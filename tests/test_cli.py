@@ -1,0 +1,293 @@
+"""The `reflection-graph` CLI: `run` (live and --json), `batch`, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from reflection_graph import cli
+from reflection_graph.models import resolve_model
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+class PromptRouter:
+    """A plain `fn(prompt) -> str` model (wrapped by the real `resolve_model`) that answers by prompt kind.
+
+    Critiques score 3, 6, 9, ... and accept from 9 on; every prompt is recorded by kind.
+    """
+
+    def __init__(self, scores: tuple[float, ...] = (3.0, 6.0, 9.0)) -> None:
+        self.scores = scores
+        self.prompts: dict[str, list[str]] = {"draft": [], "critique": [], "revise": []}
+
+    def __call__(self, prompt: str) -> str:
+        if "JSON verdict:" in prompt:
+            n = len(self.prompts["critique"])
+            self.prompts["critique"].append(prompt)
+            score = self.scores[min(n, len(self.scores) - 1)]
+            return json.dumps(
+                {
+                    "issues": [f"issue number {n + 1} about rhythm"],
+                    "suggestions": [f"count syllables carefully, step {n + 1}"],
+                    "is_acceptable": score >= 9,
+                    "score": score,
+                    "feedback": f"feedback {n + 1}",
+                }
+            )
+        if "Revised answer:" in prompt:
+            self.prompts["revise"].append(prompt)
+            return f"revision {len(self.prompts['revise'])} of the haiku"
+        self.prompts["draft"].append(prompt)
+        return "first draft of the haiku"
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> PromptRouter:
+    router = PromptRouter()
+    seen: list[tuple[str | None, str]] = []
+
+    def fake_resolve(spec: str | None, options: cli.GraphOptions, role: str) -> Any:
+        seen.append((spec, role))
+        return resolve_model(router, role=role)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    router.seen = seen  # type: ignore[attr-defined]
+    return router
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(cli.app, list(args))
+
+
+def test_run_json_prints_only_the_full_result(fake: PromptRouter) -> None:
+    result = invoke("run", "Write a haiku about rain", "--json", "--max-iterations", "3")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)  # nothing but JSON on stdout
+    assert data["stop_reason"] == "accepted" and data["iterations"] == 3
+    assert data["candidate"] == "revision 2 of the haiku"
+    assert data["critique"]["score"] == 9.0 and data["critique"]["is_acceptable"] is True
+    assert [r["score"] for r in data["trajectory"]] == [3.0, 6.0, 9.0]
+    assert data["usage"]["total"]["calls"] == 6
+    # The draft prompt carried the task; the reviser saw the critic's feedback.
+    assert "Write a haiku about rain" in fake.prompts["draft"][0]
+    assert "feedback 1" in fake.prompts["revise"][0]
+    assert fake.seen == [(None, "generator")]  # type: ignore[attr-defined]
+
+
+def test_run_live_shows_each_round_and_the_summary(fake: PromptRouter) -> None:
+    result = invoke("run", "Write a haiku about rain", "-n", "2", "--select", "last")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    for expected in (
+        "round 1",
+        "first draft of the haiku",
+        "critique (round 1)",
+        "score 3/10",
+        "needs work",
+        "issue number 1 about rhythm",
+        "count syllables carefully, step 1",
+        "feedback 1",
+        "round 2",
+        "revision",
+        "revision 1 of the haiku",
+        "score 6/10",
+        "stop reason max_iterations",
+        "usage",
+        "total",
+    ):
+        assert expected in out, expected
+    assert out.index("first draft") < out.index("critique (round 1)") < out.index("revision 1 of")
+    assert "{" not in out.split("result")[0]  # rendered, not dumped as JSON
+
+
+def test_run_gleans_an_existing_candidate(fake: PromptRouter) -> None:
+    result = invoke(
+        "run", "Write a haiku", "--candidate", "an old haiku", "--context", "about snow", "-n", "1", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert fake.prompts["draft"] == []  # no draft: the given candidate was critiqued first
+    assert "an old haiku" in fake.prompts["critique"][0] and "about snow" in fake.prompts["critique"][0]
+    assert data["trajectory"][0]["candidate"] == "an old haiku"
+
+
+def test_role_specs_and_strategy_reach_the_factory(fake: PromptRouter) -> None:
+    result = invoke(
+        "run",
+        "t",
+        "--model",
+        "m-all",
+        "--critic",
+        "m-critic",
+        "--strategy",
+        "self_refine",
+        "--threshold",
+        "5",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert fake.seen == [("m-all", "generator"), ("m-critic", "critic")]  # type: ignore[attr-defined]
+    data = json.loads(result.stdout)
+    # threshold 5: the first critique (score 3) is not accepted, self_refine revises once without re-critique
+    assert data["iterations"] == 1 and data["stop_reason"] != "accepted"
+    assert "at least 5" in fake.prompts["critique"][0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "local:/nope.gguf"], "GGUF model file not found"),
+        (["--model", "nosuchprovider:xyz"], "unknown model spec 'nosuchprovider:xyz'"),
+        (["--critic", "bogus:thing"], "unknown model spec 'bogus:thing'"),
+        (["--threshold", "11"], "--threshold must be between 0 and 10"),
+        (["--threshold", "-1"], "--threshold must be between 0 and 10"),
+        (["--max-iterations", "0"], "--max-iterations must be >= 1, got 0"),
+        (["--select", "worst"], "--select must be one of best, last, got 'worst'"),
+        (["--strategy", "fancy"], "--strategy must be one of loop, self_refine"),
+        (["--max-tokens", "0"], "--max-tokens must be >= 1"),
+        (["--thread-id", "abc"], "--thread-id needs --checkpoint PATH"),
+        (["--checkpoint", "/no/such/dir/cp.sqlite"], "--checkpoint: directory /no/such/dir does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
+    # No fake here: the real resolve_model rejects the bad specs at build time.
+    result = invoke("run", "Write a haiku", *args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert "Traceback" not in result.stdout + result.stderr and result.stdout == ""
+
+
+def test_bad_input_through_the_console_script_has_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "reflection_graph.cli", "run", "t", "--model", "local:/nope.gguf"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and proc.stderr.startswith("error: GGUF model file not found")
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_max_tokens_and_seed(fake: PromptRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The callable fake has no max_tokens field: the option is refused by name, not ignored.
+    result = invoke("run", "t", "--max-tokens", "32")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: --max-tokens is not supported by CallableChatModel; drop the option for this model"
+    )
+    # A model with those fields gets them set on a copy.
+    from reflection_graph.embedded import EmbeddedChatModel
+
+    base = EmbeddedChatModel()
+    tuned = cli._apply_sampling(base, cli.GraphOptions(max_tokens=32, seed=7))
+    assert (tuned.max_tokens, tuned.seed) == (32, 7) and base.max_tokens != 32
+
+
+def test_checkpoint_and_thread_id(fake: PromptRouter, tmp_path: Path) -> None:
+    db = tmp_path / "cp.sqlite"
+    result = invoke("run", "t", "-n", "1", "--checkpoint", str(db), "--thread-id", "th-1", "--json")
+    assert result.exit_code == 0, result.stderr
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with sqlite3.connect(db) as conn:
+        saved = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "th-1"}})
+    assert saved is not None
+    assert saved.checkpoint["channel_values"]["candidate"] == json.loads(result.stdout)["candidate"]
+    live = invoke("run", "t", "-n", "1", "--checkpoint", str(db))
+    assert live.exit_code == 0 and "thread " in live.stdout  # the generated thread id is shown
+
+
+def test_memory_lessons_carry_over_between_runs(fake: PromptRouter, tmp_path: Path) -> None:
+    db = tmp_path / "mem.sqlite"
+    first = invoke("run", "Write a haiku about autumn rain", "-n", "1", "--memory", str(db), "--json")
+    assert first.exit_code == 0, first.stderr
+    assert "count syllables" not in fake.prompts["draft"][0]
+    second = invoke("run", "Write a haiku about spring rain", "-n", "1", "--memory", str(db), "--json")
+    assert second.exit_code == 0, second.stderr
+    # The lesson drawn from the first run's critique is in the second run's draft prompt.
+    assert "count syllables carefully, step 1" in fake.prompts["draft"][1]
+
+
+def test_batch_command(fake: PromptRouter, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = invoke("batch", str(DATA / "batch_small.jsonl"), str(out), "-c", "2", "-n", "1", "--json")
+    assert result.exit_code == 1  # the file holds 3 bad lines on purpose
+    summary = json.loads(result.stdout)
+    assert (summary["ok"], summary["error"], summary["input_errors"]) == (4, 3, 3)
+    entries = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(entries) == 7 and {e["status"] for e in entries} == {"ok", "error"}
+    assert json.loads((tmp_path / "out.jsonl.summary.json").read_text())["ok"] == 4
+    # Resume: nothing left to run for the valid records; the table summary is printed.
+    again = invoke("batch", str(DATA / "batch_small.jsonl"), str(out), "--no-progress")
+    assert again.exit_code == 1 and "skipped (already ok)" in again.stdout and "4" in again.stdout
+    assert len(fake.prompts["critique"]) == 4
+
+
+def test_batch_bad_options(fake: PromptRouter, tmp_path: Path) -> None:
+    cases = [
+        (["batch", str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl")], "input file not found"),
+        (["batch", str(DATA / "batch_small.jsonl"), str(tmp_path / "o.jsonl"), "-c", "0"], "--concurrency"),
+        (
+            ["batch", str(DATA / "batch_small.jsonl"), str(tmp_path / "o.jsonl"), "--timeout", "0"],
+            "--timeout",
+        ),
+        (["batch", str(DATA / "batch_small.jsonl"), str(DATA / "batch_small.jsonl")], "different file"),
+        (
+            ["batch", str(DATA / "batch_small.jsonl"), str(tmp_path / "o.jsonl"), "--threshold", "12"],
+            "--threshold",
+        ),
+    ]
+    for args, message in cases:
+        result = invoke(*args)
+        assert result.exit_code == 2, args
+        assert result.stderr.startswith("error: ") and message in result.stderr
+        assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.embedded
+def test_run_on_the_embedded_model(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("REFLECTION_GRAPH_MODEL", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reflection_graph.cli",
+            "run",
+            "Write one sentence about the sea.",
+            "--max-iterations",
+            "1",
+            "--max-tokens",
+            "48",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["stop_reason"] in ("accepted", "max_iterations") and data["iterations"] == 1
+    assert data["candidate"].strip()
+    critique = data["critique"]
+    assert critique["parsed"] is True and 0 <= critique["score"] <= 10
+    assert data["usage"]["total"]["output_tokens"] > 0
