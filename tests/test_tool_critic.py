@@ -1,0 +1,390 @@
+"""The sandbox and the tool critics: limits, clean-up, and findings that name what failed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reflection_graph._sandbox import arun_sandboxed, run_sandboxed
+from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+
+PY = [sys.executable, "-I", "main.py"]
+
+TESTS = """\
+from solution import add, fib
+
+
+def test_add():
+    assert add(2, 2) == 4
+
+
+def test_add_negative():
+    assert add(-1, 1) == 0
+
+
+def test_fib():
+    assert fib(10) == 55
+"""
+
+GOOD = """\
+def add(a, b):
+    return a + b
+
+
+def fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+"""
+
+# add() is wrong for every case; fib() is right
+BUGGY = GOOD.replace("return a + b", "return a - b")
+
+
+def request(candidate: str) -> CritiqueRequest:
+    return CritiqueRequest(task="implement add and fib", candidate=candidate)
+
+
+def _gone(pid: int) -> bool:
+    """True when the process no longer exists or is a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "State:\tZ" in state
+
+
+# -- the sandbox ------------------------------------------------------------------------------------------------
+
+
+def test_sandbox_runs_in_fresh_temp_dir_with_minimal_env_and_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RG_TEST_SECRET", "do-not-leak")
+    code = (
+        "import os, sys\nprint(os.getcwd())\nprint(sorted(os.environ))\nprint(open('data/in.txt').read())\n"
+    )
+    result = run_sandboxed({"main.py": code, "data/in.txt": "payload"}, PY)
+    assert result.ok and result.returncode == 0
+    workdir, env_line, payload = result.stdout.splitlines()
+    assert Path(workdir).name.startswith("reflection-graph-sandbox-")
+    assert workdir != os.getcwd()
+    assert not Path(workdir).exists(), "the sandbox dir must be deleted after the run"
+    assert "RG_TEST_SECRET" not in env_line and "PATH" in env_line
+    assert payload == "payload"
+
+
+def test_sandbox_kills_infinite_loop_within_the_limit_and_cleans_up() -> None:
+    code = "import os\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass\n"
+    start = time.monotonic()
+    result = run_sandboxed({"main.py": code}, PY, timeout_s=1)
+    elapsed = time.monotonic() - start
+    assert result.timed_out and not result.ok
+    assert result.returncode == -9
+    assert elapsed < 4, f"took {elapsed:.1f}s for a 1s limit"
+    assert not Path(result.stdout.strip()).exists()
+
+
+def test_sandbox_kills_the_whole_process_group() -> None:
+    code = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "child.wait()\n"
+    )
+    result = run_sandboxed({"main.py": code}, PY, timeout_s=1)
+    assert result.timed_out
+    grandchild = int(result.stdout.strip())
+    deadline = time.monotonic() + 3
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(grandchild), "a process spawned by the sandboxed code survived the timeout"
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    ["x = bytearray(10**10)\n", "x = []\nwhile True:\n    x.append(' ' * 10**6)\n"],
+    ids=["one-huge-allocation", "growing-list"],
+)
+def test_sandbox_stops_memory_bombs_and_this_process_survives(bomb: str) -> None:
+    result = run_sandboxed({"main.py": bomb}, PY, timeout_s=20, memory_mb=256)
+    assert result.memory_exceeded and not result.timed_out
+    assert result.returncode != 0 and "MemoryError" in result.stderr
+    assert result.duration_s < 15
+    # still alive and able to allocate normally
+    assert len(bytearray(10**6)) == 10**6
+
+
+def test_sandbox_caps_output_and_file_size() -> None:
+    chatty = run_sandboxed(
+        {"main.py": "while True:\n    print('x' * 1000)\n"}, PY, timeout_s=1, max_output_bytes=5000
+    )
+    assert chatty.timed_out and chatty.output_truncated
+    assert 5000 <= len(chatty.stdout) < 5200
+    writer = "open('big.bin', 'wb').write(b'x' * (4 * 1024 * 1024))\n"
+    big = run_sandboxed({"main.py": writer}, PY, max_file_mb=1)
+    assert big.returncode != 0 and "File too large" in big.stderr
+
+
+def test_sandbox_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="relative paths inside the sandbox"):
+        run_sandboxed({"../escape.py": ""}, PY)
+    with pytest.raises(ValueError, match="relative paths"):
+        run_sandboxed({"/etc/x": ""}, PY)
+    with pytest.raises(ValueError, match="non-empty list"):
+        run_sandboxed({}, "python main.py")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout_s"):
+        run_sandboxed({}, PY, timeout_s=0)
+    with pytest.raises(ValueError, match="cannot find the program"):
+        run_sandboxed({}, ["no-such-program-xyz"])
+
+
+async def test_async_sandbox_runs_concurrently_without_blocking_the_loop() -> None:
+    loop_code = "while True:\n    pass\n"
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    tick_task = asyncio.create_task(ticker())
+    start = time.monotonic()
+    results = await asyncio.gather(
+        *(arun_sandboxed({"main.py": loop_code}, PY, timeout_s=1) for _ in range(3))
+    )
+    elapsed = time.monotonic() - start
+    tick_task.cancel()
+    assert all(r.timed_out for r in results)
+    assert elapsed < 2.5, f"three 1s runs took {elapsed:.1f}s: they did not run concurrently"
+    assert ticks >= 10, "the event loop was blocked while the sandbox ran"
+
+
+async def test_async_sandbox_cancellation_kills_the_child_and_removes_the_dir() -> None:
+    code = "import os, time\nprint(os.getcwd(), flush=True)\ntime.sleep(60)\n"
+    seen: list[str] = []
+    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("reflection-graph-sandbox-*"))
+    task = asyncio.create_task(arun_sandboxed({"main.py": code}, PY, timeout_s=30))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        seen = [
+            str(p)
+            for p in set(Path(os.environ.get("TMPDIR", "/tmp")).glob("reflection-graph-sandbox-*")) - before
+        ]
+        if seen:
+            break
+    assert seen, "the sandbox dir never appeared"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not any(Path(p).exists() for p in seen)
+
+
+# -- extracting code --------------------------------------------------------------------------------------------
+
+
+def test_extract_code_prefers_python_fence_then_plain_fence_then_raw() -> None:
+    reply = "Here:\n```text\nnot code\n```\n```python\ndef f():\n    return 1\n```\nDone."
+    assert extract_code(reply) == "def f():\n    return 1\n"
+    assert extract_code("```\nx = 1\n```") == "x = 1\n"
+    assert extract_code("def g():\n    pass") == "def g():\n    pass\n"
+    # a reply cut off by the token limit leaves the fence open
+    assert extract_code("```python\ndef h():\n    return 2") == "def h():\n    return 2\n"
+    assert extract_code("   \n") == ""
+
+
+# -- CodeTestCritic ---------------------------------------------------------------------------------------------
+
+
+def test_code_critic_accepts_correct_code_in_a_fence() -> None:
+    critic = CodeTestCritic(TESTS)
+    assert isinstance(critic, Critic)
+    result = critic.critique(request(f"Here is the code:\n```python\n{GOOD}```\n"))
+    assert result.is_acceptable and result.score == 10
+    assert result.findings == [] and result.issues == []
+    assert result.severity == "none"
+    assert result.feedback == "All 3 tests passed."
+
+
+def test_code_critic_names_each_failing_test_with_its_values() -> None:
+    result = CodeTestCritic(TESTS).critique(request(BUGGY))
+    assert not result.is_acceptable
+    assert result.score == pytest.approx(10 / 3, abs=0.01)  # 1 of 3 passed
+    failing = {f.message.split(" ")[0]: f for f in result.findings}
+    assert set(failing) == {"test_add", "test_add_negative"}
+    assert all(f.severity == "major" and f.source == "tests" for f in failing.values())
+    assert "assert add(2, 2) == 4 failed (add(2, 2) was 0)" in failing["test_add"].message
+    assert "add(-1, 1) was -2" in failing["test_add_negative"].message
+    assert "test_fib" not in " ".join(result.issues)
+    assert result.issues == [f.message for f in result.findings]
+    assert any("test_add passes" in s for s in result.suggestions)
+    assert "Failing: test_add, test_add_negative" in result.feedback
+
+
+def test_code_critic_reports_exception_and_where_it_was_raised() -> None:
+    code = GOOD.replace("    a, b = 0, 1\n", "    a, b = 0, 1\n    n = n / 0\n")
+    result = CodeTestCritic(TESTS).critique(request(code))
+    (finding,) = result.findings
+    assert finding.message.startswith("test_fib failed: ZeroDivisionError: division by zero")
+    assert "raised in solution.py:7" in finding.message and "n = n / 0" in finding.message
+    assert result.score == pytest.approx(20 / 3, abs=0.01)
+
+
+def test_code_critic_syntax_error_is_critical_with_zero_score() -> None:
+    result = CodeTestCritic(TESTS).critique(request("def add(a, b)\n    return a + b\n"))
+    assert not result.is_acceptable and result.score == 0
+    (finding,) = result.findings
+    assert finding.severity == "critical"
+    assert "syntax error at line 1" in finding.message
+    assert any("syntax error on line 1" in s for s in result.suggestions)
+
+
+def test_code_critic_missing_function_is_a_critical_import_error() -> None:
+    result = CodeTestCritic(TESTS).critique(request("def add(a, b):\n    return a + b\n"))
+    assert result.score == 0 and result.severity == "critical"
+    assert "cannot import name 'fib' from 'solution'" in result.issues[0]
+    assert "/tmp/" not in result.issues[0], "sandbox paths should not leak into the critique"
+
+
+def test_code_critic_reports_an_infinite_loop_as_a_timeout_naming_the_test() -> None:
+    code = GOOD.replace("    a, b = 0, 1\n", "    while True:\n        pass\n")
+    start = time.monotonic()
+    result = CodeTestCritic(TESTS, timeout_s=1).critique(request(code))
+    assert time.monotonic() - start < 5
+    assert not result.is_acceptable and result.score == 0
+    timeout = [f for f in result.findings if "timed out" in f.message]
+    assert timeout and timeout[0].severity == "critical"
+    assert timeout[0].message == "timed out after 1s in test_fib (infinite loop?)"
+    assert "timed out after 1s" in result.feedback
+
+
+def test_code_critic_reports_a_memory_bomb_and_the_critic_process_survives() -> None:
+    code = GOOD.replace(
+        "    a, b = 0, 1\n", "    hog = []\n    while True:\n        hog.append(' ' * 10**6)\n"
+    )
+    result = CodeTestCritic(TESTS, memory_mb=256, timeout_s=20).critique(request(code))
+    assert not result.is_acceptable
+    memory = [f for f in result.findings if "memory limit" in f.message]
+    assert memory and memory[0].severity == "critical"
+    assert memory[0].message.startswith("test_fib exceeded the 256 MB memory limit")
+    assert result.score == pytest.approx(20 / 3, abs=0.01)  # the other two tests still ran and passed
+
+
+def test_code_critic_module_level_memory_bomb_and_process_exit() -> None:
+    critic = CodeTestCritic(TESTS, memory_mb=256)
+    bomb = critic.critique(request("blob = bytearray(10**10)\n" + GOOD))
+    assert bomb.severity == "critical" and bomb.score == 0
+    assert "importing the code exceeded the 256 MB memory limit" in bomb.issues[0]
+    exiting = critic.critique(request(GOOD.replace("    a, b = 0, 1\n", "    import os\n    os._exit(3)\n")))
+    messages = " | ".join(exiting.issues)
+    assert "ended early in test_fib (exit status 3)" in messages
+    assert not exiting.is_acceptable
+
+
+def test_generated_code_never_runs_in_this_process() -> None:
+    tests = f"from solution import where\n\ndef test_pid():\n    assert where() == {os.getpid()}\n"
+    result = CodeTestCritic(tests).critique(request("import os\n\ndef where():\n    return os.getpid()\n"))
+    assert not result.is_acceptable
+    assert "where() was" in result.issues[0] and f"was {os.getpid()})" not in result.issues[0]
+
+
+def test_code_critic_runs_plain_assert_styles_without_pytest() -> None:
+    tests = (
+        "import asyncio\nfrom solution import is_even, double\n\n"
+        "def test_truthy():\n    assert is_even(3)\n\n"
+        "def test_negated():\n    assert not is_even(4)\n\n"
+        "def test_message():\n    assert double(2) == 5, 'custom message'\n\n"
+        "async def test_async():\n    await asyncio.sleep(0)\n    assert double(1) == 2\n\n"
+        "def test_with_fixture(tmp_path):\n    assert True\n\n"
+        "def helper_not_a_test():\n    raise AssertionError\n"
+    )
+    code = "def is_even(n):\n    return n % 2 == 0\n\ndef double(n):\n    return 2 * n\n"
+    result = CodeTestCritic(tests).critique(request(code))
+    by_test = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert set(by_test) == {"test_truthy", "test_negated", "test_message", "test_with_fixture"}
+    assert "assert is_even(3) failed (is_even(3) was False)" in by_test["test_truthy"]
+    assert "assert not is_even(4) failed (is_even(4) was True)" in by_test["test_negated"]
+    assert "AssertionError: custom message" in by_test["test_message"]
+    assert "must take no arguments" in by_test["test_with_fixture"]
+    assert result.score == pytest.approx(10 * 1 / 5)  # only test_async passes
+
+
+def test_code_critic_ruff_findings_are_minor_and_do_not_block() -> None:
+    critic = CodeTestCritic(TESTS, run_ruff=True)
+    result = critic.critique(request("import os\n\n" + GOOD))
+    assert result.is_acceptable and result.score == 10
+    (finding,) = result.findings
+    assert finding.severity == "minor" and finding.source == "ruff"
+    assert "F401" in finding.message and "`os` imported but unused" in finding.message
+
+
+async def test_code_critic_async_path_matches_sync() -> None:
+    critic = CodeTestCritic(TESTS)
+    sync = critic.critique(request(BUGGY))
+    results = await asyncio.gather(critic.acritique(request(BUGGY)), critic.acritique(request(GOOD)))
+    assert results[0].model_dump() == sync.model_dump()
+    assert results[1].is_acceptable
+
+
+def test_code_critic_no_code_is_critical() -> None:
+    result = CodeTestCritic(TESTS).critique(request("   "))
+    assert result.severity == "critical" and result.issues == ["no code found in the candidate"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tests": ""}, "non-empty Python source"),
+        ({"tests": "def helper():\n    pass\n"}, "no top-level test function"),
+        ({"tests": "def test_x(:\n"}, "tests do not parse"),
+        ({"tests": TESTS, "entrypoint": "pkg/solution.py"}, "plain module file name"),
+        ({"tests": TESTS, "entrypoint": "solution.txt"}, "plain module file name"),
+        ({"tests": TESTS, "timeout_s": 0}, "timeout_s must be a positive"),
+        ({"tests": TESTS, "memory_mb": 8}, "memory_mb must be an int >= 64"),
+        ({"tests": TESTS, "python": "/no/such/python"}, "python=sys.executable"),
+        ({"tests": TESTS, "ruff_select": "F"}, "ruff_select"),
+    ],
+)
+def test_code_critic_validates_arguments_at_construction(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        CodeTestCritic(**kwargs)  # type: ignore[arg-type]
+
+
+# -- CommandCritic ----------------------------------------------------------------------------------------------
+
+
+def test_command_critic_accepts_on_exit_zero_and_reports_output_otherwise() -> None:
+    check = "import sys\ntext = open(sys.argv[1]).read()\nif 'hello' not in text:\n    sys.exit('missing hello')\n"
+    critic = CommandCritic(
+        [sys.executable, "-I", "check.py", "{file}"], files={"check.py": check}, name="greets"
+    )
+    ok = critic.critique(request("hello world"))
+    assert ok.is_acceptable and ok.score == 10 and ok.findings == []
+    bad = critic.critique(request("goodbye"))
+    assert not bad.is_acceptable and bad.score == 0
+    assert bad.findings[0].severity == "major" and bad.findings[0].source == "greets"
+    assert "missing hello" in bad.issues[0] and "exit status 1" in bad.issues[0]
+
+
+async def test_command_critic_timeout_is_critical() -> None:
+    critic = CommandCritic([sys.executable, "-I", "-c", "while True: pass"], timeout_s=1)
+    result = await critic.acritique(request("x"))
+    assert result.severity == "critical" and "timed out after 1s" in result.issues[0]
+
+
+def test_command_critic_validates_arguments() -> None:
+    with pytest.raises(ValueError, match="non-empty list"):
+        CommandCritic("ruff check")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cannot find the program"):
+        CommandCritic(["no-such-program-xyz"])
+    with pytest.raises(ValueError, match="plain file name"):
+        CommandCritic([sys.executable], filename="../x.txt")
