@@ -162,6 +162,7 @@ class BatchSummary:
         mean_first_score: mean first-round score, else None.
         mean_final_score: mean final score, else None.
         dropped_lines: unreadable lines found in ``OUT`` at start (e.g. a line truncated by a kill).
+        error_samples: up to 5 error messages, as ``"id: message"``, in input order.
     """
 
     in_path: str
@@ -182,6 +183,7 @@ class BatchSummary:
     mean_first_score: float | None = None
     mean_final_score: float | None = None
     dropped_lines: int = 0
+    error_samples: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``OUT.summary.json`` holds)."""
@@ -695,6 +697,13 @@ def _fill_stats(
     if input_errors:
         by_type["input"] += len(input_errors)
     summary.errors_by_type = dict(sorted(by_type.items()))
+    samples = [
+        (r.line, f"{r.id}: {entries[r.key].get('error')}")
+        for r in records
+        if entries.get(r.key) in error_entries
+    ]
+    samples += [(e.line, e.message) for e in input_errors]
+    summary.error_samples = [text for _, text in sorted(samples)[:5]]
     summary.total_tokens = sum(_tokens(e) for e in ok_entries)
     summary.stop_reasons = dict(sorted(Counter(str(e.get("stop_reason")) for e in ok_entries).items()))
     firsts: list[float] = []

@@ -605,6 +605,8 @@ def _print_summary(summary: Any, console: Console) -> None:
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
+    for sample in summary.error_samples:
+        console.print(Text(f"  {sample}", style="red"))
     if summary.error:
         console.print("[yellow]some records failed; rerun the same command to retry them[/]")
 

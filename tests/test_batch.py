@@ -100,6 +100,10 @@ def test_fifty_records_failures_then_resume(tmp_path: Path) -> None:
     assert sorted(graph.calls) == sorted(ids)
     assert (first.records, first.ok, first.error, first.skipped, first.processed) == (50, 39, 11, 0, 50)
     assert first.errors_by_type == {"exception": 5, "graph": 1, "timeout": 5}
+    assert first.error_samples[:2] == [
+        "r000: RuntimeError: injected failure for r000",
+        "r003: should_refine raised",
+    ]
     entries = out_entries(out_path)
     assert [e["id"] for e in entries] == ids  # exactly once each, in input order
     by_id = {e["id"]: e for e in entries}
@@ -163,6 +167,7 @@ def test_bad_lines_become_per_line_errors(tmp_path: Path) -> None:
     assert errors[6]["error"].startswith("line 6: missing `task`")
     assert errors[7]["error"].startswith('line 7: duplicate id "haiku" (already used on line 2)')
     assert all(e["error_type"] == "input" for e in errors.values())
+    assert summary.error_samples == [errors[n]["error"] for n in (5, 6, 7)]
     # Records without an id are identified by their line number; glean inputs are passed through.
     ok_ids = [e["id"] for e in entries if e["status"] == "ok"]
     assert ok_ids == ["decline-offer", "haiku", "glean-summary", 4]
