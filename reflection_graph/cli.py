@@ -309,8 +309,8 @@ class _LiveRenderer:
             activity = "revising"
         return f"[bold]{activity}[/] (round {self.round + 1 if node == 'generate' else max(self.round, 1)})…"
 
-    def _draft(self, candidate: str, iteration: int) -> None:
-        title = "draft" if iteration <= 1 else "revision"
+    def _draft(self, candidate: str, iteration: int, title: str | None = None) -> None:
+        title = title or ("draft" if iteration <= 1 else "revision")
         self.console.print(Rule(f"round {iteration}", style="cyan"))
         self.console.print(
             Panel(Text(candidate or "(empty)"), title=title, title_align="left", border_style="cyan")
@@ -323,10 +323,10 @@ class _LiveRenderer:
         if node == "generate":
             candidate = update.get("candidate")
             pending = update.get("rg_pending")
-            if not isinstance(candidate, str) and isinstance(pending, dict):
-                candidate = pending.get("candidate")
             if isinstance(candidate, str):
                 self._draft(candidate, self.round + 1)
+            elif isinstance(pending, dict) and isinstance(pending.get("candidate"), str):
+                self._draft(pending["candidate"], self.round + 1, title="given candidate")
         elif node == "critique":
             for step in update.get("trajectory") or []:
                 if not isinstance(step, dict):

