@@ -28,7 +28,7 @@ class CompositeCritic(BaseCritic):
       non-negative, not all zero) take the weighted mean.
     - **issues / suggestions**: the union, in critic order, each prefixed with `[critic name]`.
     - **findings**: the union, each `source` set to `critic name` (or `critic name/original source` when the
-      critic set its own). A critic that reports plain issues without findings (an LLM critic) contributes one
+      critic named a sub-source, such as `code_tests/ruff`). A critic that reports plain issues without findings (an LLM critic) contributes one
       finding per issue with that critic's derived severity; a critic that rejects without any issue contributes
       one finding carrying its feedback, so the composite's severity never understates a rejection.
     - **feedback**: one `critic name: feedback` line per critic that gave feedback.
@@ -130,14 +130,15 @@ class CompositeCritic(BaseCritic):
         issues: list[str] = []
         suggestions: list[str] = []
         feedback: list[str] = []
-        for (label, _), critique in zip(self.critics, critiques, strict=True):
+        for (label, critic), critique in zip(self.critics, critiques, strict=True):
+            own = {"", "llm", label, str(getattr(critic, "name", ""))}
             issues += [f"[{label}] {issue}" for issue in critique.issues]
             suggestions += [f"[{label}] {suggestion}" for suggestion in critique.suggestions]
             if critique.feedback.strip():
                 feedback.append(f"{label}: {critique.feedback.strip()}")
             if critique.findings:
                 for finding in critique.findings:
-                    source = label if finding.source in ("", label, "llm") else f"{label}/{finding.source}"
+                    source = label if finding.source in own else f"{label}/{finding.source}"
                     findings.append(finding.model_copy(update={"source": source}))
             else:
                 for issue in critique.issues:
