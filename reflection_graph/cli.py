@@ -369,7 +369,7 @@ class _LiveRenderer:
 
 
 def _stream_with_display(
-    graph: Any, inputs: dict[str, Any], config: dict[str, Any], console: Console
+    graph: Any, inputs: dict[str, Any] | None, config: dict[str, Any], console: Console
 ) -> dict[str, Any]:
     renderer = _LiveRenderer(console)
     result: dict[str, Any] = {}
@@ -384,6 +384,33 @@ def _stream_with_display(
                 result = chunk
     renderer.final(result, config.get("configurable", {}).get("thread_id"))
     return result
+
+
+def _resume_input(
+    graph: Any, config: dict[str, Any], inputs: dict[str, Any], quiet: bool
+) -> dict[str, Any] | None:
+    """The input for a run on an explicit checkpoint thread: None resumes an unfinished run.
+
+    Raises:
+        typer.Exit: the thread belongs to another task, or its run already finished.
+    """
+    thread = config["configurable"]["thread_id"]
+    snapshot = graph.get_state(config)
+    values = snapshot.values or {}
+    if not values and not snapshot.next:
+        return inputs  # a new thread
+    if values.get("task") not in (None, inputs["task"]):
+        _fail(f"thread {thread!r} was started with another task; repeat that task or use a new --thread-id")
+    if not snapshot.next:
+        _fail(
+            f"thread {thread!r} already finished (stop reason {values.get('stop_reason')}); "
+            "use a new --thread-id (or omit it) to run again"
+        )
+    if not quiet:
+        Console(stderr=True, highlight=False).print(
+            f"resuming thread {thread!r} at {', '.join(snapshot.next)} (round {int(values.get('iterations') or 0) + 1})"
+        )
+    return None
 
 
 def _json_default(value: Any) -> Any:
@@ -444,7 +471,11 @@ def run(
         Path | None, typer.Option(help="SQLite file to checkpoint the run in (see --thread-id).")
     ] = None,
     thread_id: Annotated[
-        str | None, typer.Option(help="Checkpoint thread id (default: a new one, printed at the end).")
+        str | None,
+        typer.Option(
+            help="Checkpoint thread id (default: a new one, printed at the end). "
+            "An unfinished run on this thread is resumed."
+        ),
     ] = None,
     memory: MemoryOpt = None,
     as_json: Annotated[
@@ -486,11 +517,14 @@ def run(
             graph = build_graph(options, checkpointer=checkpointer, store=store, memory=reflexion)
         except (ValueError, TypeError, ImportError, OSError) as exc:
             _fail(str(exc))
+        run_input: dict[str, Any] | None = inputs
+        if checkpointer is not None and thread_id is not None:
+            run_input = _resume_input(graph, config, inputs, as_json)
         try:
             if as_json:
-                result = graph.invoke(inputs, config)
+                result = graph.invoke(run_input, config)
             else:
-                result = _stream_with_display(graph, inputs, config, Console(highlight=False))
+                result = _stream_with_display(graph, run_input, config, Console(highlight=False))
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except Exception as exc:  # a model/server failure mid-run: one line, no traceback

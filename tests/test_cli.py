@@ -218,6 +218,34 @@ def test_checkpoint_and_thread_id(fake: PromptRouter, tmp_path: Path) -> None:
     assert live.exit_code == 0 and "thread " in live.stdout  # the generated thread id is shown
 
 
+def test_unfinished_thread_is_resumed_and_finished_thread_refused(fake: PromptRouter, tmp_path: Path) -> None:
+    from contextlib import ExitStack
+
+    db = tmp_path / "cp.sqlite"
+    config = {"configurable": {"thread_id": "th-r"}}
+    with ExitStack() as stack:
+        options = cli.GraphOptions(max_iterations=3, checkpoint=db)
+        checkpointer, _, _ = cli._open_persistence(options, stack)
+        graph = cli.build_graph(options, checkpointer=checkpointer)
+        graph.invoke({"task": "Write a haiku"}, config, interrupt_after=["critique"])  # stops after round 1
+    assert len(fake.prompts["critique"]) == 1
+
+    resumed = invoke("run", "Write a haiku", "--checkpoint", str(db), "--thread-id", "th-r", "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    data = json.loads(resumed.stdout)
+    assert [r["iteration"] for r in data["trajectory"]] == [1, 2, 3] and data["stop_reason"] == "accepted"
+    assert len(fake.prompts["draft"]) == 1  # round 1 was not redone
+
+    other = invoke("run", "Another task", "--checkpoint", str(db), "--thread-id", "th-r")
+    assert other.exit_code == 2 and "was started with another task" in other.stderr
+    again = invoke("run", "Write a haiku", "--checkpoint", str(db), "--thread-id", "th-r")
+    assert again.exit_code == 2
+    assert again.stderr.strip() == (
+        "error: thread 'th-r' already finished (stop reason accepted); "
+        "use a new --thread-id (or omit it) to run again"
+    )
+
+
 def test_memory_lessons_carry_over_between_runs(fake: PromptRouter, tmp_path: Path) -> None:
     db = tmp_path / "mem.sqlite"
     first = invoke("run", "Write a haiku about autumn rain", "-n", "1", "--memory", str(db), "--json")
