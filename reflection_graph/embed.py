@@ -52,7 +52,9 @@ def with_key_mapping(
         raise ValueError("inputs must map one host key to 'task', e.g. inputs={'question': 'task'}")
     bad_out = sorted(set(outputs) - set(_OUTPUT_KEYS))
     if bad_out:
-        raise ValueError(f"outputs names unknown reflection output key(s) {bad_out}; use {list(_OUTPUT_KEYS)}")
+        raise ValueError(
+            f"outputs names unknown reflection output key(s) {bad_out}; use {list(_OUTPUT_KEYS)}"
+        )
 
     def _in(state: Mapping[str, Any]) -> dict[str, Any]:
         return {ours: state[theirs] for theirs, ours in inputs.items() if state.get(theirs) is not None}
@@ -77,7 +79,9 @@ def _last_human(state: Mapping[str, Any]) -> str:
             if isinstance(content, list):
                 return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
             return str(content)
-    raise ValueError("as_messages_node needs at least one human message in state['messages'] to use as the task")
+    raise ValueError(
+        "as_messages_node needs at least one human message in state['messages'] to use as the task"
+    )
 
 
 def _answer(result: Mapping[str, Any], name: str) -> dict[str, Any]:

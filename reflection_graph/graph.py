@@ -18,14 +18,13 @@ is returned without a second critique: at most 3 model calls.
 from __future__ import annotations
 
 import difflib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, ensure_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
@@ -52,6 +51,7 @@ from reflection_graph.state import InputState, OutputState, ReflectionState, Rou
 
 __all__ = [
     "MAX_TASK_CHARS",
+    "ReflectionGraph",
     "ReflectionSettings",
     "build_reflection_graph",
     "create_reflection_graph",
@@ -670,6 +670,29 @@ def _format_critique(critique: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class ReflectionGraph(CompiledStateGraph[ReflectionState, Context, InputState, OutputState]):
+    """The compiled graph. Its loop bound is `max_iterations` (a counter in state); LangGraph's recursion limit is
+    raised per run, when needed, so it never cuts a run short of `max_iterations` rounds, also as a subgraph."""
+
+    rg_steps_per_round: int = 2
+    rg_max_iterations: int = 3
+
+    def _rg_config(self, config: RunnableConfig | None, context: Any) -> RunnableConfig | None:
+        rounds = self.rg_max_iterations
+        if isinstance(context, Context) and context.max_iterations:
+            rounds = max(rounds, int(context.max_iterations))
+        needed = self.rg_steps_per_round * rounds + 4
+        if ensure_config(config).get("recursion_limit", 25) >= needed:
+            return config
+        return cast(RunnableConfig, {**(config or {}), "recursion_limit": needed})
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().stream(input, self._rg_config(config, kwargs.get("context")), **kwargs)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().astream(input, self._rg_config(config, kwargs.get("context")), **kwargs)
+
+
 def build_reflection_graph(
     generator: ModelLike = None,
     *,
@@ -788,7 +811,7 @@ def create_reflection_graph(
     checkpointer: Checkpointer = None,
     store: Any = None,
     name: str = "reflection",
-) -> CompiledStateGraph[ReflectionState, Context, InputState, OutputState]:
+) -> ReflectionGraph:
     """Create a compiled draft -> critique -> revise graph.
 
     Args:
@@ -869,4 +892,9 @@ def create_reflection_graph(
         human_review=human_review,
         base_url=base_url,
     )
-    return builder.compile(checkpointer=checkpointer, store=store, name=name)
+    graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
+    graph.__class__ = ReflectionGraph
+    reflection = cast(ReflectionGraph, graph)
+    reflection.rg_steps_per_round = 3 if human_review else 2
+    reflection.rg_max_iterations = 1 if strategy == "self_refine" else max_iterations
+    return reflection

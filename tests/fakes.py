@@ -27,7 +27,9 @@ class RecordingChatModel(GenericFakeChatModel):
     received: list[list[BaseMessage]] = Field(default_factory=list)
     messages: Iterator[AIMessage | str] = Field(default_factory=lambda: iter(()))
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         from langchain_core.outputs import ChatGeneration
 
         self.received.append(list(messages))
@@ -56,7 +58,9 @@ class FakeCriticModel(RecordingChatModel):
 
     critiques: list[Any] = Field(default_factory=list)
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
         from langchain_core.outputs import ChatGeneration
 
         self.received.append(list(messages))
@@ -70,7 +74,9 @@ class FakeCriticModel(RecordingChatModel):
         message = AIMessage(content=text, usage_metadata=_usage(text, messages))  # type: ignore[arg-type]
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **kwargs: Any) -> Runnable[Any, Any]:  # type: ignore[override]
+    def with_structured_output(
+        self, schema: Any, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[Any, Any]:  # type: ignore[override]
         """Like a provider's structured output: the model's raw reply, then a parse step."""
 
         def _parse(raw: AIMessage) -> Any:
@@ -88,7 +94,9 @@ class FakeCriticModel(RecordingChatModel):
         return self | RunnableLambda(_parse, name="parse_structured")
 
 
-def critique(score: float, ok: bool = False, issues: Sequence[str] = ("too vague",), feedback: str = "") -> dict[str, Any]:
+def critique(
+    score: float, ok: bool = False, issues: Sequence[str] = ("too vague",), feedback: str = ""
+) -> dict[str, Any]:
     return {
         "issues": list(issues),
         "suggestions": [f"fix: {i}" for i in issues],

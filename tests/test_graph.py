@@ -25,7 +25,10 @@ def make(critiques: list[Any], **kwargs: Any) -> tuple[Any, RecordingChatModel, 
 
 def test_roles_receive_draft_critique_and_previous_candidate() -> None:
     graph, gen, crit = make(
-        [critique(3, issues=["the greeting is missing"], feedback="add a greeting"), critique(9, ok=True, issues=[])],
+        [
+            critique(3, issues=["the greeting is missing"], feedback="add a greeting"),
+            critique(9, ok=True, issues=[]),
+        ],
         max_iterations=4,
     )
     result = graph.invoke({"task": "Write a polite email declining a job offer"})
@@ -44,14 +47,20 @@ def test_roles_receive_draft_critique_and_previous_candidate() -> None:
 
 
 def test_stop_max_iterations_and_usage_accounting() -> None:
-    graph, gen, crit = make([lambda m: critique(float(len(m) % 5), issues=[f"issue {id(m)}"])], max_iterations=3, patience=None)
+    graph, gen, crit = make(
+        [lambda m: critique(float(len(m) % 5), issues=[f"issue {id(m)}"])], max_iterations=3, patience=None
+    )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "max_iterations"
     assert result["iterations"] == 3 == len(result["trajectory"])
     usage = result["usage"]
-    assert usage["generate"]["calls"] == 1 and usage["revise"]["calls"] == 2 and usage["critique"]["calls"] == 3
+    assert (
+        usage["generate"]["calls"] == 1 and usage["revise"]["calls"] == 2 and usage["critique"]["calls"] == 3
+    )
     assert usage["total"]["calls"] == 6
-    assert usage["total"]["total_tokens"] == sum(usage[r]["total_tokens"] for r in ("generate", "revise", "critique"))
+    assert usage["total"]["total_tokens"] == sum(
+        usage[r]["total_tokens"] for r in ("generate", "revise", "critique")
+    )
     assert usage["total"]["total_tokens"] > 0 and usage["total"]["seconds"] > 0
     round_calls = sum(r["usage"]["total"]["calls"] for r in result["trajectory"])
     assert round_calls == usage["total"]["calls"]
@@ -71,7 +80,9 @@ def test_stop_plateau_on_flat_scores() -> None:
 
 
 def test_stop_plateau_when_no_new_issues() -> None:
-    graph, _, _ = make([critique(4, issues=["same"]), critique(6, issues=["same"])], max_iterations=10, patience=None)
+    graph, _, _ = make(
+        [critique(4, issues=["same"]), critique(6, issues=["same"])], max_iterations=10, patience=None
+    )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "plateau" and result["iterations"] == 2
 
@@ -85,7 +96,11 @@ def test_not_triggered_when_predicate_false_for_given_candidate() -> None:
 
 
 def test_trigger_checked_before_each_revision() -> None:
-    graph, gen, _ = make([critique(3, issues=["a"]), critique(4, issues=["b"])], should_refine=lambda s: s["critique"]["score"] < 3.5, max_iterations=5)
+    graph, gen, _ = make(
+        [critique(3, issues=["a"]), critique(4, issues=["b"])],
+        should_refine=lambda s: s["critique"]["score"] < 3.5,
+        max_iterations=5,
+    )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "not_triggered"
     assert result["iterations"] == 2 and len(gen.received) == 2
@@ -111,16 +126,27 @@ def test_glean_existing_candidate_critiques_it_first() -> None:
 
 
 def test_select_best_returns_highest_scoring_round() -> None:
-    graph, _, _ = make([critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])], max_iterations=3, patience=None)
+    graph, _, _ = make(
+        [critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])],
+        max_iterations=3,
+        patience=None,
+    )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "max_iterations"
     assert result["candidate"] == "draft 2" and result["critique"]["score"] == 8
-    last, _, _ = make([critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])], max_iterations=3, patience=None, select="last")
+    last, _, _ = make(
+        [critique(3, issues=["a"]), critique(8, issues=["b"]), critique(5, issues=["c"])],
+        max_iterations=3,
+        patience=None,
+        select="last",
+    )
     assert last.invoke({"task": "t"})["candidate"] == "draft 3"
 
 
 def test_select_best_ties_go_to_later_round() -> None:
-    graph, _, _ = make([critique(6, issues=["a"]), critique(6, issues=["b"])], max_iterations=2, patience=None)
+    graph, _, _ = make(
+        [critique(6, issues=["a"]), critique(6, issues=["b"])], max_iterations=2, patience=None
+    )
     assert graph.invoke({"task": "t"})["candidate"] == "draft 2"
 
 
@@ -129,7 +155,9 @@ def test_threshold_decides_over_verdict_and_is_in_prompt() -> None:
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "accepted" and result["iterations"] == 1
     assert "at least 8 out of 10" in crit.prompts[0]
-    graph2, _, _ = make([critique(6, ok=True, issues=["x"]), critique(9, ok=True, issues=[])], score_threshold=8)
+    graph2, _, _ = make(
+        [critique(6, ok=True, issues=["x"]), critique(9, ok=True, issues=[])], score_threshold=8
+    )
     result2 = graph2.invoke({"task": "t"})
     assert result2["iterations"] == 2 and result2["stop_reason"] == "accepted"
 
@@ -145,7 +173,7 @@ def test_never_accepting_critic_runs_exactly_max_iterations(n: int) -> None:
         stop_on_no_new_issues=False,
     )
     crit_calls: list[int] = []
-    result = graph.invoke({"task": "t"}, {"recursion_limit": 10_000})
+    result = graph.invoke({"task": "t"})  # no recursion_limit: the loop bound is ours
     assert result["iterations"] == n == len(result["trajectory"])
     assert result["stop_reason"] == "max_iterations"
     calls = len(gen.received) + len(crit.received)
@@ -171,7 +199,9 @@ def test_never_accepting_critic_runs_exactly_max_iterations(n: int) -> None:
 )
 def test_bad_config_raises_at_build_time(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError) as info:
-        create_reflection_graph(RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(1)]), **kwargs)
+        create_reflection_graph(
+            RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(1)]), **kwargs
+        )
     key = next(iter(kwargs))
     assert key in str(info.value) or "prompt role" in str(info.value)
 
@@ -193,7 +223,9 @@ def test_bad_input_names_the_problem(state: dict[str, Any], needle: str) -> None
 
 
 def test_unparsable_critique_policy_feedback_then_raise() -> None:
-    graph, gen, crit = make(["I think it is fine?", "still no json", critique(9, ok=True, issues=[])], max_iterations=3)
+    graph, gen, crit = make(
+        ["I think it is fine?", "still no json", critique(9, ok=True, issues=[])], max_iterations=3
+    )
     result = graph.invoke({"task": "t"})
     first = result["trajectory"][0]["critique"]
     assert first["parsed"] is False and first["is_acceptable"] is False
@@ -246,12 +278,16 @@ class _CountingCritic(BaseCritic):
 
     def critique(self, request: CritiqueRequest, config: Any = None) -> Critique:
         self.seen.append(request)
-        return Critique(issues=[f"i{len(self.seen)}"], suggestions=[], is_acceptable=len(self.seen) >= 2, score=5)
+        return Critique(
+            issues=[f"i{len(self.seen)}"], suggestions=[], is_acceptable=len(self.seen) >= 2, score=5
+        )
 
 
 def test_custom_critic_object_and_history_window() -> None:
     critic = _CountingCritic()
-    graph = create_reflection_graph(RecordingChatModel(replies=[numbered_drafts()]), critic=critic, max_iterations=5)
+    graph = create_reflection_graph(
+        RecordingChatModel(replies=[numbered_drafts()]), critic=critic, max_iterations=5
+    )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "accepted"
     assert critic.seen[1].iteration == 2 and critic.seen[1].history[0]["candidate"] == "draft 1"
@@ -264,13 +300,20 @@ def test_async_batch_and_stream() -> None:
     assert asyncio.run(graph.ainvoke({"task": "a"}))["iterations"] == 1
     batch = graph.batch([{"task": "x"}, {"task": "y"}], {"max_concurrency": 2})
     assert len(batch) == 2
-    graph2, _, _ = make([critique(2, issues=["a"]), critique(3, issues=["b"]), critique(9, ok=True, issues=[])], max_iterations=3)
+    graph2, _, _ = make(
+        [critique(2, issues=["a"]), critique(3, issues=["b"]), critique(9, ok=True, issues=[])],
+        max_iterations=3,
+    )
     critique_updates = [u for u in graph2.stream({"task": "t"}, stream_mode="updates") if "critique" in u]
     assert [u["critique"]["iterations"] for u in critique_updates] == [1, 2, 3]
 
 
 def test_context_overrides_per_run() -> None:
-    graph, _, _ = make([critique(6, issues=["a"]), critique(7, issues=["b"]), critique(8, issues=["c"])], max_iterations=3, patience=None)
+    graph, _, _ = make(
+        [critique(6, issues=["a"]), critique(7, issues=["b"]), critique(8, issues=["c"])],
+        max_iterations=3,
+        patience=None,
+    )
     result = graph.invoke({"task": "t"}, context=Context(max_iterations=1))
     assert result["iterations"] == 1
     result2 = graph.invoke({"task": "t"}, context=Context(score_threshold=5))
@@ -282,7 +325,9 @@ def test_context_overrides_per_run() -> None:
 def test_human_review_interrupt_and_resume() -> None:
     gen = RecordingChatModel(replies=[numbered_drafts()])
     crit = FakeCriticModel(critiques=[critique(3, issues=["a"]), critique(4, issues=["b"])])
-    graph = create_reflection_graph(gen, critic=crit, human_review=True, checkpointer=InMemorySaver(), max_iterations=5)
+    graph = create_reflection_graph(
+        gen, critic=crit, human_review=True, checkpointer=InMemorySaver(), max_iterations=5
+    )
     cfg = {"configurable": {"thread_id": "review"}}
     first = graph.invoke({"task": "t"}, cfg)
     assert "__interrupt__" in first
