@@ -179,17 +179,17 @@ def _text(message: Any) -> str:
 
 
 def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
-    config = dict(config or {})  # type: ignore[assignment]
-    callbacks = config.get("callbacks")
+    merged: dict[str, Any] = dict(config or {})
+    callbacks = merged.get("callbacks")
     if callbacks is None:
-        config["callbacks"] = [counter]
+        merged["callbacks"] = [counter]
     elif isinstance(callbacks, list):
-        config["callbacks"] = [*callbacks, counter]
+        merged["callbacks"] = [*callbacks, counter]
     else:
         manager = callbacks.copy()
         manager.add_handler(counter, inherit=True)
-        config["callbacks"] = manager
-    return cast(RunnableConfig, config)
+        merged["callbacks"] = manager
+    return cast(RunnableConfig, merged)
 
 
 def _diff(previous: str | None, current: str) -> str:
@@ -313,7 +313,7 @@ class _Nodes:
             )
         elif isinstance(critic, LLMCritic) and settings.prompts.get("critique"):
             critic = _as_critic(
-                critic.model, critic.model, base_url=base_url, settings=settings, **self.critic_kwargs
+                critic.model, self.roles.generator, base_url=base_url, settings=settings, **self.critic_kwargs
             )
         return _Roles(generator or self.roles.generator, reviser or self.roles.reviser, critic)
 
@@ -417,6 +417,7 @@ class _Nodes:
         role, messages = self._generate_messages(state, settings, lessons)
         model = self._model_for(role, roles, settings)
         with track_usage() as counter:
+            error: Exception | None = None
             try:
                 text = ""
                 for _ in range(settings.retries + 1):
@@ -441,6 +442,7 @@ class _Nodes:
         role, messages = self._generate_messages(state, settings, lessons)
         model = self._model_for(role, roles, settings)
         with track_usage() as counter:
+            error: Exception | None = None
             try:
                 text = ""
                 for _ in range(settings.retries + 1):
