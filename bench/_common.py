@@ -1,0 +1,324 @@
+"""Shared pieces of the benchmarks: instant fake chat models, the hand-written baselines, timing and tables.
+
+Every variant of a benchmark uses the *same* fake model classes, so differences in the figures are the
+orchestration's own. Repetitions are interleaved (variant order shuffled each repetition) so that machine noise
+hits all variants alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable, RunnableLambda
+from pydantic import Field
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from reflection_graph.critique import CritiqueOutput  # noqa: E402
+
+__all__ = [
+    "FastChat",
+    "critique_json",
+    "draft_text",
+    "interleaved",
+    "langgraph_reflection_graph",
+    "median",
+    "minimal_langgraph_loop",
+    "plain_loop",
+    "print_table",
+    "require_langgraph_reflection",
+]
+
+Reply = str | Callable[[list[BaseMessage]], str]
+
+
+class FastChat(BaseChatModel):
+    """An instant (or fixed-latency) chat model: replies with `reply`, counts calls and prompt characters.
+
+    `latency` seconds are slept per call (`time.sleep` in `_generate`, `asyncio.sleep` in `_agenerate`).
+    `with_structured_output` behaves like a provider's: the raw reply, then a parse step into the schema.
+    """
+
+    reply: Any = "draft"
+    latency: float = 0.0
+    calls: int = 0
+    prompt_chars: list[int] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "fast-fake"
+
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        self.calls += 1
+        chars = sum(len(str(m.content)) for m in messages)
+        self.prompt_chars.append(chars)
+        text = self.reply(messages) if callable(self.reply) else str(self.reply)
+        usage = {
+            "input_tokens": chars // 4,
+            "output_tokens": len(text) // 4,
+            "total_tokens": (chars + len(text)) // 4,
+        }
+        message = AIMessage(content=text, usage_metadata=usage)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        if self.latency:
+            time.sleep(self.latency)
+        return self._result(messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return self._result(messages)
+
+    def with_structured_output(
+        self, schema: Any, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[Any, Any]:  # type: ignore[override]
+        def parse(raw: AIMessage) -> Any:
+            parsed = schema.model_validate_json(str(raw.content))
+            return {"raw": raw, "parsed": parsed, "parsing_error": None} if include_raw else parsed
+
+        return self | RunnableLambda(parse, name="parse_structured")
+
+
+def critique_json(score: float = 4.0, ok: bool = False, issue: str = "too vague") -> str:
+    """A critic reply (JSON of `CritiqueOutput`)."""
+    return CritiqueOutput(
+        issues=[issue],
+        suggestions=[f"fix: {issue}"],
+        is_acceptable=ok,
+        score=score,
+        feedback=f"The draft is {issue}; make it concrete.",
+    ).model_dump_json()
+
+
+def draft_text(n_chars: int = 600) -> str:
+    """A draft of about `n_chars` characters."""
+    sentence = "Thank you for the offer; after careful thought I have decided to decline it. "
+    return (sentence * (n_chars // len(sentence) + 1))[:n_chars]
+
+
+def never_accepting_critic(**kw: Any) -> FastChat:
+    """A critic that always rejects, each time with a new issue (so no plateau / no-new-issue stop)."""
+    counter = {"n": 0}
+
+    def reply(_: list[BaseMessage]) -> str:
+        counter["n"] += 1
+        return critique_json(score=4.0, issue=f"issue {counter['n']}")
+
+    return FastChat(reply=reply, **kw)
+
+
+# ------------------------------------------------------------------------------------------ the baselines
+
+
+def plain_loop(
+    generator: BaseChatModel, critic: BaseChatModel, rounds: int
+) -> Callable[[str], dict[str, Any]]:
+    """The floor: a hand-written Python loop, same calls and prompts in spirit, no graph."""
+    judge = critic.with_structured_output(CritiqueOutput)
+
+    def run(task: str) -> dict[str, Any]:
+        candidate = ""
+        crit: Any = None
+        for i in range(rounds):
+            if i == 0:
+                prompt = f"Task: {task}\nWrite the answer."
+            else:
+                prompt = f"Task: {task}\nPrevious answer:\n{candidate}\nFeedback: {crit.feedback}\nRevise it."
+            candidate = str(generator.invoke([HumanMessage(prompt)]).content)
+            crit = judge.invoke([HumanMessage(f"Task: {task}\nAnswer:\n{candidate}\nCritique it as JSON.")])
+            if crit.is_acceptable:
+                break
+        return {"candidate": candidate, "critique": crit.model_dump(), "iterations": i + 1}
+
+    return run
+
+
+class _MinimalState(TypedDict, total=False):
+    task: str
+    candidate: str
+    critique: dict[str, Any]
+    iterations: int
+
+
+def minimal_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, rounds: int) -> Any:
+    """A minimal hand-written LangGraph loop of the same shape: generate -> critique -> (generate | END)."""
+    from langgraph.graph import END, START, StateGraph
+
+    judge = critic.with_structured_output(CritiqueOutput)
+
+    def generate(state: _MinimalState) -> dict[str, Any]:
+        task = state["task"]
+        if state.get("critique") is None:
+            prompt = f"Task: {task}\nWrite the answer."
+        else:
+            prompt = (
+                f"Task: {task}\nPrevious answer:\n{state['candidate']}\n"
+                f"Feedback: {state['critique']['feedback']}\nRevise it."
+            )
+        return {"candidate": str(generator.invoke([HumanMessage(prompt)]).content)}
+
+    async def agenerate(state: _MinimalState) -> dict[str, Any]:
+        task = state["task"]
+        if state.get("critique") is None:
+            prompt = f"Task: {task}\nWrite the answer."
+        else:
+            prompt = (
+                f"Task: {task}\nPrevious answer:\n{state['candidate']}\n"
+                f"Feedback: {state['critique']['feedback']}\nRevise it."
+            )
+        return {"candidate": str((await generator.ainvoke([HumanMessage(prompt)])).content)}
+
+    def critique(state: _MinimalState) -> dict[str, Any]:
+        msg = HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")
+        crit = judge.invoke([msg])
+        return {"critique": crit.model_dump(), "iterations": state.get("iterations", 0) + 1}
+
+    async def acritique(state: _MinimalState) -> dict[str, Any]:
+        msg = HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")
+        crit = await judge.ainvoke([msg])
+        return {"critique": crit.model_dump(), "iterations": state.get("iterations", 0) + 1}
+
+    def route(state: _MinimalState) -> Literal["generate", "__end__"]:
+        if state["critique"]["is_acceptable"] or state["iterations"] >= rounds:
+            return END
+        return "generate"
+
+    builder = StateGraph(_MinimalState)
+    builder.add_node("generate", RunnableLambda(generate, afunc=agenerate))
+    builder.add_node("critique", RunnableLambda(critique, afunc=acritique))
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", "critique")
+    builder.add_conditional_edges("critique", route, ["generate", END])
+    return builder.compile()
+
+
+def require_langgraph_reflection() -> Any:
+    """Import `langgraph_reflection`, or exit with the install command (it is not a project dependency)."""
+    try:
+        import langgraph_reflection
+    except ImportError:
+        print(
+            "langgraph-reflection is not installed; it is only needed for this comparison:\n"
+            "    pip install langgraph-reflection\n"
+            "(or pass --skip-peer to measure the other variants only)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
+    return langgraph_reflection
+
+
+def langgraph_reflection_graph(generator: BaseChatModel, critic: BaseChatModel, rounds: int) -> Any:
+    """The same loop with `langgraph_reflection.create_reflection_graph` (the PyPI peer).
+
+    The peer works on a message list: the main graph answers, the reflection graph appends a HumanMessage with
+    the critique to ask for another round, or appends nothing to stop. It has no round counter (it relies on the
+    recursion limit), so the reflection node stops after `rounds` critiques itself, as a user would write it.
+    """
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    lgr = require_langgraph_reflection()
+    judge = critic.with_structured_output(CritiqueOutput)
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [generator.invoke(state["messages"])]}
+
+    async def aanswer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await generator.ainvoke(state["messages"])]}
+
+    def _after(state: MessagesState, crit: Any) -> dict[str, Any]:
+        answers = sum(1 for m in state["messages"] if isinstance(m, AIMessage))
+        if crit.is_acceptable or answers >= rounds:
+            return {}
+        return {"messages": [HumanMessage(f"Feedback: {crit.feedback}\nIssues: {crit.issues}\nRevise it.")]}
+
+    def judge_node(state: MessagesState) -> dict[str, Any]:
+        msgs = [SystemMessage("Critique the last answer as JSON."), *state["messages"]]
+        return _after(state, judge.invoke(msgs))
+
+    async def ajudge_node(state: MessagesState) -> dict[str, Any]:
+        msgs = [SystemMessage("Critique the last answer as JSON."), *state["messages"]]
+        return _after(state, await judge.ainvoke(msgs))
+
+    main = StateGraph(MessagesState)
+    main.add_node("answer", RunnableLambda(answer, afunc=aanswer))
+    main.add_edge(START, "answer")
+    main.add_edge("answer", END)
+    reflection = StateGraph(MessagesState)
+    reflection.add_node("judge", RunnableLambda(judge_node, afunc=ajudge_node))
+    reflection.add_edge(START, "judge")
+    reflection.add_edge("judge", END)
+    # langgraph-reflection 0.0.1 reads `graph.builder.schema`, which LangGraph 1.x no longer has: pass the
+    # state schema explicitly (without it the peer fails with AttributeError on LangGraph >= 1.0).
+    with warnings.catch_warnings():  # it also passes the deprecated `config_schema=None` to StateGraph
+        warnings.simplefilter("ignore")
+        peer = lgr.create_reflection_graph(main.compile(), reflection.compile(), state_schema=MessagesState)
+    return peer.compile()
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def interleaved(
+    variants: Mapping[str, Callable[[], Any]], *, reps: int, per_rep: int, seed: int = 0
+) -> dict[str, list[float]]:
+    """Time each variant `per_rep` times per repetition, shuffling variant order every repetition.
+
+    Returns seconds per call for every repetition (the mean of its `per_rep` calls), by variant.
+    """
+    rng = random.Random(seed)
+    names = list(variants)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(reps):
+        rng.shuffle(names)
+        for name in names:
+            fn = variants[name]
+            start = time.perf_counter()
+            for _ in range(per_rep):
+                fn()
+            out[name].append((time.perf_counter() - start) / per_rep)
+    return out
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Print a plain aligned table (Markdown-compatible)."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    print(line(cells[0]))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in cells[1:]:
+        print(line(row))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str)
