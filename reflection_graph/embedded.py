@@ -109,12 +109,39 @@ def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:
         loaded = _LOADED.get(key)
         if loaded is None:
             llama_cpp = _import_llama_cpp()
-            llama = llama_cpp.Llama(
-                model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=512, seed=0, verbose=False
+            llama = _new_llama(
+                llama_cpp, model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=512, seed=0, verbose=False
             )
             loaded = _Loaded(llama=llama, lock=threading.Lock())
             _LOADED[key] = loaded
         return loaded
+
+
+def _new_llama(llama_cpp: Any, **kwargs: Any) -> Any:
+    """Create a `Llama` with llama.cpp's extra CPU buffer types (AMX / repacked weights) turned off.
+
+    On CPUs that report AMX (seen on this project's 2-core x86 machines) the extra buffer types make the first
+    `decode` crash with a segmentation fault inside llama.cpp. `Llama()` has no argument for
+    `use_extra_bufts`, so the default model params are patched while the model loads.
+    """
+    bindings = llama_cpp.llama.llama_cpp
+    original = bindings.llama_model_default_params
+
+    def _params() -> Any:
+        params = original()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    with _PARAMS_LOCK:
+        bindings.llama_model_default_params = _params
+        try:
+            return llama_cpp.Llama(**kwargs)
+        finally:
+            bindings.llama_model_default_params = original
+
+
+_PARAMS_LOCK = threading.Lock()
 
 
 def messages_to_prompt(messages: list[BaseMessage]) -> str:
