@@ -388,3 +388,11 @@ def test_command_critic_validates_arguments() -> None:
         CommandCritic(["no-such-program-xyz"])
     with pytest.raises(ValueError, match="plain file name"):
         CommandCritic([sys.executable], filename="../x.txt")
+
+
+def test_code_critic_does_not_wait_for_threads_left_running_by_the_code() -> None:
+    code = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\n\n" + GOOD
+    start = time.monotonic()
+    result = CodeTestCritic(TESTS, timeout_s=5).critique(request(code))
+    assert result.is_acceptable and result.score == 10
+    assert time.monotonic() - start < 4

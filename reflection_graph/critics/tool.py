@@ -247,6 +247,8 @@ def main():
 
 
 main()
+# Do not wait for threads the code under test may have left running.
+os._exit(0)
 """
 
 
