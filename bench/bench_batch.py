@@ -43,7 +43,6 @@ from _common import (  # noqa: E402
 from reflection_graph import create_reflection_graph  # noqa: E402
 from reflection_graph.batch import arun_batch, read_output  # noqa: E402
 
-
 VARIANTS = ("asyncio floor", "minimal LangGraph", "reflection-graph")
 
 
@@ -67,13 +66,17 @@ def make_graph(variant: str, rounds: int, latency: float) -> Any:
     crit = never_accepting_critic(latency=latency)
     if variant == "minimal LangGraph":
         return minimal_langgraph_loop(gen, crit, rounds)
-    return create_reflection_graph(gen, critic=crit, max_iterations=rounds, patience=None, stop_on_no_new_issues=False)
+    return create_reflection_graph(
+        gen, critic=crit, max_iterations=rounds, patience=None, stop_on_no_new_issues=False
+    )
 
 
 def write_input(path: Path, records: int) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(records):
-            fh.write(json.dumps({"id": f"r{i:05d}", "task": f"Write a polite email declining offer #{i}."}) + "\n")
+            fh.write(
+                json.dumps({"id": f"r{i:05d}", "task": f"Write a polite email declining offer #{i}."}) + "\n"
+            )
 
 
 async def run_one(variant: str, args: argparse.Namespace, workdir: Path) -> float:
@@ -123,7 +126,9 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per model call")
