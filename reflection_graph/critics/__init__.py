@@ -1,6 +1,21 @@
 """Critics: the `Critic` protocol, the LLM critic, and critics that need no model."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
+from reflection_graph.critics.tool import CodeTestCritic, CommandCritic
 
-__all__ = ["BaseCritic", "Critic", "CritiqueRequest", "LLMCritic"]
+__all__ = [
+    "BaseCritic",
+    "CodeTestCritic",
+    "CommandCritic",
+    "CompositeCritic",
+    "Critic",
+    "CritiqueRequest",
+    "JSONSchemaCritic",
+    "LLMCritic",
+    "LengthCritic",
+    "RequiredTermsCritic",
+    "RuleCritic",
+]
