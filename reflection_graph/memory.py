@@ -7,19 +7,26 @@ the lessons of *similar* earlier tasks, and `format_lessons` renders them for th
 
 Similarity is offline and needs no model: the Jaccard similarity of the two tasks' normalized word sets
 (lower-cased, stop words dropped, a light suffix stemmer), see `task_tokens` and `jaccard`. It stays fast with
-100,000 stored entries because a query never scans the store. Every entry is also posted under each of its words
-in an inverted index kept as ordinary store items, one namespace per word, so a query reads only the postings of
-its own words:
+100,000 stored entries because a query never scans the store: every entry is also posted under each of its words
+in an inverted index kept as ordinary store items, and a query reads only the postings of a few of its own words.
+All writes are blind puts of new items (no read-modify-write of shared lists), so concurrent writers in several
+processes never lose a posting. The items, under `namespace`:
 
 - `(*namespace, "entries")`, key = digest of the task: `{"task", "lessons", "tokens", "seq", "saved_at"}`.
-- `(*namespace, "index", WORD)`, key = entry key: `{"n": number of words of the entry}` (one posting).
-- `(*namespace, "df")`, key = WORD: `{"n": how many entries hold the word}` (used to pick the rarest words).
+- `(*namespace, "index", "bNNNN")`, key = `WORD:ENTRY`: `{"t": WORD, "e": ENTRY, "n": words in the entry}`, one
+  posting; words are hashed into 1024 bucket namespaces and read with `store.search(bucket, filter={"t": WORD})`,
+  so the number of namespaces stays bounded whatever the vocabulary (InMemoryStore walks all namespaces on every
+  search; SQLite and Postgres use their prefix index).
+- `(*namespace, "df")`, key = WORD: `{"n": entries holding the word}` (only used to read the rarest words first;
+  a count off by a concurrent writer costs speed, never results).
 - `(*namespace, "order")`, key = zero-padded sequence number: `{"key": entry key}` (save order, for eviction).
 - `(*namespace, "meta")`, key `"state"`: `{"next_seq", "evicted_upto"}`.
 
-A query with word set Q and threshold t only needs the postings of the |Q| - ceil(t*|Q|) + 1 rarest words of Q:
-an entry D with Jaccard(Q, D) >= t shares at least ceil(t*|Q|) words with Q, so it holds at least one of them
-(prefix filtering). Candidates whose upper bound cannot reach t are dropped before their entries are read.
+Search is exact (it returns what a full scan would return, up to a safety bound of 4,096 verified candidates):
+an entry D with Jaccard(Q, D) >= t shares at least ceil(t*|Q|) words with the query Q, so it holds one of the
+|Q| - ceil(t*|Q|) + 1 rarest words of Q (prefix filtering). Candidates are verified best upper bound first, and
+the bar t rises to the similarity of the entry that completes `top_k` lessons, which in turn lowers how many
+postings must be read (an adaptive top-k filter): a query with a near-duplicate earlier task reads very little.
 
 With `index=True` (a store created with an embedding `index` config that embeds the `task` field) the store's own
 semantic search is used instead, `store.search(namespace, query=task)`, and `similarity_threshold` applies to the
@@ -74,9 +81,10 @@ _MAX_LESSON_CHARS = 160
 _MAX_LESSONS_PER_RUN = 5
 _MAX_LESSONS_PER_ENTRY = 8
 _POSTINGS_LIMIT = (
-    20_000  # postings read per word at most (a word this common is rarely among the rarest of Q)
+    50_000  # postings read per word at most (such a common word is rarely among the rarest of Q)
 )
-_CANDIDATES_LIMIT = 256  # entries read per query at most, best upper bound first
+_LOAD_CHUNK = 64  # entries read per round, best similarity first
+_INDEX_BUCKETS = 1024  # posting namespaces; fixed for the life of a store (changing it needs clear())
 _PAGE = 1_000
 _CHUNK = 500  # tasks handled per write round in save_many
 
@@ -307,7 +315,11 @@ class ReflexionMemory:
         return min(_CHUNK, self.max_entries)
 
     def _posting_ns(self, token: str) -> tuple[str, ...]:
-        return (*self.namespace, "index", token)
+        bucket = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest(), "big")
+        return (*self.namespace, "index", f"b{bucket % _INDEX_BUCKETS:04d}")
+
+    def _posting_search(self, token: str) -> SearchOp:
+        return SearchOp(self._posting_ns(token), filter={"t": token}, limit=_POSTINGS_LIMIT)
 
     @staticmethod
     def _check_index(store: BaseStore) -> None:
@@ -509,7 +521,8 @@ class ReflexionMemory:
             seq += 1
             if old is None and not self.index:
                 for token in tokens:
-                    puts.append(PutOp(self._posting_ns(token), key, {"n": len(tokens)}, index=False))
+                    posting = {"t": token, "e": key, "w": " ".join(tokens)}
+                    puts.append(PutOp(self._posting_ns(token), f"{token}:{key}", posting, index=False))
                     df_delta[token] = df_delta.get(token, 0) + 1
 
         # Evict the least recently saved entries beyond max_entries (stale order slots just disappear).
@@ -533,7 +546,7 @@ class ReflexionMemory:
                     continue  # already gone, or saved again later (a newer slot owns it)
                 puts.append(PutOp(self._entries_ns, victim, None))
                 for token in entry.value.get("tokens", []):
-                    puts.append(PutOp(self._posting_ns(token), victim, None))
+                    puts.append(PutOp(self._posting_ns(token), f"{token}:{victim}", None))
                     df_delta[token] = df_delta.get(token, 0) - 1
             evicted_upto = evict_end
 
@@ -561,45 +574,74 @@ class ReflexionMemory:
         query = task_tokens(task)
         if not query:
             return []
-        threshold = self.similarity_threshold
+        size_q = len(query)
         ordered = sorted(query)
         counts = yield [GetOp(self._df_ns, t) for t in ordered]
         df = {
             t: (int(c.value.get("n", 0)) if isinstance(c, Item) else 0)
             for t, c in zip(ordered, counts, strict=True)
         }
-        # Prefix filter: any entry with Jaccard >= t shares >= ceil(t*|Q|) words with Q, so it holds one of the
-        # |Q| - ceil(t*|Q|) + 1 rarest words. Words never seen (df 0) cost nothing and are read anyway.
-        need = max(1, math.ceil(threshold * len(query) - 1e-9))
         rare_first = sorted(ordered, key=lambda t: (df[t], t))
-        fetched = rare_first[: len(query) - need + 1]
-        unfetched = len(query) - len(fetched)
-        postings = yield [SearchOp(self._posting_ns(t), limit=_POSTINGS_LIMIT) for t in fetched]
-        hits: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        for result in postings:
-            for item in _search_items(result):
-                hits[item.key] = hits.get(item.key, 0) + 1
-                sizes[item.key] = int(item.value.get("n", 0))
-        bounds: list[tuple[float, int, str]] = []
-        for key, hit in hits.items():
-            size = sizes[key]
-            overlap = min(hit + unfetched, size, len(query))
-            bound = overlap / (len(query) + size - overlap) if size else 0.0
-            if bound >= threshold - 1e-12:
-                bounds.append((bound, hit, key))
-        bounds.sort(key=lambda b: (-b[0], -b[1], b[2]))
-        keys = [key for _, _, key in bounds[:_CANDIDATES_LIMIT]]
-        if not keys:
-            return []
-        entries = yield [GetOp(self._entries_ns, k) for k in keys]
-        scored: list[tuple[float, Item]] = []
-        for entry in entries:
-            if not isinstance(entry, Item):
+
+        def words_needed(bar: float) -> int:
+            # Prefix filter: an entry with Jaccard >= bar shares >= ceil(bar*|Q|) words with Q, so it holds one of
+            # any |Q| - ceil(bar*|Q|) + 1 words of Q; the rarest ones have the shortest postings.
+            return size_q - max(1, math.ceil(bar * size_q - 1e-9)) + 1
+
+        bar = (
+            self.similarity_threshold
+        )  # rises to the similarity that completes top_k lessons (adaptive filter)
+        floor = self.similarity_threshold - 1e-12
+        fetched = 0
+        similarity: dict[str, float] = {}  # exact, from the word list each posting carries
+        loaded: dict[str, Item | None] = {}
+        while True:
+            if fetched < words_needed(bar):
+                step = max(1, (words_needed(bar) - fetched) // 2) if fetched == 0 else 1
+                words = rare_first[fetched : fetched + step]
+                postings = yield [self._posting_search(t) for t in words]
+                fetched += len(words)
+                for word, result in zip(words, postings, strict=True):
+                    for item in _search_items(result):
+                        key = item.value.get("e")
+                        if item.value.get("t") == word and isinstance(key, str) and key not in similarity:
+                            similarity[key] = jaccard(query, frozenset(str(item.value.get("w", "")).split()))
+            ranked = sorted(
+                ((sim, key) for key, sim in similarity.items() if sim > 0 and sim >= floor),
+                key=lambda c: (-c[0], c[1]),
+            )
+            # Load the best entries (their lessons) until they hold top_k distinct lessons; that entry's
+            # similarity is the new bar. Entries tied with it are loaded too, since a newer one ranks first.
+            todo: list[str] = []
+            lessons_seen: set[str] = set()
+            new_bar = None
+            for sim, key in ranked:
+                if new_bar is not None and sim < new_bar:
+                    break
+                if key not in loaded:
+                    todo.append(key)
+                    if len(todo) >= _LOAD_CHUNK:
+                        break
+                    continue
+                entry = loaded[key]
+                if entry is not None and new_bar is None and not todo:
+                    lessons_seen.update(_lesson_key(str(t)) for t in entry.value.get("lessons", []))
+                    if len(lessons_seen) >= self.top_k:
+                        new_bar = sim
+            if todo:
+                entries = yield [GetOp(self._entries_ns, key) for key in todo]
+                for key, result in zip(todo, entries, strict=True):
+                    loaded[key] = result if isinstance(result, Item) else None  # None: evicted meanwhile
                 continue
-            similarity = jaccard(query, frozenset(entry.value.get("tokens", [])))
-            if similarity >= threshold - 1e-12 and similarity > 0:
-                scored.append((similarity, entry))
+            if new_bar is not None:
+                bar = max(bar, new_bar)
+            if fetched >= words_needed(bar):
+                break
+        scored = [
+            (similarity[key], entry)
+            for key, entry in loaded.items()
+            if entry is not None and similarity[key] > 0 and similarity[key] >= floor
+        ]
         return self._pick(scored)
 
     def _semantic_search_plan(self, task: str) -> _Plan[list[Lesson]]:
