@@ -1,0 +1,297 @@
+"""The Studio graphs: unit tests with fake models, and every graph served by `langgraph dev` on loopback.
+
+The server test starts `langgraph dev --no-browser --no-reload` from the repo root (offline: analytics and tracing
+off), waits for `/ok`, then through `langgraph_sdk.get_client` lists the assistants, fetches each graph's drawing
+and context schema, and runs every graph once on the embedded model with `max_iterations=1` in the run's context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
+
+from reflection_graph import Context
+from tests._servers import free_port, wait_http
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = json.loads((ROOT / "langgraph.json").read_text())
+GRAPHS: dict[str, str] = CONFIG["graphs"]
+
+# what one run of each graph sends (tiny limits come from the run's context)
+RUN_INPUTS: dict[str, dict[str, Any]] = {
+    "reflection": {"task": "Write one sentence about rain."},
+    "email": {"role": "Data Engineer", "company": "Acme"},
+    "code": {},
+    "documents": {
+        "documents": [
+            "The river flooded the town after three days of rain.",
+            {"id": "d2", "text": "The bakery on Main Street now opens at six."},
+        ],
+        "prompt": "Summarize in one sentence: {document}",
+    },
+}
+
+
+# -- the config and the modules -----------------------------------------------------------------------------------
+def test_langgraph_json_lists_every_graph_module() -> None:
+    modules = {p.stem for p in (ROOT / "graphs").glob("*.py") if not p.name.startswith("_")}
+    listed = {spec.split(":")[0].removeprefix("./graphs/").removesuffix(".py") for spec in GRAPHS.values()}
+    assert listed == modules
+    assert set(GRAPHS) == set(RUN_INPUTS)
+    assert CONFIG["dependencies"] == ["."] and CONFIG["python_version"] == "3.11"
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_each_module_exposes_a_compiled_graph_with_the_context_schema(name: str) -> None:
+    path, variable = GRAPHS[name].split(":")
+    module = importlib.import_module(path.removeprefix("./").removesuffix(".py").replace("/", "."))
+    graph = getattr(module, variable)
+    assert isinstance(graph, CompiledStateGraph)
+    assert graph.checkpointer is None  # the server supplies persistence
+    assert graph.builder.context_schema is Context
+    assert "max_iterations" in json.dumps(graph.get_context_jsonschema())
+
+
+# -- the wrapper graphs with fake models --------------------------------------------------------------------------
+class ScriptedModel:
+    """A callable model (`fn(prompt) -> str`): critic prompts get scripted JSON verdicts, others a draft."""
+
+    def __init__(self, verdicts: list[dict[str, Any]], drafts: list[str]) -> None:
+        self.verdicts = verdicts
+        self.drafts = drafts
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if "JSON" in prompt:
+            verdict = self.verdicts[min(self.critic_calls, len(self.verdicts)) - 1]
+            return json.dumps(verdict)
+        return self.drafts[min(len(self.prompts) - self.critic_calls, len(self.drafts)) - 1]
+
+    @property
+    def critic_calls(self) -> int:
+        return sum("JSON" in p for p in self.prompts)
+
+
+def _verdict(score: float, needs_improvement: bool, feedback: str) -> dict[str, Any]:
+    issues = [feedback] if needs_improvement else []
+    return {"feedback": feedback, "needs_improvement": needs_improvement, "score": score, "issues": issues}
+
+
+def test_email_graph_reports_feedback_and_needs_improvement_per_round() -> None:
+    from graphs.email import create_email_graph
+
+    model = ScriptedModel(
+        [_verdict(4, True, "Thank them for the offer."), _verdict(9, False, "Polite and clear.")],
+        [
+            "I will not take the job.",
+            "Thank you for the offer; I must decline the Data Engineer role. Best, Ana",
+        ],
+    )
+    graph = create_email_graph(model)
+    out = graph.invoke({"role": "Data Engineer", "company": "Acme"})
+    assert set(out) == {"email", "rounds", "stop_reason", "iterations", "error", "usage"}
+    assert out["stop_reason"] == "accepted" and out["iterations"] == 2
+    assert out["email"].startswith("Thank you for the offer")
+    assert [(r["round"], r["needs_improvement"], r["feedback"]) for r in out["rounds"]] == [
+        (1, True, "Thank them for the offer."),
+        (2, False, "Polite and clear."),
+    ]
+    assert "Data Engineer role at Acme" in model.prompts[0]  # the brief built the task from role and company
+    assert "Thank them for the offer." in model.prompts[2]  # the reviser saw the feedback
+
+
+def test_email_graph_context_reaches_the_subgraph_and_threads_do_not_accumulate() -> None:
+    from graphs.email import create_email_graph
+
+    model = ScriptedModel([_verdict(3, True, "Too blunt.")], ["No thanks."])
+    graph = create_email_graph(model).copy(update={"checkpointer": InMemorySaver()})
+    config: Any = {"configurable": {"thread_id": "t"}}
+    first = graph.invoke({"role": "Analyst"}, config, context=Context(max_iterations=1))
+    second = graph.invoke({"role": "Analyst"}, config, context=Context(max_iterations=1))
+    for out in (first, second):
+        assert out["iterations"] == 1 and out["stop_reason"] == "max_iterations" and len(out["rounds"]) == 1
+    assert second["usage"]["total"]["calls"] == first["usage"]["total"]["calls"] == 2
+    # the second run drafted anew instead of gleaning the first run's email
+    assert sum("JSON" not in p for p in model.prompts) == 2
+
+
+def test_email_graph_rejects_a_missing_role() -> None:
+    from graphs.email import create_email_graph
+
+    graph = create_email_graph(ScriptedModel([_verdict(9, False, "ok")], ["x"]))
+    with pytest.raises(ValueError, match="'role' must be a non-empty string"):
+        graph.invoke({"role": "  "})
+
+
+def test_code_graph_runs_the_shipped_tests() -> None:
+    from graphs.code import CODE_TASK, create_code_graph
+
+    replies = iter(
+        [
+            "```python\ndef add(a, b):\n    return a - b\n```",
+            "```python\ndef add(a, b):\n    return a + b\n```",
+        ]
+    )
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(replies)
+
+    out = create_code_graph(model).invoke({})
+    assert out["passed"] is True and out["stop_reason"] == "accepted" and out["iterations"] == 2
+    assert out["code"] == "def add(a, b):\n    return a + b\n"
+    first = out["trajectory"][0]["critique"]
+    assert first["score"] < 10 and any("add(2, 3) == 5" in issue for issue in first["issues"])
+    assert CODE_TASK in prompts[0] and "add(2, 3) == 5" in prompts[1]  # the reviser saw the failing test
+
+
+# -- the dev server -----------------------------------------------------------------------------------------------
+def _server_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGSMITH_TRACING": "false",
+            "LANGSMITH_TRACING_V2": "false",
+            "LANGCHAIN_TRACING_V2": "false",
+            "LANGCHAIN_TRACING": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    for key in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "REFLECTION_GRAPH_MODEL"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@contextlib.contextmanager
+def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
+    """Run `langgraph dev` on a free loopback port; yield its URL and the seconds it took to answer `/ok`."""
+    pytest.importorskip("langgraph_api", reason='needs pip install "reflection-graph[studio]"')
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "langgraph_cli",
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    log = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
+    start = time.monotonic()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command, cwd=cwd, env=_server_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_http(f"{url}/ok", timeout=timeout, process=process)
+        except (RuntimeError, TimeoutError) as exc:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"langgraph dev did not start: {exc}\n--- server log ---\n{tail}") from exc
+        yield url, time.monotonic() - start
+    except BaseException:
+        sys.stderr.write("--- langgraph dev log ---\n" + log.read_text(errors="replace")[-4000:] + "\n")
+        raise
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        log.unlink(missing_ok=True)
+
+
+def _check_output(name: str, out: dict[str, Any]) -> None:
+    stop_reasons = {"accepted", "max_iterations", "plateau", "not_triggered"}
+    if name == "documents":
+        results = out["results"]
+        assert [r["index"] for r in results] == [0, 1] and results[1]["id"] == "d2"
+        for result in results:
+            assert result["stop_reason"] in stop_reasons, result
+            assert isinstance(result["output"], str) and result["output"].strip()
+            assert result["iterations"] == 1 and result["usage"]["total"]["calls"] >= 2
+        assert out["usage"]["total"]["calls"] == sum(r["usage"]["total"]["calls"] for r in results)
+        return
+    assert out["stop_reason"] in stop_reasons, out
+    assert out["iterations"] == 1
+    model_calls = 1 if name == "code" else 2  # the code graph's critic runs tests, not a model
+    assert out["usage"]["total"]["calls"] >= model_calls and out["usage"]["total"]["output_tokens"] > 0
+    if name == "email":
+        assert out["email"].strip() and len(out["rounds"]) == 1
+        assert set(out["rounds"][0]) == {"round", "draft", "feedback", "needs_improvement", "score"}
+        assert isinstance(out["rounds"][0]["needs_improvement"], bool)
+    else:
+        assert out["candidate"].strip() and len(out["trajectory"]) == 1
+        assert 0 <= out["critique"]["score"] <= 10
+    if name == "code":
+        assert isinstance(out["code"], str) and isinstance(out["passed"], bool)
+        assert out["critique"]["score"] == 10.0 or out["critique"]["issues"]  # tests ran and reported
+
+
+EXPECTED_NODES = {
+    "reflection": {"generate", "critique", "finalize"},
+    "email": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
+    "code": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
+    "documents": {"plan", "glean", "collect"},
+}
+
+
+@pytest.mark.server
+@pytest.mark.embedded
+async def test_langgraph_dev_serves_and_runs_every_graph() -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    from langgraph_sdk import get_client
+
+    timings: dict[str, float] = {}
+    with langgraph_dev() as (url, started):
+        timings["server_start"] = started
+        client = get_client(url=url)
+        assistants = await client.assistants.search(limit=50)
+        by_graph = {a["graph_id"]: a["assistant_id"] for a in assistants}
+        assert set(GRAPHS) <= set(by_graph), (
+            f"served graphs {sorted(by_graph)}, langgraph.json {sorted(GRAPHS)}"
+        )
+        for name in GRAPHS:
+            assistant_id = by_graph[name]
+            drawing = await client.assistants.get_graph(assistant_id, xray=True)
+            nodes = {node["id"] for node in drawing["nodes"]}
+            assert EXPECTED_NODES[name] <= nodes, f"{name}: {sorted(nodes)}"
+            schemas = await client.assistants.get_schemas(assistant_id)
+            context_schema = schemas.get("context_schema") or schemas.get("config_schema") or {}
+            assert "max_iterations" in json.dumps(context_schema), f"{name}: {context_schema}"
+            thread = await client.threads.create()
+            start = time.monotonic()
+            out = await client.runs.wait(
+                thread["thread_id"], assistant_id, input=RUN_INPUTS[name], context={"max_iterations": 1}
+            )
+            timings[name] = time.monotonic() - start
+            assert isinstance(out, dict) and "__error__" not in out, f"{name}: {out}"
+            _check_output(name, out)
+    sys.stderr.write(
+        "langgraph dev timings (s): " + json.dumps({k: round(v, 1) for k, v in timings.items()}) + "\n"
+    )
