@@ -127,6 +127,17 @@ def test_format_lessons_block_fits_generate_prompt() -> None:
 # --------------------------------------------------------------------------- save / search
 
 
+def test_docstring_example_runs() -> None:
+    from langgraph.store.memory import InMemoryStore as Store
+
+    memory = ReflexionMemory(Store())
+    memory.save("Write a polite email declining a job offer", ["Thank the recruiter by name."])
+    assert (
+        memory.search("Write a polite email declining an offer for a job")[0].text
+        == "Thank the recruiter by name."
+    )
+
+
 @pytest.fixture
 def memory() -> ReflexionMemory:
     return ReflexionMemory(InMemoryStore())
@@ -211,7 +222,9 @@ def test_max_entries_evicts_oldest_and_cleans_index() -> None:
     ]
     assert memory.search("Compose a haiku about autumn rain")[0].text == "Count syllables."
     # The evicted entry's postings and word counts are gone too; the index does not grow without bound.
-    assert _items_under(store, ("reflection_graph", "lessons", "index", "court")) == []
+    index_ns = ("reflection_graph", "lessons", "index")
+    assert store.search(index_ns, filter={"t": "court"}, limit=100) == []
+    assert len(store.search(index_ns, filter={"t": "haiku"}, limit=100)) == 1
     assert store.get(("reflection_graph", "lessons", "df"), "court") is None
     assert len(_items_under(store, ("reflection_graph", "lessons", "order"))) <= 3
 
