@@ -1,0 +1,63 @@
+"""Execute the notebooks with nbclient (kernel `python3`, cwd = the repository root, no network).
+
+`subgraph.ipynb` uses fake models defined in the notebook; `gleaning.ipynb` runs the embedded model (marked
+`embedded`). Each cell has a time limit. The notebooks are stored without outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason='needs pip install "reflection-graph[dev]"')
+nbclient = pytest.importorskip("nbclient", reason='needs pip install "reflection-graph[dev]"')
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+CELL_TIMEOUT_S = 240
+
+
+def execute(name: str) -> nbformat.NotebookNode:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT)}},
+    )
+    client.execute()
+    return notebook
+
+
+def outputs_text(notebook: nbformat.NotebookNode) -> str:
+    parts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            parts.append(output.get("text", "") or str(output.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_notebooks_are_stored_without_outputs(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: clear outputs before saving"
+
+
+def test_subgraph_notebook_runs() -> None:
+    notebook = execute("subgraph.ipynb")
+    text = outputs_text(notebook)
+    assert "(refined in 2 round(s), stop reason: accepted" in text
+    assert "reflect" in text and "Hi! Ask me to write something" in text
+
+
+@pytest.mark.embedded
+def test_gleaning_notebook_runs_on_the_embedded_model() -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    notebook = execute("gleaning.ipynb")
+    text = outputs_text(notebook)
+    assert "Round 1: needs_improvement=" in text and "feedback:" in text
+    assert "stop reason:" in text and "----- draft -----" in text
