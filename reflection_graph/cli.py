@@ -62,6 +62,7 @@ class GraphOptions:
         reviser: model spec for revising, overriding ``model``.
         base_url: OpenAI-compatible server URL for string model names.
         max_iterations: hard limit on critique rounds (>= 1).
+        min_iterations: rounds always run before an accept or plateau stops the loop.
         threshold: accept when the score reaches it (0-10); None lets the critic's verdict decide.
         select: ``best`` or ``last`` candidate.
         strategy: ``loop`` or ``self_refine``.
@@ -77,6 +78,7 @@ class GraphOptions:
     reviser: str | None = None
     base_url: str | None = None
     max_iterations: int = 3
+    min_iterations: int = 1
     threshold: float | None = None
     select: str = "best"
     strategy: str = "loop"
@@ -93,6 +95,11 @@ class GraphOptions:
         """
         if self.max_iterations < 1:
             raise BadInput(f"--max-iterations must be >= 1, got {self.max_iterations}")
+        if not 1 <= self.min_iterations <= self.max_iterations:
+            raise BadInput(
+                f"--min-iterations must be between 1 and --max-iterations ({self.max_iterations}), "
+                f"got {self.min_iterations}"
+            )
         if self.threshold is not None and not 0.0 <= self.threshold <= 10.0:
             raise BadInput(
                 f"--threshold must be between 0 and 10 (the critic's score scale), got {self.threshold:g}"
@@ -180,6 +187,7 @@ def build_graph(
         critic=critic,
         reviser=reviser,
         max_iterations=options.max_iterations,
+        min_iterations=options.min_iterations,
         score_threshold=options.threshold,
         select=options.select,  # type: ignore[arg-type]
         strategy=options.strategy,  # type: ignore[arg-type]
@@ -432,6 +440,9 @@ BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server U
 MaxIterOpt = Annotated[
     int, typer.Option("--max-iterations", "-n", help="Hard limit on critique rounds (>= 1).")
 ]
+MinIterOpt = Annotated[
+    int, typer.Option("--min-iterations", help="Rounds always run before an accept or plateau stops (>= 1).")
+]
 ThresholdOpt = Annotated[
     float | None, typer.Option(help="Accept when score >= this (0-10). Unset: the critic's verdict decides.")
 ]
@@ -458,6 +469,7 @@ def run(
     reviser: ReviserOpt = None,
     base_url: BaseUrlOpt = None,
     max_iterations: MaxIterOpt = 3,
+    min_iterations: MinIterOpt = 1,
     threshold: ThresholdOpt = None,
     select: SelectOpt = "best",
     strategy: StrategyOpt = "loop",
@@ -492,6 +504,7 @@ def run(
         reviser=reviser,
         base_url=base_url,
         max_iterations=max_iterations,
+        min_iterations=min_iterations,
         threshold=threshold,
         select=select,
         strategy=strategy,
@@ -549,6 +562,7 @@ def batch(
     reviser: ReviserOpt = None,
     base_url: BaseUrlOpt = None,
     max_iterations: MaxIterOpt = 3,
+    min_iterations: MinIterOpt = 1,
     threshold: ThresholdOpt = None,
     select: SelectOpt = "best",
     strategy: StrategyOpt = "loop",
@@ -577,6 +591,7 @@ def batch(
         reviser=reviser,
         base_url=base_url,
         max_iterations=max_iterations,
+        min_iterations=min_iterations,
         threshold=threshold,
         select=select,
         strategy=strategy,

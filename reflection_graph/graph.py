@@ -78,6 +78,7 @@ class ReflectionSettings:
     """The validated settings a graph is built with (runtime `Context` fields override them per run)."""
 
     max_iterations: int = 3
+    min_iterations: int = 1
     score_threshold: float | None = None
     min_improvement: float = 0.5
     patience: int | None = 2
@@ -100,6 +101,13 @@ class ReflectionSettings:
             )
         if self.max_iterations > 1000:
             raise ValueError(f"max_iterations must be <= 1000 (got {self.max_iterations})")
+        if isinstance(self.min_iterations, bool) or not isinstance(self.min_iterations, int):
+            raise ValueError(f"min_iterations must be an int >= 1, got {self.min_iterations!r}")
+        if not 1 <= self.min_iterations <= self.max_iterations:
+            raise ValueError(
+                f"min_iterations must be between 1 and max_iterations ({self.max_iterations}), "
+                f"got {self.min_iterations}"
+            )
         if self.score_threshold is not None and not 0 <= self.score_threshold <= 10:
             raise ValueError(
                 f"score_threshold must be between 0 and 10 (got {self.score_threshold}); scores are on a 0-10 scale"
@@ -525,7 +533,9 @@ class _Nodes:
         }
         scores = [r["score"] for r in trajectory if r["score"] is not None] + [critique.score]
         stop: StopReason | None = None
-        if accepted:
+        if iteration < settings.min_iterations:
+            stop = None  # a fixed minimum of rounds: accept/plateau only count from min_iterations on
+        elif accepted:
             stop = "accepted"
         elif settings.strategy == "self_refine":
             stop = None  # Self-Refine: one refine follows the single critique, then finalize
@@ -701,6 +711,7 @@ def build_reflection_graph(
     critic: ModelLike | Critic = None,
     reviser: ModelLike = None,
     max_iterations: int = 3,
+    min_iterations: int = 1,
     score_threshold: float | None = None,
     min_improvement: float = 0.5,
     patience: int | None = 2,
@@ -724,6 +735,7 @@ def build_reflection_graph(
     """Build the uncompiled reflection `StateGraph` (see `create_reflection_graph` for the arguments)."""
     settings = ReflectionSettings(
         max_iterations=max_iterations,
+        min_iterations=min_iterations,
         score_threshold=score_threshold,
         min_improvement=min_improvement,
         patience=patience,
@@ -738,7 +750,7 @@ def build_reflection_graph(
         prompts=dict(prompts or {}),
     ).validate()
     if strategy == "self_refine":
-        settings = replace(settings, max_iterations=1)
+        settings = replace(settings, max_iterations=1, min_iterations=1)
     if should_refine is not None and not callable(should_refine):
         raise ValueError("should_refine must be a callable taking the state and returning a bool")
     if parse_retries < 0:
@@ -791,6 +803,7 @@ def create_reflection_graph(
     critic: ModelLike | Critic = None,
     reviser: ModelLike = None,
     max_iterations: int = 3,
+    min_iterations: int = 1,
     score_threshold: float | None = None,
     min_improvement: float = 0.5,
     patience: int | None = 2,
@@ -823,6 +836,8 @@ def create_reflection_graph(
             uses the generator's model at temperature 0.
         reviser: model spec for revisions; None reuses the generator.
         max_iterations: hard limit on critique rounds (>= 1). See the module docs for the counting rule.
+        min_iterations: rounds always run before an accept or plateau can stop the loop (1 to
+            max_iterations); `min_iterations == max_iterations` gives a fixed number of rounds.
         score_threshold: when set, `score >= score_threshold` accepts whatever the verdict says, and the bar is
             written into the critic prompt; when None, the critic's `is_acceptable` decides.
         min_improvement: score gain that counts as progress for the plateau stop.
@@ -874,6 +889,7 @@ def create_reflection_graph(
         critic=critic,
         reviser=reviser,
         max_iterations=max_iterations,
+        min_iterations=min_iterations,
         score_threshold=score_threshold,
         min_improvement=min_improvement,
         patience=patience,

@@ -337,3 +337,12 @@ def test_human_review_interrupt_and_resume() -> None:
     done = graph.invoke(Command(resume={"accept": True}), cfg)
     assert done["stop_reason"] == "accepted" and done["candidate"] == "draft 2"
     assert len(crit.received) == 2  # resuming did not call the critic again
+
+
+def test_min_iterations_runs_a_fixed_number_of_rounds() -> None:
+    graph, gen, crit = make([critique(10, ok=True, issues=[])], max_iterations=3, min_iterations=3)
+    result = graph.invoke({"task": "t"})
+    assert result["iterations"] == 3 and result["stop_reason"] == "accepted"
+    assert len(gen.received) == 3 and len(crit.received) == 3
+    with pytest.raises(ValueError, match="min_iterations must be between 1 and max_iterations"):
+        create_reflection_graph(RecordingChatModel(), critic=crit, max_iterations=2, min_iterations=3)
