@@ -200,6 +200,8 @@ def test_extract_code_prefers_python_fence_then_plain_fence_then_raw() -> None:
     # a reply cut off by the token limit leaves the fence open
     assert extract_code("```python\ndef h():\n    return 2") == "def h():\n    return 2\n"
     assert extract_code("   \n") == ""
+    # the prompt ended with the opening fence, so the reply starts inside it
+    assert extract_code("def k():\n    return 3\n```\nNote: k returns 3") == "def k():\n    return 3\n"
 
 
 # -- CodeTestCritic ---------------------------------------------------------------------------------------------
