@@ -38,6 +38,7 @@ from reflection_graph.critics.llm import LLMCritic, ParseErrorPolicy
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
+    FOCUS_CUES,
     FOCUS_PROMPTS,
     GENERATE_PROMPT,
     GENERATE_SYSTEM,
@@ -345,7 +346,10 @@ class _Nodes:
         critique = state.get("critique")
         if not state.get("candidate") or critique is None:
             values = {"task": state["task"], "context": context, "lessons": lessons}
-            prompt = render_prompt(settings.prompts.get("generate", GENERATE_PROMPT), values)
+            template = settings.prompts.get("generate", GENERATE_PROMPT)
+            prompt = render_prompt(template, values) + (
+                FOCUS_CUES.get(settings.focus, "") if template is GENERATE_PROMPT else ""
+            )
             return "generate", [SystemMessage(GENERATE_SYSTEM), HumanMessage(prompt)]
         window = (
             list(state.get("trajectory") or [])[:-1][-settings.history_window :]
@@ -369,7 +373,10 @@ class _Nodes:
             "preserve_rule": PRESERVE_CORRECT_RULE if settings.preserve_correct else "",
             "focus": FOCUS_PROMPTS[settings.focus],
         }
-        prompt = render_prompt(settings.prompts.get("revise", REVISE_PROMPT), values)
+        template = settings.prompts.get("revise", REVISE_PROMPT)
+        prompt = render_prompt(template, values) + (
+            FOCUS_CUES.get(settings.focus, "") if template is REVISE_PROMPT else ""
+        )
         return "revise", [SystemMessage(REVISE_SYSTEM), HumanMessage(prompt)]
 
     def _pre_generate(
@@ -647,8 +654,8 @@ class _Nodes:
             update["critique"] = chosen["critique"]
         if "trajectory" not in state:
             update["trajectory"] = []
-        if "usage" not in state:
-            update["usage"] = {"total": empty_usage()}
+        # every role is reported, with zeros for a role that never ran (e.g. no revision when round 1 accepts)
+        update["usage"] = {role: empty_usage() for role in ("generate", "critique", "revise", "total")}
         return update
 
     # -- routers ------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
+    "FOCUS_CUES",
     "FOCUS_PROMPTS",
     "GENERATE_PROMPT",
     "GENERATE_SYSTEM",
@@ -78,6 +79,10 @@ FOCUS_PROMPTS: dict[str, str] = {
         "without changing the content that is already right."
     ),
 }
+
+FOCUS_CUES: dict[str, str] = {"code": "```python\n"}
+"""Appended after the cue line of the default draft and revise prompts: small base models write prose for code
+tasks unless the prompt already opens a code fence (instruction-tuned models simply continue the fence)."""
 
 REVISE_PROMPT = """Task: {task}
 {context}

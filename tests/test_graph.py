@@ -346,3 +346,17 @@ def test_min_iterations_runs_a_fixed_number_of_rounds() -> None:
     assert len(gen.received) == 3 and len(crit.received) == 3
     with pytest.raises(ValueError, match="min_iterations must be between 1 and max_iterations"):
         create_reflection_graph(RecordingChatModel(), critic=crit, max_iterations=2, min_iterations=3)
+
+
+def test_usage_reports_every_role_even_when_one_never_ran() -> None:
+    graph, _, _ = make([critique(9, ok=True, issues=[])])
+    usage = graph.invoke({"task": "t"})["usage"]
+    assert set(usage) == {"generate", "critique", "revise", "total"}
+    assert usage["revise"]["calls"] == 0 and usage["generate"]["calls"] == 1 and usage["total"]["calls"] == 2
+
+
+def test_code_focus_opens_a_code_fence_for_base_models() -> None:
+    graph, gen, _ = make([critique(3, issues=["a"]), critique(9, ok=True, issues=[])], focus="code")
+    graph.invoke({"task": "write add(a, b)"})
+    assert gen.prompts[0].endswith("```python\n") and gen.prompts[1].endswith("```python\n")
+    assert "Return only the complete corrected code" in gen.prompts[1]

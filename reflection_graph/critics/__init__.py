@@ -4,7 +4,7 @@ from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
-from reflection_graph.critics.tool import CodeTestCritic, CommandCritic
+from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
 
 __all__ = [
     "BaseCritic",
@@ -18,4 +18,5 @@ __all__ = [
     "LengthCritic",
     "RequiredTermsCritic",
     "RuleCritic",
+    "extract_code",
 ]
