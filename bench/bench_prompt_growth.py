@@ -41,7 +41,9 @@ def per_round(gen: FastChat, crit: FastChat) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--draft-chars", type=int, default=1200)
     parser.add_argument("--history-window", type=int, default=1)
@@ -69,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         theirs = per_round(pgen, pcrit)
         assert len(theirs) == args.rounds, len(theirs)
 
-    print(f"Tokens (chars/4) sent per round, drafts of {args.draft_chars} chars, history_window={args.history_window}")
+    print(
+        f"Tokens (chars/4) sent per round, drafts of {args.draft_chars} chars, history_window={args.history_window}"
+    )
     rows = []
     for i in range(args.rounds):
         row: list[object] = [i + 1, mine[i]]
@@ -80,12 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     print_table(headers, rows)
     print(f"total over {args.rounds} rounds: ours {sum(mine)}" + (f", peer {sum(theirs)}" if theirs else ""))
     if theirs:
-        print(f"peer total / ours total = {sum(theirs) / sum(mine):.2f}x; last round: {theirs[-1] / mine[-1]:.2f}x")
+        print(
+            f"peer total / ours total = {sum(theirs) / sum(mine):.2f}x; last round: {theirs[-1] / mine[-1]:.2f}x"
+        )
 
     steady = mine[2:] if len(mine) > 2 else mine
     spread = (max(steady) - min(steady)) / max(steady)
     flat = spread <= 0.05
-    print(f"ours from round 3 on: {min(steady)}-{max(steady)} tokens (spread {spread:.1%}): {'flat' if flat else 'GROWS'}")
+    print(
+        f"ours from round 3 on: {min(steady)}-{max(steady)} tokens (spread {spread:.1%}): {'flat' if flat else 'GROWS'}"
+    )
     return 0 if flat else 1
 
 
