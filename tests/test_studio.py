@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,6 +199,8 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
         str(port),
     ]
     log = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
+    state_dir = cwd / ".langgraph_api"  # the in-memory server's pickled threads; removed if this run made it
+    made_state_dir = not state_dir.exists()
     start = time.monotonic()
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -224,6 +227,8 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         log.unlink(missing_ok=True)
+        if made_state_dir:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _check_output(name: str, out: dict[str, Any]) -> None:
