@@ -29,13 +29,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer, interrupt
+from pydantic import BaseModel
 
-from reflection_graph._calls import guarded
+from reflection_graph._calls import ainvoke_guarded, invoke_guarded
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critics.llm import LLMCritic, ParseErrorPolicy
-from reflection_graph.critique import Critique
+from reflection_graph.critique import Critique, parse_critique
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
     FOCUS_CUES,
@@ -420,9 +421,8 @@ class _Nodes:
             update["usage"] = {role: usage, "total": usage}
         return update
 
-    def _model_for(self, role: str, roles: _Roles, settings: ReflectionSettings) -> Runnable[Any, Any]:
-        model = roles.generator if role == "generate" else roles.reviser
-        return guarded(model, retries=settings.retries, timeout_s=settings.timeout_s)
+    def _model_for(self, role: str, roles: _Roles) -> Runnable[Any, Any]:
+        return roles.generator if role == "generate" else roles.reviser
 
     def generate(self, state: ReflectionState, config: RunnableConfig) -> dict[str, Any]:
         early, settings, roles, store = self._pre_generate(state)
@@ -430,13 +430,14 @@ class _Nodes:
             return early
         lessons = self._lessons(state, store)
         role, messages = self._generate_messages(state, settings, lessons)
-        model = self._model_for(role, roles, settings)
+        model = self._model_for(role, roles)
+        limits: dict[str, Any] = {"retries": settings.retries, "timeout_s": settings.timeout_s}
         with track_usage() as counter:
             error: Exception | None = None
             try:
                 text = ""
                 for _ in range(settings.retries + 1):
-                    text = _text(model.invoke(messages, _with_counter(config, counter)))
+                    text = _text(invoke_guarded(model, messages, _with_counter(config, counter), **limits))
                     if text:
                         break
                 if not text:
@@ -455,13 +456,16 @@ class _Nodes:
             return early
         lessons = await self._alessons(state, store)
         role, messages = self._generate_messages(state, settings, lessons)
-        model = self._model_for(role, roles, settings)
+        model = self._model_for(role, roles)
+        limits: dict[str, Any] = {"retries": settings.retries, "timeout_s": settings.timeout_s}
         with track_usage() as counter:
             error: Exception | None = None
             try:
                 text = ""
                 for _ in range(settings.retries + 1):
-                    text = _text(await model.ainvoke(messages, _with_counter(config, counter)))
+                    text = _text(
+                        await ainvoke_guarded(model, messages, _with_counter(config, counter), **limits)
+                    )
                     if text:
                         break
                 if not text:
@@ -565,7 +569,9 @@ class _Nodes:
         request = self._request(state, settings)
         with track_usage() as counter:
             try:
-                critique = roles.critic.critique(request, _with_counter(config, counter))
+                critique = _checked(
+                    roles.critic, roles.critic.critique(request, _with_counter(config, counter))
+                )
             except Exception as exc:
                 error: BaseException | None = exc
             else:
@@ -579,7 +585,9 @@ class _Nodes:
         request = self._request(state, settings)
         with track_usage() as counter:
             try:
-                critique = await roles.critic.acritique(request, _with_counter(config, counter))
+                critique = _checked(
+                    roles.critic, await roles.critic.acritique(request, _with_counter(config, counter))
+                )
             except Exception as exc:
                 error: BaseException | None = exc
             else:
@@ -676,6 +684,19 @@ class _Nodes:
         ):
             return "finalize"
         return "generate"
+
+
+def _checked(critic: Critic, result: Any) -> Critique:
+    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
+    if isinstance(result, Critique):
+        return result
+    if isinstance(result, (Mapping, BaseModel)):
+        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
+    name = getattr(critic, "name", type(critic).__name__)
+    raise TypeError(
+        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
+        "reflection_graph.Critique(...) from critique()/acritique()"
+    )
 
 
 def _format_critique(critique: Mapping[str, Any]) -> str:

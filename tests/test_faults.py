@@ -271,11 +271,6 @@ def test_custom_critic_exception_is_reported(mode: str) -> None:
     assert result["candidate"] == "draft 1" and len(result["trajectory"]) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (graph.py): a Critic returning a non-Critique crashes in _post_critique with AttributeError "
-    "instead of stop_reason='error' naming the critic",
-)
 def test_custom_critic_returning_none_is_a_clear_error() -> None:
     gen = RecordingChatModel(replies=["draft 1"])
     result = create_reflection_graph(gen, critic=_NoneCritic()).invoke({"task": "t"})

@@ -24,7 +24,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._calls import guarded, is_transient
+from reflection_graph._calls import ainvoke_guarded, invoke_guarded, is_transient
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, parse_critique
 from reflection_graph.prompts import (
@@ -88,6 +88,7 @@ class LLMCritic(BaseCritic):
         self.system = system
         self.guidelines = guidelines
         self.method: StructuredMethod = method
+        self._structured: dict[str, Runnable[Any, Any] | None] = {}
         self._order: list[StructuredMethod] = [method] if method != "auto" else ["auto", *_FALLBACK_ORDER]
         self.parse_retries = parse_retries
         self.on_parse_error: ParseErrorPolicy = on_parse_error
@@ -116,6 +117,12 @@ class LLMCritic(BaseCritic):
 
     # -- calling ------------------------------------------------------------------------------------------
     def _runnable(self, method: StructuredMethod) -> Runnable[Any, Any] | None:
+        """The structured-output runnable for `method`, built once per critic (None: plain text)."""
+        if method not in self._structured:
+            self._structured[method] = self._build_runnable(method)
+        return self._structured[method]
+
+    def _build_runnable(self, method: StructuredMethod) -> Runnable[Any, Any] | None:
         if method == "text" or not hasattr(self.model, "with_structured_output"):
             return None
         kwargs: dict[str, Any] = {"include_raw": True}
@@ -164,8 +171,8 @@ class LLMCritic(BaseCritic):
                 runnable = self._runnable(method) if method != "text" else None
                 target = runnable if runnable is not None else self.model
                 try:
-                    result = guarded(target, retries=self.retries, timeout_s=self.timeout_s).invoke(
-                        messages, config
+                    result = invoke_guarded(
+                        target, messages, config, retries=self.retries, timeout_s=self.timeout_s
                     )
                 except Exception as exc:
                     if not _is_refusal(exc) or len(self._order) == 1:
@@ -187,8 +194,8 @@ class LLMCritic(BaseCritic):
                 runnable = self._runnable(method) if method != "text" else None
                 target = runnable if runnable is not None else self.model
                 try:
-                    result = await guarded(target, retries=self.retries, timeout_s=self.timeout_s).ainvoke(
-                        messages, config
+                    result = await ainvoke_guarded(
+                        target, messages, config, retries=self.retries, timeout_s=self.timeout_s
                     )
                 except Exception as exc:
                     if not _is_refusal(exc) or len(self._order) == 1:
