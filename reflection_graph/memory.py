@@ -83,7 +83,7 @@ _MAX_LESSONS_PER_ENTRY = 8
 _POSTINGS_LIMIT = (
     50_000  # postings read per word at most (such a common word is rarely among the rarest of Q)
 )
-_LOAD_CHUNK = 64  # entries read per round, best similarity first
+_LOAD_CHUNK = 256  # most entries read per round, best similarity first (rounds start small and double)
 _INDEX_BUCKETS = 1024  # posting namespaces; fixed for the life of a store (changing it needs clear())
 _PAGE = 1_000
 _CHUNK = 500  # tasks handled per write round in save_many
@@ -595,17 +595,8 @@ class ReflexionMemory:
         fetched = 0
         similarity: dict[str, float] = {}  # exact, from the word list each posting carries
         loaded: dict[str, Item | None] = {}
+        load_chunk = max(self.top_k, 8)
         while True:
-            if fetched < words_needed(bar):
-                step = max(1, (words_needed(bar) - fetched) // 2) if fetched == 0 else 1
-                words = rare_first[fetched : fetched + step]
-                postings = yield [self._posting_search(t) for t in words]
-                fetched += len(words)
-                for word, result in zip(words, postings, strict=True):
-                    for item in _search_items(result):
-                        key = item.value.get("e")
-                        if item.value.get("t") == word and isinstance(key, str) and key not in similarity:
-                            similarity[key] = jaccard(query, frozenset(str(item.value.get("w", "")).split()))
             ranked = sorted(
                 ((sim, key) for key, sim in similarity.items() if sim > 0 and sim >= floor),
                 key=lambda c: (-c[0], c[1]),
@@ -620,7 +611,7 @@ class ReflexionMemory:
                     break
                 if key not in loaded:
                     todo.append(key)
-                    if len(todo) >= _LOAD_CHUNK:
+                    if len(todo) >= load_chunk:
                         break
                     continue
                 entry = loaded[key]
@@ -632,11 +623,27 @@ class ReflexionMemory:
                 entries = yield [GetOp(self._entries_ns, key) for key in todo]
                 for key, result in zip(todo, entries, strict=True):
                     loaded[key] = result if isinstance(result, Item) else None  # None: evicted meanwhile
+                load_chunk = min(2 * load_chunk, _LOAD_CHUNK)
                 continue
             if new_bar is not None:
                 bar = max(bar, new_bar)
             if fetched >= words_needed(bar):
                 break
+            step = 2 if fetched == 0 else 1  # the bar often rises after the rarest words
+            words = rare_first[fetched : fetched + step]
+            postings = yield [self._posting_search(t) for t in words]
+            fetched += len(words)
+            for word, result in zip(words, postings, strict=True):
+                for item in _search_items(result):
+                    entry_key = item.value.get("e")
+                    if (
+                        item.value.get("t") == word
+                        and isinstance(entry_key, str)
+                        and entry_key not in similarity
+                    ):
+                        similarity[entry_key] = jaccard(
+                            query, frozenset(str(item.value.get("w", "")).split())
+                        )
         scored = [
             (similarity[key], entry)
             for key, entry in loaded.items()

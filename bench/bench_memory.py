@@ -1,0 +1,270 @@
+"""Benchmark: ReflexionMemory.search (store-backed inverted index) vs a plain scan of the same store.
+
+Fills a store with `--n` lessons (one per synthetic task, 100,000 by default) made by a small built-in generator
+(no downloads), then times the same queries two ways, side by side in one run:
+
+- indexed: `ReflexionMemory.search(task)`: reads the word counts of the query's words, the postings of its
+  rarest words, and the few candidate entries.
+- scan: lists every entry of the memory's namespace (`store.search(entries namespace)`, paged), scores each
+  with the same Jaccard similarity on its stored word set, filters by the threshold and keeps the top lessons.
+
+Both must return the same lessons; the table reports how often they agree, the per-query times (median and
+mean, milliseconds) and the ratio scan / indexed. Backends: `InMemoryStore` and `SqliteStore` (a temp file).
+
+Usage:
+    python bench/bench_memory.py                  # 100,000 lessons, both backends
+    python bench/bench_memory.py --n 20000 --queries 30 --backends memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from langgraph.store.base import BaseStore  # noqa: E402
+from langgraph.store.memory import InMemoryStore  # noqa: E402
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
+
+from reflection_graph.memory import ReflexionMemory, jaccard, task_tokens  # noqa: E402
+
+# --------------------------------------------------------------------------- synthetic tasks
+
+VERBS = (
+    "write draft compose summarize translate review refactor explain outline create design debug optimize plan "
+    "analyze document test rewrite shorten proofread critique prepare propose evaluate compare convert "
+    "implement sketch brainstorm answer"
+).split()
+ARTIFACTS = (
+    "email report essay function class query poem proposal memo readme script letter tweet abstract "
+    "changelog tutorial checklist schedule budget contract invoice survey slogan headline speech story "
+    "recipe review agenda summary policy guide faq postmortem roadmap spec benchmark parser migration "
+    "dashboard pipeline endpoint regex dockerfile workflow notebook lecture quiz"
+).split()
+QUALIFIERS = (
+    "polite concise formal friendly detailed short persuasive technical neutral urgent humorous careful "
+    "structured annotated typed async secure fast minimal robust accessible bilingual"
+).split()
+TOPICS = (
+    "job offer, data engineer role, customer complaint, quarterly earnings, product launch, server outage, "
+    "pricing change, team offsite, security incident, hiring plan, onboarding process, refund request, "
+    "conference talk, research grant, marketing campaign, supply chain, climate policy, school trip, "
+    "wedding invitation, apartment lease, medical appointment, tax return, bug bounty, open source release, "
+    "sorting integers, binary search, linked list, rate limiter, csv parsing, date formatting, cache eviction, "
+    "json schema, unit conversion, password hashing, image resizing, log rotation, retry logic, "
+    "database index, graph traversal, matrix multiplication, text tokenization, prime numbers, "
+    "inventory tracking, flight booking, restaurant menu, gardening tips, chess opening, poetry contest, "
+    "football match, music festival, volunteer program, museum exhibit, city council, river cleanup"
+).split(", ")
+AUDIENCES = (
+    "for a recruiter, for the board, for new hires, for a customer, for students, for a landlord, for the CFO, "
+    "for beginners, for experts, for a doctor, for the press, for investors, for a teacher, for a manager, "
+    "for the team, for a client in Berlin, for a python developer, for a rust developer, for a small shop, "
+    "for a nonprofit"
+).split(", ")
+SYLLABLES = "ka lo mi ne ru sa ti vo ze ba do fi gu ha jo ku le mo na pe ri so tu va wi xa yo zu".split()
+LESSON_TEMPLATES = (
+    "Mention the {w} explicitly.",
+    "Keep the {w} part under 100 words.",
+    "Avoid: vague claims about the {w}.",
+    "State the {w} in the first sentence.",
+    "Check edge cases around the {w}.",
+)
+
+
+def _vocabulary(size: int, seed: int = 12345) -> list[str]:
+    """Deterministic pseudo-words (2-4 syllables) standing in for the long tail of real task vocabulary."""
+    rng = random.Random(seed)
+    words: dict[str, None] = {}
+    while len(words) < size:
+        words["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))) + rng.choice("nrstlkm")] = None
+    return list(words)
+
+
+VOCABULARY_SIZE = 30_000
+ZIPF_S = 1.1
+
+
+def synthetic_tasks(n: int, seed: int = 0) -> Iterator[str]:
+    """Yield `n` varied task texts.
+
+    Each task is a template part (verb, qualifier, artifact: a few dozen choices each, so their posting lists are
+    long), one of 56 fixed topics, and 2-4 content words drawn from a 30,000-word vocabulary with Zipf(1.1)
+    frequencies, as words are distributed in natural text (a few very common, most rare).
+    """
+    rng = random.Random(seed)
+    vocabulary = _vocabulary(VOCABULARY_SIZE)
+    weights = [1.0 / (rank**ZIPF_S) for rank in range(1, len(vocabulary) + 1)]
+    cumulative = list(itertools.accumulate(weights))
+    for _ in range(n):
+        content = rng.choices(vocabulary, cum_weights=cumulative, k=rng.randint(2, 4))
+        parts = [rng.choice(VERBS), "a", rng.choice(QUALIFIERS), rng.choice(ARTIFACTS), "about"]
+        parts += [rng.choice(TOPICS), "and", *content]
+        if rng.random() < 0.5:
+            parts.append(rng.choice(AUDIENCES))
+        yield " ".join(parts)
+
+
+def lessons_for(task: str, rng: random.Random, count: int) -> list[str]:
+    """`count` distinct short lessons mentioning words of the task, as `lessons_from_critiques` would give."""
+    words = sorted(task_tokens(task)) or ["task"]
+    templates = rng.sample(LESSON_TEMPLATES, k=min(count, len(LESSON_TEMPLATES)))
+    return [template.format(w=rng.choice(words)) for template in templates]
+
+
+def make_queries(tasks: list[str], count: int, seed: int = 1) -> list[str]:
+    """Half near-duplicates of stored tasks (one word swapped), half fresh tasks from the same generator."""
+    rng = random.Random(seed)
+    queries = []
+    for i in range(count):
+        if i % 2 == 0:
+            words = rng.choice(tasks).split()
+            words[rng.randrange(len(words))] = rng.choice(QUALIFIERS + ARTIFACTS)
+            queries.append(" ".join(words))
+        else:
+            queries.append(next(synthetic_tasks(1, seed=seed * 100_003 + i)))
+    return queries
+
+
+# --------------------------------------------------------------------------- the plain scan baseline
+
+
+def scan_search(memory: ReflexionMemory, store: BaseStore, task: str, page: int = 50_000) -> list[str]:
+    """List every stored entry, score each with the same Jaccard, and pick lessons the way `search` does."""
+    query = task_tokens(task)
+    if not query:
+        return []
+    scored = []
+    offset = 0
+    entries_ns = (*memory.namespace, "entries")
+    while True:
+        items = store.search(entries_ns, limit=page, offset=offset)
+        for item in items:
+            similarity = jaccard(query, frozenset(item.value["tokens"]))
+            if similarity > 0 and similarity >= memory.similarity_threshold - 1e-12:
+                scored.append((similarity, int(item.value["seq"]), item.key, item.value["lessons"]))
+        if len(items) < page:
+            break
+        offset += page
+    scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    out: list[str] = []
+    seen: set[str] = set()
+    for _, _, _, lessons in scored:
+        for text in lessons:
+            marker = " ".join(text.lower().split())
+            if marker not in seen:
+                seen.add(marker)
+                out.append(text)
+            if len(out) >= memory.top_k:
+                return out
+    return out
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def _time_ms(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = fn()
+    return (time.perf_counter() - start) * 1000, result
+
+
+def run_backend(
+    name: str, store: BaseStore, n: int, queries_count: int, seed: int, per_task: int
+) -> dict[str, object]:
+    memory = ReflexionMemory(store, max_entries=max(n, 1))
+    rng = random.Random(seed + 7)
+    tasks = list(synthetic_tasks(n, seed=seed))
+    start = time.perf_counter()
+    memory.save_many((task, lessons_for(task, rng, per_task)) for task in tasks)
+    fill_s = time.perf_counter() - start
+    stored = memory.count()
+    queries = make_queries(tasks, queries_count, seed=seed + 1)
+    memory.search(queries[0])  # warm-up (imports, caches), same for both
+    scan_search(memory, store, queries[0])
+    indexed_ms: list[float] = []
+    scan_ms: list[float] = []
+    agree = hits = 0
+    for query in queries:
+        t_idx, got = _time_ms(lambda q=query: [lesson.text for lesson in memory.search(q)])  # type: ignore[misc]
+        t_scan, want = _time_ms(lambda q=query: scan_search(memory, store, q))  # type: ignore[misc]
+        indexed_ms.append(t_idx)
+        scan_ms.append(t_scan)
+        agree += int(got == want)
+        hits += int(bool(want))
+    return {
+        "backend": name,
+        "entries": stored,
+        "fill_s": fill_s,
+        "queries": len(queries),
+        "with_hits": hits,
+        "agree": agree,
+        "indexed_p50": statistics.median(indexed_ms),
+        "indexed_mean": statistics.fmean(indexed_ms),
+        "scan_p50": statistics.median(scan_ms),
+        "scan_mean": statistics.fmean(scan_ms),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="ReflexionMemory.search vs a plain scan, side by side.")
+    parser.add_argument("--n", type=int, default=100_000, help="lessons (tasks) to store (default 100000)")
+    parser.add_argument("--queries", type=int, default=40, help="queries timed per backend (default 40)")
+    parser.add_argument(
+        "--backends", default="memory,sqlite", help="comma-separated: memory, sqlite (default both)"
+    )
+    parser.add_argument(
+        "--lessons-per-task", type=int, default=3, help="lessons saved per task (a run saves 1-5; default 3)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.queries < 1:
+        parser.error("--n and --queries must be >= 1")
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(backends) - {"memory", "sqlite"}
+    if unknown:
+        parser.error(f"unknown backends {sorted(unknown)}; choose from memory, sqlite")
+
+    rows = []
+    for backend in backends:
+        print(f"filling {backend} with {args.n:,} lessons ...", flush=True)
+        if backend == "memory":
+            rows.append(run_backend("InMemoryStore", InMemoryStore(), args.n, args.queries, args.seed, args.lessons_per_task))
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                with SqliteStore.from_conn_string(str(Path(tmp) / "bench.sqlite")) as store:
+                    store.conn.execute("PRAGMA journal_mode=WAL")
+                    store.conn.execute("PRAGMA synchronous=NORMAL")
+                    store.setup()
+                    rows.append(run_backend("SqliteStore", store, args.n, args.queries, args.seed, args.lessons_per_task))
+
+    header = (
+        f"{'backend':<14}{'entries':>9}{'fill s':>8}{'queries':>9}{'w/ hits':>9}{'agree':>7}"
+        f"{'indexed p50':>13}{'mean':>8}{'scan p50':>10}{'mean':>9}{'scan/indexed':>14}"
+    )
+    print()
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        ratio = float(r["scan_mean"]) / max(float(r["indexed_mean"]), 1e-9)  # type: ignore[arg-type]
+        print(
+            f"{r['backend']:<14}{r['entries']:>9,}{r['fill_s']:>8.1f}{r['queries']:>9}{r['with_hits']:>9}"
+            f"{r['agree']:>7}{r['indexed_p50']:>11.2f}ms{r['indexed_mean']:>6.2f}ms"
+            f"{r['scan_p50']:>8.1f}ms{r['scan_mean']:>7.1f}ms{ratio:>13.1f}x"
+        )
+    print("\nratio = mean scan time / mean indexed time per query, same queries, same store, same run.")
+    return 0 if all(r["agree"] == r["queries"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
