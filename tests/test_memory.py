@@ -359,6 +359,50 @@ def test_indexed_search_matches_brute_force(
     )
 
 
+def _scan(memory: ReflexionMemory, task: str) -> list[str]:
+    """What `search` must return, by brute force over every stored entry (same ranking rules)."""
+    query = task_tokens(task)
+    items = memory.store.search((*memory.namespace, "entries"), limit=100_000)  # type: ignore[union-attr]
+    scored = []
+    for item in items:
+        sim = jaccard(query, frozenset(item.value["tokens"]))
+        if sim > 0 and sim >= memory.similarity_threshold - 1e-12:
+            scored.append((-sim, -item.value["seq"], item.key, item.value["lessons"]))
+    out: list[str] = []
+    seen: set[str] = set()
+    for *_, lessons in sorted(scored):
+        for text in lessons:
+            marker = " ".join(text.lower().split())
+            if marker not in seen and len(out) < memory.top_k:
+                seen.add(marker)
+                out.append(text)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tasks=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=8),
+            st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    query=st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=8),
+    threshold=st.sampled_from([0.0, 0.2, 0.25, 0.5, 0.75]),
+    top_k=st.integers(min_value=1, max_value=4),
+)
+def test_adaptive_top_k_matches_full_scan_in_order(
+    tasks: list[tuple[list[str], list[str]]], query: list[str], threshold: float, top_k: int
+) -> None:
+    """Shared lessons across entries, ties and merges: the early-stopping search still equals a full scan."""
+    memory = ReflexionMemory(InMemoryStore(), similarity_threshold=threshold, top_k=top_k)
+    memory.save_many((" ".join(words), [f"lesson {x}" for x in lessons]) for words, lessons in tasks)
+    text = " ".join(query)
+    assert [lesson.text for lesson in memory.search(text)] == _scan(memory, text)
+
+
 def test_many_entries_still_exact_for_rare_words() -> None:
     rng = random.Random(7)
     common = ["write", "report", "email", "summary", "plan"]
