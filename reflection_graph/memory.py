@@ -13,8 +13,8 @@ All writes are blind puts of new items (no read-modify-write of shared lists), s
 processes never lose a posting. The items, under `namespace`:
 
 - `(*namespace, "entries")`, key = digest of the task: `{"task", "lessons", "tokens", "seq", "saved_at"}`.
-- `(*namespace, "index", "bNNNN")`, key = `WORD:ENTRY`: `{"t": WORD, "e": ENTRY, "n": words in the entry}`, one
-  posting; words are hashed into 1024 bucket namespaces and read with `store.search(bucket, filter={"t": WORD})`,
+- `(*namespace, "index", "bNNNN")`, key = `WORD:ENTRY`: `{"t": WORD, "e": ENTRY, "w": the entry's words}`, one
+  posting (it carries the entry's words, so similarity is computed without reading the entry); words are hashed into 1024 bucket namespaces and read with `store.search(bucket, filter={"t": WORD})`,
   so the number of namespaces stays bounded whatever the vocabulary (InMemoryStore walks all namespaces on every
   search; SQLite and Postgres use their prefix index).
 - `(*namespace, "df")`, key = WORD: `{"n": entries holding the word}` (only used to read the rarest words first;
@@ -22,11 +22,13 @@ processes never lose a posting. The items, under `namespace`:
 - `(*namespace, "order")`, key = zero-padded sequence number: `{"key": entry key}` (save order, for eviction).
 - `(*namespace, "meta")`, key `"state"`: `{"next_seq", "evicted_upto"}`.
 
-Search is exact (it returns what a full scan would return, up to a safety bound of 4,096 verified candidates):
-an entry D with Jaccard(Q, D) >= t shares at least ceil(t*|Q|) words with the query Q, so it holds one of the
-|Q| - ceil(t*|Q|) + 1 rarest words of Q (prefix filtering). Candidates are verified best upper bound first, and
-the bar t rises to the similarity of the entry that completes `top_k` lessons, which in turn lowers how many
-postings must be read (an adaptive top-k filter): a query with a near-duplicate earlier task reads very little.
+Search returns exactly what a full scan would (same lessons, same order; a test checks this against a brute-force
+scan): an entry D with Jaccard(Q, D) >= t shares at least ceil(t*|Q|) words with the query Q, so it holds one of
+any |Q| - ceil(t*|Q|) + 1 words of Q (prefix filtering), and reading the rarest ones first keeps the postings
+short. The bar t then rises to the similarity of the entry that completes `top_k` lessons, which lowers how many
+words must be read (an adaptive top-k filter): a query with a near-duplicate earlier task reads two posting lists.
+The one approximation: a word is read for at most 50,000 postings (it only matters when every word the query
+must read is that common).
 
 With `index=True` (a store created with an embedding `index` config that embeds the `task` field) the store's own
 semantic search is used instead, `store.search(namespace, query=task)`, and `similarity_threshold` applies to the
