@@ -45,6 +45,7 @@ def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage
 class UsageCounter(BaseCallbackHandler):
     """Counts chat-model calls and sums `usage_metadata` of every reply, whatever the model's name."""
 
+    run_inline = True  # cheap and thread-safe: no executor hop per event under ainvoke
     ignore_chain = True  # only model events matter; skipping chain events keeps the handler cheap
     ignore_retriever = True
     ignore_agent = True
