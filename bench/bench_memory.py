@@ -1,10 +1,11 @@
 """Benchmark: ReflexionMemory.search (store-backed inverted index) vs a plain scan of the same store.
 
-Fills a store with `--n` lessons (one per synthetic task, 100,000 by default) made by a small built-in generator
-(no downloads), then times the same queries two ways, side by side in one run:
+Fills a store with `--n` synthetic tasks (100,000 by default) holding `--lessons-per-task` lessons each (3 by
+default, as a run's critiques give; 1 is the worst case for the adaptive filter), made by a small built-in
+generator (no downloads), then times the same queries two ways, side by side in one run:
 
 - indexed: `ReflexionMemory.search(task)`: reads the word counts of the query's words, the postings of its
-  rarest words, and the few candidate entries.
+  rarest words, and the few best entries.
 - scan: lists every entry of the memory's namespace (`store.search(entries namespace)`, paged), scores each
   with the same Jaccard similarity on its stored word set, filters by the threshold and keeps the top lessons.
 
@@ -12,13 +13,16 @@ Both must return the same lessons; the table reports how often they agree, the p
 mean, milliseconds) and the ratio scan / indexed. Backends: `InMemoryStore` and `SqliteStore` (a temp file).
 
 Usage:
-    python bench/bench_memory.py                  # 100,000 lessons, both backends
-    python bench/bench_memory.py --n 20000 --queries 30 --backends memory
+    python bench/bench_memory.py                  # 100,000 tasks x 3 lessons, both backends, 20 queries
+    python bench/bench_memory.py --n 20000 --queries 30 --backends memory --lessons-per-task 1
+
+Queries: half are stored tasks with one word swapped (a similar earlier task exists), half are fresh tasks.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import random
 import statistics
@@ -82,6 +86,7 @@ LESSON_TEMPLATES = (
 )
 
 
+@functools.lru_cache(maxsize=4)
 def _vocabulary(size: int, seed: int = 12345) -> list[str]:
     """Deterministic pseudo-words (2-4 syllables) standing in for the long tail of real task vocabulary."""
     rng = random.Random(seed)
@@ -95,6 +100,13 @@ VOCABULARY_SIZE = 30_000
 ZIPF_S = 1.1
 
 
+@functools.lru_cache(maxsize=1)
+def _zipf_vocabulary() -> tuple[list[str], list[float]]:
+    vocabulary = _vocabulary(VOCABULARY_SIZE)
+    weights = [1.0 / (rank**ZIPF_S) for rank in range(1, len(vocabulary) + 1)]
+    return vocabulary, list(itertools.accumulate(weights))
+
+
 def synthetic_tasks(n: int, seed: int = 0) -> Iterator[str]:
     """Yield `n` varied task texts.
 
@@ -103,9 +115,7 @@ def synthetic_tasks(n: int, seed: int = 0) -> Iterator[str]:
     frequencies, as words are distributed in natural text (a few very common, most rare).
     """
     rng = random.Random(seed)
-    vocabulary = _vocabulary(VOCABULARY_SIZE)
-    weights = [1.0 / (rank**ZIPF_S) for rank in range(1, len(vocabulary) + 1)]
-    cumulative = list(itertools.accumulate(weights))
+    vocabulary, cumulative = _zipf_vocabulary()
     for _ in range(n):
         content = rng.choices(vocabulary, cum_weights=cumulative, k=rng.randint(2, 4))
         parts = [rng.choice(VERBS), "a", rng.choice(QUALIFIERS), rng.choice(ARTIFACTS), "about"]
@@ -218,8 +228,8 @@ def run_backend(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="ReflexionMemory.search vs a plain scan, side by side.")
-    parser.add_argument("--n", type=int, default=100_000, help="lessons (tasks) to store (default 100000)")
-    parser.add_argument("--queries", type=int, default=40, help="queries timed per backend (default 40)")
+    parser.add_argument("--n", type=int, default=100_000, help="tasks to store (default 100000)")
+    parser.add_argument("--queries", type=int, default=20, help="queries timed per backend (default 20)")
     parser.add_argument(
         "--backends", default="memory,sqlite", help="comma-separated: memory, sqlite (default both)"
     )
@@ -228,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.n < 1 or args.queries < 1:
-        parser.error("--n and --queries must be >= 1")
+    if args.n < 1 or args.queries < 1 or args.lessons_per_task < 1:
+        parser.error("--n, --queries and --lessons-per-task must be >= 1")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = set(backends) - {"memory", "sqlite"}
     if unknown:
@@ -237,16 +247,28 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for backend in backends:
-        print(f"filling {backend} with {args.n:,} lessons ...", flush=True)
+        print(
+            f"filling {backend}: {args.n:,} tasks x {args.lessons_per_task} lessons "
+            f"= {args.n * args.lessons_per_task:,} lessons ...",
+            flush=True,
+        )
         if backend == "memory":
-            rows.append(run_backend("InMemoryStore", InMemoryStore(), args.n, args.queries, args.seed, args.lessons_per_task))
+            rows.append(
+                run_backend(
+                    "InMemoryStore", InMemoryStore(), args.n, args.queries, args.seed, args.lessons_per_task
+                )
+            )
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 with SqliteStore.from_conn_string(str(Path(tmp) / "bench.sqlite")) as store:
                     store.conn.execute("PRAGMA journal_mode=WAL")
                     store.conn.execute("PRAGMA synchronous=NORMAL")
                     store.setup()
-                    rows.append(run_backend("SqliteStore", store, args.n, args.queries, args.seed, args.lessons_per_task))
+                    rows.append(
+                        run_backend(
+                            "SqliteStore", store, args.n, args.queries, args.seed, args.lessons_per_task
+                        )
+                    )
 
     header = (
         f"{'backend':<14}{'entries':>9}{'fill s':>8}{'queries':>9}{'w/ hits':>9}{'agree':>7}"

@@ -459,3 +459,12 @@ def test_postgres_store_roundtrip() -> None:
         memory.save("Compose a haiku about autumn rain", ["Count syllables."])
         assert memory.count() == 2 and memory.search(TASK_SIMILAR) == []
         assert memory.clear() > 0 and memory.count() == 0
+
+
+def test_benchmark_smoke_indexed_agrees_with_scan(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.bench_memory import main as bench_main
+
+    code = bench_main(["--n", "400", "--queries", "6", "--backends", "memory,sqlite"])
+    out = capsys.readouterr().out
+    assert code == 0, out  # exit 0 only when every query returned the same lessons both ways
+    assert "InMemoryStore" in out and "SqliteStore" in out and "scan/indexed" in out
