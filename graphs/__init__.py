@@ -2,7 +2,7 @@
 
 The graphs are compiled without a checkpointer: the dev server (or LangGraph Platform) supplies persistence.
 They draft with `studio_model()`: the model named by `REFLECTION_GRAPH_MODEL` when it is set, else the embedded
-Gemma 3 270M with small token budgets, so a run on two CPU cores takes seconds. A run's context
+Gemma 3 270M with a small draft budget, so a run on two CPU cores takes seconds. A run's context
 (`generator_model`, `critic_model`, `max_iterations`, ...) overrides these per run, as Studio's configuration
 panel does.
 """
@@ -16,13 +16,10 @@ from langchain_core.language_models import BaseChatModel
 from reflection_graph.embedded import EmbeddedChatModel
 from reflection_graph.models import MODEL_ENV_VAR, resolve_model
 
-__all__ = ["STUDIO_MAX_TOKENS", "STUDIO_STRUCTURED_MAX_TOKENS", "studio_model"]
+__all__ = ["STUDIO_MAX_TOKENS", "studio_model"]
 
 STUDIO_MAX_TOKENS = 96
 """Token budget of a draft or revision on the embedded model (about 2 s at ~55 tokens/s)."""
-
-STUDIO_STRUCTURED_MAX_TOKENS = 256
-"""Token budget of a critique (grammar-constrained JSON) on the embedded model."""
 
 
 def studio_model(max_tokens: int = STUDIO_MAX_TOKENS) -> BaseChatModel:
@@ -36,4 +33,4 @@ def studio_model(max_tokens: int = STUDIO_MAX_TOKENS) -> BaseChatModel:
     """
     if os.environ.get(MODEL_ENV_VAR, "").strip():
         return resolve_model(None)
-    return EmbeddedChatModel(max_tokens=max_tokens, structured_max_tokens=STUDIO_STRUCTURED_MAX_TOKENS)
+    return EmbeddedChatModel(max_tokens=max_tokens)
