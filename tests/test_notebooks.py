@@ -44,7 +44,9 @@ def test_notebooks_are_stored_without_outputs(path: Path) -> None:
     nbformat.validate(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: clear outputs before saving"
+            assert cell.outputs == [] and cell.execution_count is None, (
+                f"{path.name}: clear outputs before saving"
+            )
 
 
 def test_subgraph_notebook_runs() -> None:
