@@ -38,6 +38,7 @@ from reflection_graph.embedded import EmbeddedChatModel, messages_to_prompt, str
 
 __all__ = [
     "MODEL_ENV_VAR",
+    "OPENAI_COMPATIBLE_MAX_TOKENS",
     "CallableChatModel",
     "ModelSpec",
     "Role",
@@ -48,6 +49,9 @@ __all__ = [
 
 MODEL_ENV_VAR = "REFLECTION_GRAPH_MODEL"
 """Environment variable naming the default model spec used when no spec is passed."""
+
+OPENAI_COMPATIBLE_MAX_TOKENS = 1024
+"""Reply budget sent as `max_tokens` to `base_url` servers (override with `model.model_copy(update=...)`)."""
 
 Role = Literal["generator", "critic", "reviser"]
 
@@ -287,6 +291,9 @@ def resolve_model(
             from langchain_openai import ChatOpenAI
 
             openai_kwargs: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+            # langchain-openai sends `max_completion_tokens`, which llama.cpp's server ignores (it then writes
+            # until the context is full); `max_tokens` in the body bounds every OpenAI-compatible server.
+            openai_kwargs["extra_body"] = {"max_tokens": OPENAI_COMPATIBLE_MAX_TOKENS}
             return ChatOpenAI(
                 model=_openai_name(name),
                 base_url=base_url,

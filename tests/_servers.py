@@ -26,6 +26,17 @@ import pytest
 __all__ = ["free_port", "gemma_path", "llama_server", "llama_server_url", "wait_http"]
 
 SERVER_MODEL_ALIAS = "gemma"
+_ROOT = Path(__file__).resolve().parent.parent
+
+# `python -m llama_cpp.server`, with the model loaded through `llama_load_guard` (llama.cpp's AMX weight buffers
+# crash on VMs that advertise AMX without supporting it; the server has no flag to turn them off).
+_LAUNCHER = (
+    "import runpy, sys, llama_cpp\n"
+    "from reflection_graph.embedded import llama_load_guard\n"
+    "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
+    "with llama_load_guard(llama_cpp):\n"
+    "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def free_port() -> int:
@@ -72,6 +83,9 @@ def llama_server(
 ) -> Iterator[str]:
     """Run llama-cpp-python's OpenAI-compatible server on loopback and yield its `/v1` base URL.
 
+    The process is `python -m llama_cpp.server --model ... --host 127.0.0.1 --port <free> --n_ctx ...`, started
+    through a two-line launcher that applies `reflection_graph.embedded.llama_load_guard` first.
+
     Args:
         model_path: the GGUF to serve (default: the bundled Gemma 3 270M).
         n_ctx: context window.
@@ -84,8 +98,8 @@ def llama_server(
     threads = str(os.cpu_count() or 1)
     command = [
         sys.executable,
-        "-m",
-        "llama_cpp.server",
+        "-c",
+        _LAUNCHER,
         "--model",
         path,
         "--model_alias",
@@ -103,7 +117,9 @@ def llama_server(
     ]
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         try:
