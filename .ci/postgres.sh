@@ -110,7 +110,6 @@ start() {
     fi
     echo "export REFLECTION_GRAPH_PG_DSN='$(dsn)'"
     # The memory tests read this name.
-    echo "export REFLECTION_GRAPH_POSTGRES_URI='$(dsn)'"
 }
 
 stop() {

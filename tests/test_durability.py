@@ -21,21 +21,10 @@ from typing import Any
 import pytest
 
 from reflection_graph.batch import read_output, run_batch
+from tests._postgres import pg_dsn
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = [sys.executable, "-m", "tests._durability_child"]
-PG_ENV = "REFLECTION_GRAPH_PG_DSN"
-
-
-def pg_dsn() -> str:
-    """The Postgres DSN from the environment; skip without one, but fail under CI (CI must not go green by skipping)."""
-    dsn = os.environ.get(PG_ENV, "").strip()
-    if dsn:
-        return dsn
-    how = f'start a throwaway server with `eval "$(.ci/postgres.sh)"`, which exports {PG_ENV}'
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{PG_ENV} is not set and CI=true: postgres tests must run in CI; {how}")
-    pytest.skip(f"{PG_ENV} is not set; {how}")
 
 
 def read_calls(markers: Path) -> list[tuple[int, str, int]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from reflection_graph.memory import (
     task_tokens,
 )
 from reflection_graph.prompts import GENERATE_PROMPT, render_prompt
+from tests._postgres import pg_dsn
 
 TASK_A = "Write a polite email declining a job offer for a data engineer role"
 TASK_SIMILAR = "Write a polite email declining a job offer for a software engineer position"
@@ -443,9 +443,7 @@ def test_sqlite_store_roundtrip_and_async_fallback(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_postgres_store_roundtrip() -> None:
-    uri = os.environ.get("REFLECTION_GRAPH_POSTGRES_URI") or os.environ.get("POSTGRES_URI")
-    if not uri:
-        pytest.skip("set REFLECTION_GRAPH_POSTGRES_URI to a PostgreSQL connection string")
+    uri = pg_dsn()
     from langgraph.store.postgres import PostgresStore
 
     with PostgresStore.from_conn_string(uri) as store:

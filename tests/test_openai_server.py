@@ -89,3 +89,24 @@ def test_resolved_critic_gets_a_parsed_critique_through_function_calling(base_ur
     if result["parsing_error"] is None:
         assert isinstance(result["parsed"], CritiqueOutput)
     assert raw.usage_metadata is not None and raw.usage_metadata["output_tokens"] > 0
+
+
+def test_reflection_graph_end_to_end_through_chat_openai(base_url: str) -> None:
+    """The whole loop on the production path: ChatOpenAI drafts, and the LLM critic (method "auto") falls back
+    from the refused json_schema to function_calling and gets a parsed critique in every round."""
+    from reflection_graph import create_reflection_graph
+
+    generator = ChatOpenAI(
+        base_url=base_url, api_key="x", model="gemma", temperature=0.3, extra_body={"max_tokens": 64}
+    )
+    graph = create_reflection_graph(
+        generator, critic="gemma", base_url=base_url, max_iterations=2, min_iterations=2, retries=0
+    )
+    result = graph.invoke({"task": EMAIL_TASK})
+    assert result["stop_reason"] in ("accepted", "max_iterations", "plateau"), result["error"]
+    assert result["iterations"] == 2
+    for round_ in result["trajectory"]:
+        assert round_["candidate"].strip()
+        assert round_["critique"]["parsed"] is True and 0 <= round_["score"] <= 10
+    assert result["usage"]["critique"]["calls"] >= 2 and result["usage"]["critique"]["total_tokens"] > 0
+    assert result["usage"]["revise"]["calls"] == 1
