@@ -15,6 +15,7 @@ result is validated with the real schema. Install with `pip install "reflection-
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import copy
 import functools
@@ -159,6 +160,16 @@ class _Loaded:
 
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free the loaded models before interpreter shutdown (llama.cpp's `__del__` fails once modules are gone)."""
+    with _LOAD_LOCK:
+        for loaded in _LOADED.values():
+            with contextlib.suppress(Exception):
+                loaded.llama.close()
+        _LOADED.clear()
 
 
 def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:
