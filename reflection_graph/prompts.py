@@ -36,6 +36,8 @@ GENERATE_SYSTEM = "You are a careful writer. Produce exactly what the task asks 
 
 GENERATE_PROMPT = """Task: {task}
 {context}{lessons}
+Write the complete answer to the task below this line.
+
 Draft:
 """
 
