@@ -381,7 +381,8 @@ def _stream_with_display(
 ) -> dict[str, Any]:
     renderer = _LiveRenderer(console)
     result: dict[str, Any] = {}
-    with console.status("[bold]starting[/]…", spinner="dots") as status:
+    # a slow refresh: on 2 cores a 12.5 Hz spinner thread measurably slows the embedded model's threads
+    with console.status("[bold]starting[/]…", spinner="dots", refresh_per_second=2) as status:
         for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values", "tasks"]):
             if mode == "tasks" and isinstance(chunk, dict) and "result" not in chunk and chunk.get("name"):
                 status.update(renderer.status_for(str(chunk["name"])))

@@ -65,9 +65,9 @@ DEFAULT_STOP: tuple[str, ...] = (
 """Stop sequences for free text: a base model that has finished an answer tends to start the next prompt."""
 
 # Grammar bounds: strings and lists are capped so the JSON closes within the token budget.
-_MAX_STRING = 160
-_MAX_ITEMS = 3
-_TIGHTER = ((_MAX_STRING, _MAX_ITEMS), (80, 2), (40, 1))
+_MAX_STRING = 100
+_MAX_ITEMS = 2
+_TIGHTER = ((_MAX_STRING, _MAX_ITEMS), (60, 1), (30, 1))
 
 
 def _import_llama_cpp() -> Any:
