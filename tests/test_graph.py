@@ -165,21 +165,30 @@ def test_threshold_decides_over_verdict_and_is_in_prompt() -> None:
 @settings(max_examples=20, deadline=None)
 @given(st.integers(min_value=1, max_value=20))
 def test_never_accepting_critic_runs_exactly_max_iterations(n: int) -> None:
-    scores = iter(range(1000))
+    count = iter(range(10_000))
     graph, gen, crit = make(
-        [lambda m: critique(min(10.0, next(scores) * 0.0), issues=[f"issue {len(crit_calls)}"])],
+        [lambda m: critique(0.0, issues=[f"issue {next(count)}"])],  # always rejects, always a new issue
         max_iterations=n,
-        patience=None,
+        patience=None,  # convergence stops off: only the loop bound can end this run
         stop_on_no_new_issues=False,
     )
-    crit_calls: list[int] = []
     result = graph.invoke({"task": "t"})  # no recursion_limit: the loop bound is ours
     assert result["iterations"] == n == len(result["trajectory"])
     assert result["stop_reason"] == "max_iterations"
     calls = len(gen.received) + len(crit.received)
-    assert calls == result["usage"]["total"]["calls"]
+    assert calls == result["usage"]["total"]["calls"] == 2 * n
     assert calls <= max_model_calls(n, parse_retries=1)
-    assert calls == 2 * n
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=1, max_value=20), st.lists(st.floats(0, 9.9), min_size=1, max_size=5))
+def test_with_default_convergence_the_bound_still_holds(n: int, scores: list[float]) -> None:
+    cycle = iter(scores * 10)
+    graph, gen, crit = make([lambda m: critique(next(cycle), issues=["same issue"])], max_iterations=n)
+    result = graph.invoke({"task": "t"})
+    assert 1 <= result["iterations"] <= n
+    assert result["stop_reason"] in ("max_iterations", "plateau")
+    assert len(gen.received) + len(crit.received) <= max_model_calls(n)
 
 
 @pytest.mark.parametrize(
