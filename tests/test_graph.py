@@ -369,3 +369,20 @@ def test_code_focus_opens_a_code_fence_for_base_models() -> None:
     graph.invoke({"task": "write add(a, b)"})
     assert gen.prompts[0].endswith("```python\n") and gen.prompts[1].endswith("```python\n")
     assert "Return only the complete corrected code" in gen.prompts[1]
+
+
+def test_context_prompt_overrides_reach_each_role() -> None:
+    graph, gen, crit = make([critique(3, issues=["a"]), critique(9, ok=True, issues=[])], max_iterations=3)
+    ctx = Context(
+        generate_prompt="CUSTOM DRAFT for {task}\nDraft:\n",
+        critique_prompt="CUSTOM JUDGE of {candidate}\nJSON verdict:\n",
+        revise_prompt="CUSTOM REVISE {candidate} given {critique}\nRevised answer:\n",
+    )
+    result = graph.invoke({"task": "t"}, context=ctx)
+    assert result["stop_reason"] == "accepted"
+    assert gen.prompts[0] == "CUSTOM DRAFT for t\nDraft:\n"
+    assert gen.prompts[1].startswith("CUSTOM REVISE draft 1 given Score: 3.0/10")
+    assert crit.prompts[0] == "CUSTOM JUDGE of draft 1\nJSON verdict:\n"
+    # the next run without a context is back to the built prompts
+    graph.invoke({"task": "t"})
+    assert gen.prompts[2].startswith("Task: t")
