@@ -75,10 +75,7 @@ def _last_human(state: Mapping[str, Any]) -> str:
     messages: list[BaseMessage] = list(state.get("messages") or [])
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
-            content = message.content
-            if isinstance(content, list):
-                return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-            return str(content)
+            return message.text
     raise ValueError(
         "as_messages_node needs at least one human message in state['messages'] to use as the task"
     )

@@ -182,10 +182,8 @@ class _Roles:
 
 
 def _text(message: Any) -> str:
-    content = getattr(message, "content", message)
-    if isinstance(content, list):
-        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content).strip()
+    """A model reply's text (content blocks joined by `BaseMessage.text`), stripped."""
+    return (message.text if isinstance(message, BaseMessage) else str(message)).strip()
 
 
 def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
@@ -444,8 +442,6 @@ class _Nodes:
                     raise ValueError("the model returned an empty reply")
             except Exception as exc:
                 error = exc
-            else:
-                error = None
         if error is not None:
             return {"rg_max_iterations": settings.max_iterations, **self._error(role, error, counter.usage)}
         return self._post_generate(role, text, counter.usage, settings)
@@ -472,8 +468,6 @@ class _Nodes:
                     raise ValueError("the model returned an empty reply")
             except Exception as exc:
                 error = exc
-            else:
-                error = None
         if error is not None:
             return {"rg_max_iterations": settings.max_iterations, **self._error(role, error, counter.usage)}
         return self._post_generate(role, text, counter.usage, settings)
@@ -568,14 +562,13 @@ class _Nodes:
         settings, roles, _ = self._run_settings()
         request = self._request(state, settings)
         with track_usage() as counter:
+            error: BaseException | None = None
             try:
                 critique = _checked(
                     roles.critic, roles.critic.critique(request, _with_counter(config, counter))
                 )
             except Exception as exc:
-                error: BaseException | None = exc
-            else:
-                error = None
+                error = exc
         if error is not None:
             return self._error("critique", error, counter.usage)
         return self._post_critique(state, critique, counter.usage, settings)
@@ -584,14 +577,13 @@ class _Nodes:
         settings, roles, _ = self._run_settings()
         request = self._request(state, settings)
         with track_usage() as counter:
+            error: BaseException | None = None
             try:
                 critique = _checked(
                     roles.critic, await roles.critic.acritique(request, _with_counter(config, counter))
                 )
             except Exception as exc:
-                error: BaseException | None = exc
-            else:
-                error = None
+                error = exc
         if error is not None:
             return self._error("critique", error, counter.usage)
         return self._post_critique(state, critique, counter.usage, settings)
@@ -621,25 +613,26 @@ class _Nodes:
         return {}
 
     # -- finalize -----------------------------------------------------------------------------------------
+    def _lessons_to_save(self, state: Mapping[str, Any]) -> list[str]:
+        """This run's lessons for the Reflexion memory (none without memory or rounds)."""
+        if self.memory is None or not state.get("trajectory"):
+            return []
+        critiques = [r["critique"] for r in state.get("trajectory") or [] if r["critique"]]
+        return list(self.memory.lessons_from_critiques(state["task"], critiques))
+
     def finalize(self, state: ReflectionState) -> dict[str, Any]:
         settings, _, store = self._run_settings()
-        update = self._select(state, settings)
-        if self.memory is not None and state.get("trajectory"):
-            critiques = [r["critique"] for r in state.get("trajectory") or [] if r["critique"]]
-            lessons = self.memory.lessons_from_critiques(state["task"], critiques)
-            if lessons:
-                self.memory.save(state["task"], lessons, store=self._memory_store(store))
-        return update
+        lessons = self._lessons_to_save(state)
+        if lessons:
+            self.memory.save(state["task"], lessons, store=self._memory_store(store))
+        return self._select(state, settings)
 
     async def afinalize(self, state: ReflectionState) -> dict[str, Any]:
         settings, _, store = self._run_settings()
-        update = self._select(state, settings)
-        if self.memory is not None and state.get("trajectory"):
-            critiques = [r["critique"] for r in state.get("trajectory") or [] if r["critique"]]
-            lessons = self.memory.lessons_from_critiques(state["task"], critiques)
-            if lessons:
-                await self.memory.asave(state["task"], lessons, store=self._memory_store(store))
-        return update
+        lessons = self._lessons_to_save(state)
+        if lessons:
+            await self.memory.asave(state["task"], lessons, store=self._memory_store(store))
+        return self._select(state, settings)
 
     def _select(self, state: Mapping[str, Any], settings: ReflectionSettings) -> dict[str, Any]:
         trajectory: list[Round] = list(state.get("trajectory") or [])

@@ -225,11 +225,9 @@ def _is_refusal(exc: BaseException) -> bool:
 
 
 def _message_text(message: Any) -> str:
+    """The critique text of a reply: the first tool call's arguments as JSON, else the message text."""
     if message is None:
         return ""
     if isinstance(message, AIMessage) and message.tool_calls:
         return json.dumps(message.tool_calls[0].get("args", {}))
-    content = getattr(message, "content", message)
-    if isinstance(content, list):
-        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    return str(content)
+    return message.text if isinstance(message, BaseMessage) else str(message)
