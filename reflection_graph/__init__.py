@@ -19,7 +19,7 @@ from reflection_graph.critics import (
     RequiredTermsCritic,
 )
 from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, Finding, parse_critique
-from reflection_graph.embed import as_messages_node, with_key_mapping
+from reflection_graph.subgraph import as_messages_node, with_key_mapping
 from reflection_graph.gleaning import create_gleaning_graph
 from reflection_graph.graph import (
     ReflectionGraph,

@@ -10,7 +10,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from reflection_graph.critique import CritiqueOutput, parse_critique
-from reflection_graph.embedded import EmbeddedChatModel
+from reflection_graph.local_model import EmbeddedChatModel
 from reflection_graph.models import critic_model, resolve_model
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,

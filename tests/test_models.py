@@ -14,7 +14,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from reflection_graph.critique import CritiqueOutput
-from reflection_graph.embedded import EmbeddedChatModel, bounded_json_schema, messages_to_prompt
+from reflection_graph.local_model import EmbeddedChatModel, bounded_json_schema, messages_to_prompt
 from reflection_graph.models import (
     MODEL_ENV_VAR,
     CallableChatModel,

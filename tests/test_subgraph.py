@@ -13,7 +13,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.store.memory import InMemoryStore
 
 from reflection_graph import create_reflection_graph
-from reflection_graph.embed import as_messages_node, with_key_mapping
+from reflection_graph.subgraph import as_messages_node, with_key_mapping
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique, numbered_drafts
 
 
