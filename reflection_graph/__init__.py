@@ -4,7 +4,8 @@ The loop goes by many names (reflection, gleaning, Self-Refine, Reflexion); this
 `StateGraph` you can invoke, embed as a subgraph, or serve with `langgraph dev`.
 """
 
-from reflection_graph.batch import BatchSummary, arun_batch, run_batch
+from reflection_graph._calls import max_model_calls
+from reflection_graph.batch import run_batch
 from reflection_graph.context import Context
 from reflection_graph.critics import (
     BaseCritic,
@@ -18,53 +19,38 @@ from reflection_graph.critics import (
     LLMCritic,
     RequiredTermsCritic,
 )
-from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, Finding, parse_critique
-from reflection_graph.subgraph import as_messages_node, with_key_mapping
+from reflection_graph.critique import Critique
 from reflection_graph.gleaning import create_gleaning_graph
-from reflection_graph.graph import (
-    ReflectionGraph,
-    ReflectionSettings,
-    build_reflection_graph,
-    create_reflection_graph,
-    max_model_calls,
-)
+from reflection_graph.graph import build_reflection_graph, create_reflection_graph
 from reflection_graph.memory import ReflexionMemory
 from reflection_graph.models import resolve_model
-from reflection_graph.state import InputState, OutputState, ReflectionState, Round, StopReason
+from reflection_graph.settings import Settings
+from reflection_graph.state import InputState, OutputState
+from reflection_graph.subgraph import as_messages_node, with_key_mapping
 
 __all__ = [
     "BaseCritic",
-    "BatchSummary",
     "CodeTestCritic",
     "CommandCritic",
     "CompositeCritic",
-    "JSONSchemaCritic",
-    "LengthCritic",
-    "ReflectionGraph",
-    "ReflexionMemory",
-    "RequiredTermsCritic",
-    "arun_batch",
-    "as_messages_node",
-    "create_gleaning_graph",
-    "resolve_model",
-    "run_batch",
-    "with_key_mapping",
     "Context",
     "Critic",
     "Critique",
-    "CritiqueOutput",
-    "CritiqueParseError",
     "CritiqueRequest",
-    "Finding",
     "InputState",
+    "JSONSchemaCritic",
     "LLMCritic",
+    "LengthCritic",
     "OutputState",
-    "ReflectionSettings",
-    "ReflectionState",
-    "Round",
-    "StopReason",
+    "ReflexionMemory",
+    "RequiredTermsCritic",
+    "Settings",
+    "as_messages_node",
     "build_reflection_graph",
+    "create_gleaning_graph",
     "create_reflection_graph",
     "max_model_calls",
-    "parse_critique",
+    "resolve_model",
+    "run_batch",
+    "with_key_mapping",
 ]

@@ -1,22 +1,43 @@
-"""Calling models robustly: transient errors are retried with exponential backoff and jitter, and each call can
-have a time limit.
+"""The one retry/timeout layer for model calls, and the bound on how many calls a run can make.
 
-This is the equivalent of `Runnable.with_retry(retry_if_exception_type=is_transient)` as a plain loop: the
-`RunnableRetry` wrapper adds a traced layer and a tenacity object to every call even when nothing fails, which
-was most of this package's orchestration overhead (see bench/README.md).
+Every model call of the package (drafts, revisions, LLM critiques) goes through `call` / `acall`:
+- a transient error (rate limit, timeout, connection error, HTTP 408/429/502/503/504) or a reply that `ok`
+  rejects (an empty draft) is retried, at most `retries` times, with exponential backoff and jitter (tenacity);
+- `timeout_s` limits each attempt. The async path cancels the call (`asyncio.wait_for`). The sync path cannot
+  cancel a running Python call: the attempt runs in a daemon thread that is abandoned on timeout (it never keeps
+  the process alive at exit), and a timed-out sync attempt is *not* retried, so at most one abandoned call is left
+  per timeout. Give the client its own timeout (e.g. `ChatOpenAI(timeout=...)`) to stop the request itself.
+
+So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import random
-import time
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    retry_if_result,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
-__all__ = ["TRANSIENT_ERRORS", "ainvoke_guarded", "backoff_seconds", "invoke_guarded", "is_transient"]
+__all__ = [
+    "CallTimeout",
+    "EmptyReply",
+    "TRANSIENT_ERRORS",
+    "acall",
+    "call",
+    "is_transient",
+    "max_model_calls",
+]
 
 
 def _transient_types() -> tuple[type[BaseException], ...]:
@@ -37,80 +58,142 @@ def _transient_types() -> tuple[type[BaseException], ...]:
 
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = _transient_types()
-_BACKOFF_INITIAL_S = 0.5
-_BACKOFF_MAX_S = 5.0
+BACKOFF_INITIAL_S = 0.5
+BACKOFF_MAX_S = 5.0
+
+
+class CallTimeout(TimeoutError):
+    """One model call took longer than `timeout_s`."""
+
+    def __init__(self, timeout_s: float, *, cancelled: bool) -> None:
+        super().__init__(f"model call timed out after {timeout_s:g}s")
+        self.cancelled = cancelled
+
+
+class EmptyReply(ValueError):
+    """The model kept returning a reply the caller cannot use (an empty draft)."""
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Rate limits, timeouts and connection errors are transient; anything else is permanent."""
+    """Rate limits, timeouts and connection errors are transient; anything else is permanent.
+
+    A sync timeout is not: its call could not be cancelled, and a retry would start a second one beside it.
+    """
+    if isinstance(exc, CallTimeout):
+        return exc.cancelled
     if isinstance(exc, TRANSIENT_ERRORS):
         return True
-    status = getattr(exc, "status_code", None)
-    return status in (408, 429, 502, 503, 504)
+    return getattr(exc, "status_code", None) in (408, 429, 502, 503, 504)
 
 
-def backoff_seconds(attempt: int) -> float:
-    """Wait before retry number `attempt` (1-based): exponential from 0.5 s, capped at 5 s, plus up to 50% jitter."""
-    base = min(_BACKOFF_MAX_S, _BACKOFF_INITIAL_S * 2 ** (attempt - 1))
-    return base * (1 + random.random() / 2)
+def _policy(retries: int, ok: Callable[[Any], bool] | None) -> dict[str, Any]:
+    retry: Any = retry_if_exception(is_transient)
+    if ok is not None:
+        retry = retry | retry_if_result(lambda result: not ok(result))
+    return {
+        "stop": stop_after_attempt(retries + 1),
+        "wait": wait_exponential_jitter(
+            multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_INITIAL_S
+        ),
+        "retry": retry,
+        "reraise": True,
+        "retry_error_callback": _last_result,
+    }
 
 
-def _timeout_error(timeout_s: float) -> TimeoutError:
-    return TimeoutError(f"model call timed out after {timeout_s:g}s")
+def _last_result(state: RetryCallState) -> Any:
+    """All attempts returned an unusable reply: say so (an exception is re-raised by tenacity itself)."""
+    outcome = state.outcome
+    if outcome is not None and outcome.failed:
+        raise outcome.exception()  # type: ignore[misc]
+    raise EmptyReply(f"the model returned an empty reply ({state.attempt_number} attempt(s))")
 
 
-def _invoke_once(
-    runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None, timeout_s: float | None
+def _invoke_in_thread(
+    runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None, timeout_s: float
 ) -> Any:
-    if timeout_s is None:
-        return runnable.invoke(value, config)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(runnable.invoke, value, config).result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError as exc:
-        raise _timeout_error(timeout_s) from exc
-    finally:
-        pool.shutdown(wait=False)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = runnable.invoke(value, config)
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="reflection-graph-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise CallTimeout(timeout_s, cancelled=False)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
-def invoke_guarded(
+def call(
     runnable: Runnable[Any, Any],
     value: Any,
     config: RunnableConfig | None = None,
     *,
     retries: int = 2,
     timeout_s: float | None = None,
+    ok: Callable[[Any], bool] | None = None,
 ) -> Any:
-    """`runnable.invoke(value, config)` with a time limit per attempt and `retries` retries of transient errors."""
-    for attempt in range(retries + 1):
-        try:
-            return _invoke_once(runnable, value, config, timeout_s)
-        except Exception as exc:
-            if attempt >= retries or not is_transient(exc):
-                raise
-            time.sleep(backoff_seconds(attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def ainvoke_guarded(
-    runnable: Runnable[Any, Any],
-    value: Any,
-    config: RunnableConfig | None = None,
-    *,
-    retries: int = 2,
-    timeout_s: float | None = None,
-) -> Any:
-    """Async twin of `invoke_guarded`."""
-    for attempt in range(retries + 1):
-        try:
+    """`runnable.invoke(value, config)`, retried on transient errors and on replies `ok` rejects."""
+    for attempt in Retrying(**_policy(retries, ok)):
+        with attempt:
             if timeout_s is None:
-                return await runnable.ainvoke(value, config)
+                result = runnable.invoke(value, config)
+            else:
+                result = _invoke_in_thread(runnable, value, config, timeout_s)
+        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
+            attempt.retry_state.set_result(result)
+    return result
+
+
+async def acall(
+    runnable: Runnable[Any, Any],
+    value: Any,
+    config: RunnableConfig | None = None,
+    *,
+    retries: int = 2,
+    timeout_s: float | None = None,
+    ok: Callable[[Any], bool] | None = None,
+) -> Any:
+    """Async twin of `call`; a timed-out attempt is cancelled."""
+    async for attempt in AsyncRetrying(**_policy(retries, ok)):
+        with attempt:
             try:
-                return await asyncio.wait_for(runnable.ainvoke(value, config), timeout_s)
+                result = await asyncio.wait_for(runnable.ainvoke(value, config), timeout_s)
             except asyncio.TimeoutError as exc:
-                raise _timeout_error(timeout_s) from exc
-        except Exception as exc:
-            if attempt >= retries or not is_transient(exc):
-                raise
-            await asyncio.sleep(backoff_seconds(attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+                if timeout_s is None:
+                    raise
+                raise CallTimeout(timeout_s, cancelled=True) from exc
+        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
+            attempt.retry_state.set_result(result)
+    return result
+
+
+def max_model_calls(
+    max_iterations: int,
+    *,
+    retries: int = 0,
+    parse_retries: int = 0,
+    n_drafts: int = 1,
+    n_revisions: int = 1,
+    glean: bool = False,
+    method_fallbacks: int = 0,
+) -> int:
+    """The most model calls one `loop` run with an LLM critic can make.
+
+    Rounds: the first round has `n_drafts` drafts (none when an existing candidate is gleaned); each later round
+    has `n_revisions` revisions. Every candidate gets one critique, which may be re-asked `parse_retries` times
+    when it cannot be parsed. Every one of those calls may be retried `retries` times (transient errors, empty
+    replies). `method_fallbacks` adds the structured-output refusals an LLM critic may meet before it settles on a
+    method (at most 2 with `method="auto"`, once per critic, see `LLMCritic`).
+    """
+    drafts = 0 if glean else n_drafts
+    candidates = (1 if glean else n_drafts) + (max_iterations - 1) * n_revisions
+    generations = drafts + (max_iterations - 1) * n_revisions
+    attempts = 1 + retries
+    return generations * attempts + candidates * (1 + parse_retries) * attempts + method_fallbacks

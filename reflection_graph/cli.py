@@ -330,11 +330,11 @@ class _LiveRenderer:
             return
         if node == "generate":
             candidate = update.get("candidate")
-            pending = update.get("rg_pending")
+            pending = update.get("rg_pending") or []
             if isinstance(candidate, str):
                 self._draft(candidate, self.round + 1)
-            elif isinstance(pending, dict) and isinstance(pending.get("candidate"), str):
-                self._draft(pending["candidate"], self.round + 1, title="given candidate")
+            elif pending and isinstance(pending[0].get("candidate"), str):
+                self._draft(pending[0]["candidate"], self.round + 1, title="given candidate")
         elif node == "critique":
             for step in update.get("trajectory") or []:
                 if not isinstance(step, dict):

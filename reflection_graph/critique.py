@@ -10,6 +10,7 @@ what the loop does then is the `on_parse_error` policy of the LLM critic (see `r
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Literal
 
@@ -27,6 +28,24 @@ __all__ = [
 
 Severity = Literal["none", "minor", "major", "critical"]
 _SEVERITY_ORDER: dict[str, int] = {"none": 0, "minor": 1, "major": 2, "critical": 3}
+
+MAX_ITEMS = 50
+"""At most this many issues, suggestions and findings are kept per critique (a note says how many were cut)."""
+MAX_ITEM_CHARS = 1000
+"""Each issue or suggestion is cut to this many characters."""
+MAX_FEEDBACK_CHARS = 8000
+"""The feedback is cut to this many characters: a critique never makes the revise prompt or the result huge."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded_list(items: list[str]) -> list[str]:
+    kept = [_cut(item, MAX_ITEM_CHARS) for item in items[:MAX_ITEMS]]
+    if len(items) > MAX_ITEMS:
+        kept[-1] = f"({len(items) - MAX_ITEMS + 1} more not shown)"
+    return kept
 
 
 class CritiqueParseError(ValueError):
@@ -71,7 +90,24 @@ class Critique(CritiqueOutput):
     @classmethod
     def _clamp_score(cls, value: Any) -> float:
         score = float(value)
+        if not math.isfinite(score):
+            raise ValueError(f"score must be a finite number on the 0-10 scale, got {value!r}")
         return min(10.0, max(0.0, score))
+
+    @field_validator("issues", "suggestions", mode="after")
+    @classmethod
+    def _bound_items(cls, items: list[str]) -> list[str]:
+        return _bounded_list(items)
+
+    @field_validator("feedback", mode="after")
+    @classmethod
+    def _bound_feedback(cls, text: str) -> str:
+        return _cut(text, MAX_FEEDBACK_CHARS)
+
+    @field_validator("findings", mode="after")
+    @classmethod
+    def _bound_findings(cls, findings: list[Finding]) -> list[Finding]:
+        return findings[:MAX_ITEMS]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -170,20 +206,26 @@ def _as_list(value: Any) -> list[str]:
     return [str(value)]
 
 
-def _as_score(value: Any) -> float | None:
+def _as_score(value: Any, raw: str = "") -> float | None:
+    """A 0-10 score; "85/100" and "4/5" are rescaled. Anything else outside 0-10 is an error, never guessed."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        match = re.search(r"-?\d+(?:\.\d+)?", value)
+        match = re.search(r"(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?:\s*/\s*(\d+(?:\.\d+)?))?", value, re.IGNORECASE)
         if not match:
             return None
-        value = float(match.group())
+        value = float(match.group(1))
+        if match.group(2) and float(match.group(2)) > 0:
+            value = value * 10 / float(match.group(2))
     if not isinstance(value, (int, float)):
         return None
     score = float(value)
-    if score > 10 and score <= 100:  # a 0-100 scale
-        score = score / 10
-    return min(10.0, max(0.0, score))
+    if not math.isfinite(score) or not 0 <= score <= 10:
+        raise CritiqueParseError(
+            f"score {value!r} is outside the 0-10 scale; the critic must score from 0 to 10 (or write e.g. '85/100')",
+            raw,
+        )
+    return score
 
 
 def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
@@ -200,7 +242,7 @@ def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
         rejected = _as_bool(reject) if has_reject else None
         verdict = None if rejected is None else not rejected
     _, score_value = _first(data, _SCORE_KEYS)
-    score = _as_score(score_value)
+    score = _as_score(score_value, raw)
     if verdict is None and score is None:
         raise CritiqueParseError(
             "critique has neither a verdict (is_acceptable / needs_improvement / pass ...) nor a score "

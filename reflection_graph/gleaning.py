@@ -38,7 +38,6 @@ from reflection_graph._usage import add_role_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.graph import create_reflection_graph
-from reflection_graph.prompts import PromptTemplate
 from reflection_graph.state import Round, StopReason, UsageReport
 
 __all__ = [
@@ -268,16 +267,12 @@ def create_gleaning_graph(
     max_concurrency: int = 8,
     critic: Any = None,
     reviser: Any = None,
-    score_threshold: float | None = None,
-    select: Literal["best", "last"] = "best",
-    prompts: Mapping[str, PromptTemplate] | None = None,
-    retries: int = 2,
-    timeout_s: float | None = None,
     base_url: str | None = None,
     include_trajectory: bool = False,
     checkpointer: Checkpointer = None,
     store: Any = None,
     name: str = "gleaning",
+    **settings: Any,
 ) -> CompiledStateGraph[GleaningState, Context, GleaningInput, GleaningOutput]:
     """Create a compiled graph that maps a prompt over documents and gleans each output (DocETL's gleaning).
 
@@ -295,16 +290,14 @@ def create_gleaning_graph(
         critic: the validator: a model spec as for `generator` (None reuses the generator at temperature 0) or
             a `Critic` instance such as `CodeTestCritic`.
         reviser: model spec for refinements; None reuses the generator.
-        score_threshold: when set, a validation with `score >= score_threshold` accepts the output.
-        select: `"best"` keeps each document's best-scoring output; `"last"` its last one.
-        prompts: template overrides per role (`generate`, `critique`, `revise`).
-        retries: retries of transient model errors.
-        timeout_s: time limit of one model call in seconds.
         base_url: OpenAI-compatible server for string model names.
         include_trajectory: add each document's rounds to its result.
         checkpointer: passed to `compile`.
         store: passed to `compile`.
         name: the compiled graph's name.
+        **settings: any field of `reflection_graph.Settings` for the per-document loop (`score_threshold`,
+            `select`, `prompts`, `retries`, `timeout_s`, ...), validated as `create_reflection_graph` does;
+            `max_iterations` comes from `num_rounds`.
 
     Returns:
         A `CompiledStateGraph` taking `{"documents": [...], "prompt": "..."}` and returning `results` (one
@@ -336,6 +329,8 @@ def create_gleaning_graph(
         )
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
         raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+    if "max_iterations" in settings:
+        raise ValueError("pass num_rounds (the most refinements per document), not max_iterations")
     if should_refine is not None and not callable(should_refine):
         raise ValueError("should_refine must be a callable taking the document's state and returning a bool")
     if isinstance(critic, Critic):
@@ -353,16 +348,11 @@ def create_gleaning_graph(
         generator,
         critic=critic,
         reviser=reviser,
-        max_iterations=num_rounds + 1,
-        score_threshold=score_threshold,
-        select=select,
         should_refine=should_refine,
-        prompts=prompts,
         critic_guidelines=validation_prompt,
-        retries=retries,
-        timeout_s=timeout_s,
         base_url=base_url,
         name=f"{name}_document",
+        **{**settings, "max_iterations": num_rounds + 1},
     )
     gleaner = _Gleaner(reflection, include_trajectory)
     builder = StateGraph(

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
 __all__ = [
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
@@ -22,14 +24,17 @@ __all__ = [
     "GENERATE_PROMPT",
     "GENERATE_SYSTEM",
     "PRESERVE_CORRECT_RULE",
-    "PromptTemplate",
+    "PromptOverride",
     "REVISE_PROMPT",
     "REVISE_SYSTEM",
     "THRESHOLD_RULE",
+    "draft_messages",
+    "format_critique",
     "render_prompt",
+    "revise_messages",
 ]
 
-PromptTemplate = str | Callable[[Mapping[str, Any]], str]
+PromptOverride = str | Callable[[Mapping[str, Any]], str]
 """A prompt override: a template string with the placeholders above, or a callable that gets them as a dict."""
 
 GENERATE_SYSTEM = "You are a careful writer. Produce exactly what the task asks for, nothing else."
@@ -103,8 +108,78 @@ class _Defaulting(dict[str, Any]):
         return ""
 
 
-def render_prompt(template: PromptTemplate, values: Mapping[str, Any]) -> str:
+def render_prompt(template: PromptOverride, values: Mapping[str, Any]) -> str:
     """Fill a template string (unknown placeholders become empty) or call a template callable."""
     if callable(template):
         return str(template(dict(values)))
     return template.format_map(_Defaulting(values))
+
+
+HISTORY_CHARS = 600
+"""Each earlier round shown to the reviser is cut to this many characters (prompts never grow with rounds)."""
+
+
+def _context(context: str | None) -> str:
+    return f"Context:\n{context}\n" if context else ""
+
+
+def draft_messages(
+    task: str, context: str | None, lessons: str, *, focus: str, template: PromptOverride | None
+) -> list[BaseMessage]:
+    """The messages that ask for a first draft (`lessons` come from the Reflexion memory)."""
+    values = {"task": task, "context": _context(context), "lessons": lessons}
+    prompt = render_prompt(template or GENERATE_PROMPT, values)
+    if template is None:
+        prompt += FOCUS_CUES.get(focus, "")
+    return [SystemMessage(GENERATE_SYSTEM), HumanMessage(prompt)]
+
+
+def format_critique(critique: Mapping[str, Any]) -> str:
+    """A critique as the reviser reads it: score, verdict, issues, suggestions and feedback."""
+    lines = [f"Score: {critique.get('score')}/10. Acceptable: {critique.get('is_acceptable')}."]
+    if critique.get("issues"):
+        lines.append("Issues:\n" + "\n".join(f"- {i}" for i in critique["issues"]))
+    if critique.get("suggestions"):
+        lines.append("Suggestions:\n" + "\n".join(f"- {s}" for s in critique["suggestions"]))
+    if critique.get("feedback"):
+        lines.append(f"Feedback: {critique['feedback']}")
+    return "\n".join(lines)
+
+
+def format_history(rounds: list[Mapping[str, Any]]) -> str:
+    """Earlier rounds for the reviser, each cut to `HISTORY_CHARS`."""
+    if not rounds:
+        return ""
+    parts = [
+        f"Round {r['iteration']} (score {r['score']}): {r['candidate'][:HISTORY_CHARS]}\n"
+        f"Feedback: {((r['critique'] or {}).get('feedback') or '')[:HISTORY_CHARS]}"
+        for r in rounds
+    ]
+    return "\nEarlier rounds:\n" + "\n".join(parts) + "\n"
+
+
+def revise_messages(
+    task: str,
+    context: str | None,
+    candidate: str,
+    critique: Mapping[str, Any],
+    history: list[Mapping[str, Any]],
+    *,
+    focus: str,
+    preserve_correct: bool,
+    template: PromptOverride | None,
+) -> list[BaseMessage]:
+    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`)."""
+    values = {
+        "task": task,
+        "context": _context(context),
+        "candidate": candidate,
+        "critique": format_critique(critique),
+        "history": format_history(history),
+        "preserve_rule": PRESERVE_CORRECT_RULE if preserve_correct else "",
+        "focus": FOCUS_PROMPTS[focus],
+    }
+    prompt = render_prompt(template or REVISE_PROMPT, values)
+    if template is None:
+        prompt += FOCUS_CUES.get(focus, "")
+    return [SystemMessage(REVISE_SYSTEM), HumanMessage(prompt)]

@@ -36,6 +36,8 @@ class Round(TypedDict):
     accepted: bool
     diff: str
     usage: UsageReport
+    samples: NotRequired[list[dict[str, Any]]]
+    """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 
 
 def _append_rounds(left: list[Round] | None, right: list[Round] | None) -> list[Round]:
@@ -90,6 +92,5 @@ class OutputState(TypedDict, total=False):
 class ReflectionState(InputState, OutputState, total=False):
     """The overall state; `rg_*` keys are internal and never leave the graph."""
 
-    rg_max_iterations: int
-    rg_pending: dict[str, Any]
+    rg_pending: list[dict[str, Any]]
     rg_revisions: int

@@ -228,6 +228,11 @@ def test_timeout_is_retried_and_run_succeeds_when_it_clears(role: str, mode: str
     late: Any = critique(9, ok=True, issues=[]) if role == "critic" else "late"
     graph, gen, rev, crit = build(role, [slow(late, 1.5)], retries=1, timeout_s=0.2)
     result = run(graph, mode)
+    if mode == "sync":
+        # a sync call cannot be cancelled: it is abandoned (daemon thread) and not retried beside itself
+        assert result["stop_reason"] == "error" and "timed out after 0.2s" in result["error"], result
+        assert calls(role, gen, rev, crit) == (2 if role == "critic" else 1)
+        return
     assert result["stop_reason"] == "accepted" and result["error"] is None, result
     assert result["candidate"] == "revision 1"
     assert "late" not in [r["candidate"] for r in result["trajectory"]]  # the timed-out reply was discarded

@@ -47,8 +47,11 @@ def test_roles_receive_draft_critique_and_previous_candidate() -> None:
 
 
 def test_stop_max_iterations_and_usage_accounting() -> None:
+    seen = iter(range(100))  # a new issue every round (id() of a message can repeat once it is freed)
     graph, gen, crit = make(
-        [lambda m: critique(float(len(m) % 5), issues=[f"issue {id(m)}"])], max_iterations=3, patience=None
+        [lambda m: critique(float(len(m) % 5), issues=[f"issue {next(seen)}"])],
+        max_iterations=3,
+        patience=None,
     )
     result = graph.invoke({"task": "t"})
     assert result["stop_reason"] == "max_iterations"

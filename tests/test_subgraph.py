@@ -112,7 +112,9 @@ def test_compiled_graph_in_messages_parent_does_not_touch_messages_or_remaining_
     parent.add_edge("reflect", "reply")
     parent.add_edge("reply", END)
     before = [HumanMessage("context message")]
-    out = parent.compile().invoke({"messages": before, "task": "Write a haiku"}, {"recursion_limit": 5})
+    # an explicit recursion_limit is the caller's and LangGraph passes it to subgraphs: it must fit both graphs
+    # (the parent's default limit is raised by the subgraph's own config; see the test below)
+    out = parent.compile().invoke({"messages": before, "task": "Write a haiku"}, {"recursion_limit": 10})
     assert [m.content for m in out["messages"]] == ["context message", "draft 2"]
     assert out["candidate"] == "draft 2"
 

@@ -17,28 +17,30 @@ A reply that still cannot be parsed is retried `parse_retries` times. Then `on_p
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, Literal
+import threading
+from collections.abc import Generator
+from typing import Any, Literal, cast, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._calls import ainvoke_guarded, invoke_guarded, is_transient
+from reflection_graph._calls import acall, call, is_transient
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, parse_critique
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
     CRITIQUE_SYSTEM,
     THRESHOLD_RULE,
-    PromptTemplate,
+    PromptOverride,
     render_prompt,
 )
+from reflection_graph.settings import ParseErrorPolicy
 
 __all__ = ["LLMCritic", "ParseErrorPolicy", "StructuredMethod"]
 
-ParseErrorPolicy = Literal["feedback", "raise"]
 StructuredMethod = Literal["auto", "json_schema", "function_calling", "json_mode", "text"]
+_Outcome = tuple[Any, "Exception | None"]
 _FALLBACK_ORDER: tuple[StructuredMethod, ...] = ("function_calling", "text")
 
 
@@ -63,7 +65,7 @@ class LLMCritic(BaseCritic):
         self,
         model: BaseChatModel | Runnable[Any, Any],
         *,
-        prompt: PromptTemplate = CRITIQUE_PROMPT,
+        prompt: PromptOverride = CRITIQUE_PROMPT,
         system: str = CRITIQUE_SYSTEM,
         guidelines: str | None = None,
         method: StructuredMethod = "auto",
@@ -73,12 +75,12 @@ class LLMCritic(BaseCritic):
         timeout_s: float | None = None,
         name: str = "llm",
     ) -> None:
-        if on_parse_error not in ("feedback", "raise"):
-            raise ValueError(f"on_parse_error must be 'feedback' or 'raise', got {on_parse_error!r}")
-        if method not in ("auto", "json_schema", "function_calling", "json_mode", "text"):
+        if on_parse_error not in get_args(ParseErrorPolicy):
             raise ValueError(
-                f"method must be one of auto, json_schema, function_calling, json_mode, text; got {method!r}"
+                f"on_parse_error must be one of {get_args(ParseErrorPolicy)}, got {on_parse_error!r}"
             )
+        if method not in get_args(StructuredMethod):
+            raise ValueError(f"method must be one of {', '.join(get_args(StructuredMethod))}; got {method!r}")
         if parse_retries < 0:
             raise ValueError(f"parse_retries must be >= 0, got {parse_retries}")
         if timeout_s is not None and timeout_s <= 0:
@@ -88,8 +90,11 @@ class LLMCritic(BaseCritic):
         self.system = system
         self.guidelines = guidelines
         self.method: StructuredMethod = method
+        self._lock = threading.Lock()
         self._structured: dict[str, Runnable[Any, Any] | None] = {}
-        self._order: list[StructuredMethod] = [method] if method != "auto" else ["auto", *_FALLBACK_ORDER]
+        self._order: tuple[StructuredMethod, ...] = (
+            (method,) if method != "auto" else ("auto", *_FALLBACK_ORDER)
+        )
         self.parse_retries = parse_retries
         self.on_parse_error: ParseErrorPolicy = on_parse_error
         self.retries = retries
@@ -118,9 +123,10 @@ class LLMCritic(BaseCritic):
     # -- calling ------------------------------------------------------------------------------------------
     def _runnable(self, method: StructuredMethod) -> Runnable[Any, Any] | None:
         """The structured-output runnable for `method`, built once per critic (None: plain text)."""
-        if method not in self._structured:
-            self._structured[method] = self._build_runnable(method)
-        return self._structured[method]
+        with self._lock:
+            if method not in self._structured:
+                self._structured[method] = self._build_runnable(method)
+            return self._structured[method]
 
     def _build_runnable(self, method: StructuredMethod) -> Runnable[Any, Any] | None:
         if method == "text" or not hasattr(self.model, "with_structured_output"):
@@ -133,8 +139,8 @@ class LLMCritic(BaseCritic):
         except (NotImplementedError, TypeError, ValueError):
             return None
 
-    def _methods(self) -> Sequence[StructuredMethod]:
-        return tuple(self._order)
+    def _methods(self) -> tuple[StructuredMethod, ...]:
+        return self._order
 
     def _to_critique(self, result: Any) -> Critique:
         if isinstance(result, dict) and "raw" in result:
@@ -163,20 +169,19 @@ class LLMCritic(BaseCritic):
             parsed=False,
         )
 
-    def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        messages = self.messages(request)
+    def _steps(self, request: CritiqueRequest) -> Generator[Runnable[Any, Any], _Outcome, Critique]:
+        """The critic's protocol, shared by the sync and async drivers.
+
+        Yields the runnable to call next and receives `(result, None)` or `(None, error)`; returns the critique.
+        Each parse attempt tries the structured-output methods in order; a refusal drops that method for good.
+        """
         last_error = CritiqueParseError("no attempt made")
         for _ in range(self.parse_retries + 1):
-            for method in list(self._methods()):
-                runnable = self._runnable(method) if method != "text" else None
-                target = runnable if runnable is not None else self.model
-                try:
-                    result = invoke_guarded(
-                        target, messages, config, retries=self.retries, timeout_s=self.timeout_s
-                    )
-                except Exception as exc:
-                    if not _is_refusal(exc) or len(self._order) == 1:
-                        raise
+            for method in self._methods():
+                result, error = yield self._target(method)
+                if error is not None:
+                    if not _is_refusal(error) or len(self._order) == 1:
+                        raise error
                     self._drop_method(method)
                     continue
                 try:
@@ -185,34 +190,48 @@ class LLMCritic(BaseCritic):
                     last_error = exc
                     break
         return self._fail(last_error)
+
+    def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        steps, messages = self._steps(request), self.messages(request)
+        target = next(steps)
+        while True:
+            try:
+                outcome: _Outcome = (call(target, messages, config, **self._limits()), None)
+            except Exception as exc:
+                outcome = (None, exc)
+            try:
+                target = steps.send(outcome)
+            except StopIteration as done:
+                return cast(Critique, done.value)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        messages = self.messages(request)
-        last_error = CritiqueParseError("no attempt made")
-        for _ in range(self.parse_retries + 1):
-            for method in list(self._methods()):
-                runnable = self._runnable(method) if method != "text" else None
-                target = runnable if runnable is not None else self.model
-                try:
-                    result = await ainvoke_guarded(
-                        target, messages, config, retries=self.retries, timeout_s=self.timeout_s
-                    )
-                except Exception as exc:
-                    if not _is_refusal(exc) or len(self._order) == 1:
-                        raise
-                    self._drop_method(method)
-                    continue
-                try:
-                    return self._to_critique(result)
-                except CritiqueParseError as exc:
-                    last_error = exc
-                    break
-        return self._fail(last_error)
+        steps, messages = self._steps(request), self.messages(request)
+        target = next(steps)
+        while True:
+            try:
+                outcome: _Outcome = (await acall(target, messages, config, **self._limits()), None)
+            except Exception as exc:
+                outcome = (None, exc)
+            try:
+                target = steps.send(outcome)
+            except StopIteration as done:
+                return cast(Critique, done.value)
+
+    def _limits(self) -> dict[str, Any]:
+        return {"retries": self.retries, "timeout_s": self.timeout_s}
+
+    def _target(self, method: StructuredMethod) -> Runnable[Any, Any]:
+        runnable = self._runnable(method) if method != "text" else None
+        return runnable if runnable is not None else self.model
 
     def _drop_method(self, method: StructuredMethod) -> None:
-        """Remember that the model refused `method`: later calls start with the next one in the order."""
-        if method in self._order and len(self._order) > 1:
-            self._order.remove(method)
+        """Remember that the model refused `method`: later calls start with the next one in the order.
+
+        The order is replaced, never mutated, so concurrent runs each iterate over a consistent snapshot.
+        """
+        with self._lock:
+            if method in self._order and len(self._order) > 1:
+                self._order = tuple(m for m in self._order if m != method)
 
 
 def _is_refusal(exc: BaseException) -> bool:

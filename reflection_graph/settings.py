@@ -1,0 +1,269 @@
+"""Every setting of the loop, declared once: its default, bounds, choices and description.
+
+`Settings` is the single source of truth. From its fields:
+- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments and call
+  `Settings(...)`, whose `__post_init__` validates them when the graph is built;
+- the runtime `Context` (reflection_graph/context.py) offers the fields marked `runtime=True` as per-run
+  overrides, with the same description (Studio shows it);
+- the CLI (reflection_graph/cli.py) turns the fields marked `cli=True` into typer options with typer's own
+  `min`/`max` and choices.
+
+Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "MAX_DRAFTS",
+    "MAX_ITERATIONS",
+    "PROMPT_ROLES",
+    "Focus",
+    "ParseErrorPolicy",
+    "Select",
+    "Settings",
+    "Strategy",
+    "choices",
+    "setting_fields",
+]
+
+Select = Literal["best", "last"]
+Strategy = Literal["loop", "self_refine"]
+Focus = Literal["general", "code", "reasoning", "format"]
+ParseErrorPolicy = Literal["feedback", "raise"]
+PROMPT_ROLES: tuple[str, ...] = ("generate", "critique", "revise")
+
+MAX_ITERATIONS = 1000
+"""The largest `max_iterations` accepted: far above any useful loop, and it keeps the recursion limit finite."""
+MAX_DRAFTS = 16
+"""The largest `n_drafts` / `n_revisions`: each sample is a full model call plus a critique."""
+
+
+def _setting(
+    default: Any,
+    description: str,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    runtime: bool = False,
+    cli: bool = True,
+    flag: str | None = None,
+) -> Any:
+    """A dataclass field carrying its bounds and description in `metadata`."""
+    metadata = {
+        "description": description,
+        "min": min,
+        "max": max,
+        "runtime": runtime,
+        "cli": cli,
+        "flag": flag,
+    }
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The validated settings a reflection graph is built with.
+
+    Fields marked `runtime` can be overridden per run through `Context`; the others shape the graph itself.
+    Construction validates every field (`ValueError` naming the setting and the fix).
+    """
+
+    max_iterations: int = _setting(
+        3,
+        "Hard limit on critique rounds; the loop stops after this many critiques.",
+        min=1,
+        max=MAX_ITERATIONS,
+        runtime=True,
+        flag="--max-iterations",
+    )
+    min_iterations: int = _setting(
+        1,
+        "Rounds always run before an accept or plateau can stop the loop (1 to max_iterations).",
+        min=1,
+        max=MAX_ITERATIONS,
+    )
+    score_threshold: float | None = _setting(
+        None,
+        "Accept when score >= this (0-10), whatever the verdict says; unset: the critic's verdict decides.",
+        min=0,
+        max=10,
+        runtime=True,
+        flag="--threshold",
+    )
+    min_improvement: float = _setting(
+        0.5, "Smallest score gain over the earlier best that counts as progress.", min=0, runtime=True
+    )
+    patience: int | None = _setting(
+        2,
+        "Stop with 'plateau' after this many rounds without progress; unset: no plateau stop.",
+        min=1,
+        runtime=True,
+    )
+    stop_on_no_new_issues: bool = _setting(
+        True, "Also stop with 'plateau' when a round raises no issue that was not raised before."
+    )
+    select: Select = _setting(
+        "best", "Return the best-scoring candidate (ties go to the later one) or the last one.", runtime=True
+    )
+    strategy: Strategy = _setting(
+        "loop",
+        "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass.",
+    )
+    n_drafts: int = _setting(
+        1,
+        "First drafts sampled in parallel (distinct seeds); each is critiqued and the best is kept.",
+        min=1,
+        max=MAX_DRAFTS,
+        runtime=True,
+    )
+    n_revisions: int = _setting(
+        1,
+        "Revisions sampled in parallel per revision round; the best by the critic is kept.",
+        min=1,
+        max=MAX_DRAFTS,
+        runtime=True,
+    )
+    preserve_correct: bool = _setting(True, "Tell the reviser to keep what the critique did not object to.")
+    focus: Focus = _setting("general", "Targeted revision prompt: general, code, reasoning or format.")
+    history_window: int = _setting(
+        1, "Earlier rounds shown to the reviser (bounded, so prompts do not grow).", min=0, max=20
+    )
+    parse_retries: int = _setting(1, "Extra critic calls when its reply cannot be parsed.", min=0, max=10)
+    on_parse_error: ParseErrorPolicy = _setting(
+        "feedback",
+        "An unparsable critique: 'feedback' (round not acceptable, raw text as feedback) or 'raise' (error).",
+    )
+    retries: int = _setting(
+        2, "Retries of one model call on transient errors or an empty reply, with backoff.", min=0, max=10
+    )
+    timeout_s: float | None = _setting(
+        None,
+        "Time limit of one model call in seconds (async calls are cancelled).",
+        min=0.001,
+        flag="--timeout",
+    )
+    prompts: Mapping[str, Any] = _setting(
+        {}, "Prompt overrides keyed by role (generate, critique, revise): strings or callables.", cli=False
+    )
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(Settings)
+        for f in fields(self):
+            _check(f, getattr(self, f.name), hints[f.name])
+        if self.min_iterations > self.max_iterations:
+            raise ValueError(
+                f"min_iterations must be between 1 and max_iterations ({self.max_iterations}), "
+                f"got {self.min_iterations}"
+            )
+        unknown = set(self.prompts) - set(PROMPT_ROLES)
+        if unknown:
+            raise ValueError(f"unknown prompt role(s) {sorted(unknown)}; use {list(PROMPT_ROLES)}")
+        for role, template in self.prompts.items():
+            if not (isinstance(template, str) or callable(template)):
+                raise ValueError(f"prompt {role!r} must be a template string or a callable")
+
+    def override(self, **values: Any) -> Settings:
+        """A copy with the given (non-None) values, validated again."""
+        changes = {name: value for name, value in values.items() if value is not None}
+        return replace(self, **changes) if changes else self
+
+    @property
+    def rounds(self) -> int:
+        """The rounds this strategy can run: `max_iterations`, or 1 for `self_refine`."""
+        return 1 if self.strategy == "self_refine" else self.max_iterations
+
+
+def choices(annotation: Any) -> tuple[Any, ...]:
+    """The allowed values of a `Literal` annotation (also inside `X | None`), else ()."""
+    if typing.get_origin(annotation) is Literal:
+        return get_args(annotation)
+    for arg in get_args(annotation):
+        found = choices(arg)
+        if found:
+            return found
+    return ()
+
+
+def _base_type(annotation: Any) -> Any:
+    """`int | None` -> int, `Literal[...]` -> str, else the annotation."""
+    if choices(annotation):
+        return str
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if args and typing.get_origin(annotation) is not Literal:
+        return _base_type(args[0])
+    return annotation
+
+
+def _check(f: Field[Any], value: Any, annotation: Any) -> None:
+    name = f.name
+    if value is None:
+        if type(None) in get_args(annotation):
+            return
+        raise ValueError(f"{name} must not be None")
+    allowed = choices(annotation)
+    if allowed:
+        if value not in allowed:
+            raise ValueError(f"{name} must be {_one_of(allowed)}, got {value!r}")
+        return
+    kind = _base_type(annotation)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+        return
+    if kind in (int, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int:
+            ok = ok and float(value).is_integer()
+        if not ok or not math.isfinite(float(value)):
+            raise ValueError(f"{name} must be a{'n int' if kind is int else ' number'}, got {value!r}")
+        low, high = f.metadata.get("min"), f.metadata.get("max")
+        hint = {
+            "max_iterations": "; use 1 for a single round",
+            "score_threshold": "; scores are on a 0-10 scale",
+            "patience": "; use None for no plateau stop",
+            "n_drafts": f"; at most {MAX_DRAFTS} samples per round",
+            "n_revisions": f"; at most {MAX_DRAFTS} samples per round",
+        }.get(name, "")
+        if low is not None and high is not None and name == "score_threshold" and not low <= value <= high:
+            raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}{hint}")
+        if low is not None and value < low:
+            raise ValueError(f"{name} must be >= {low:g}, got {value!r}{hint}")
+        if high is not None and value > high:
+            raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
+
+
+def _one_of(allowed: tuple[Any, ...]) -> str:
+    """'a' or 'b'; one of 'a', 'b' or 'c'."""
+    quoted = [repr(a) for a in allowed]
+    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return listed if len(quoted) <= 2 else f"one of {listed}"
+
+
+def setting_fields(*, runtime: bool | None = None, cli: bool | None = None) -> Iterator[Field[Any]]:
+    """The `Settings` fields, optionally only those overridable per run or shown on the CLI."""
+    for f in fields(Settings):
+        if runtime is not None and f.metadata["runtime"] != runtime:
+            continue
+        if cli is not None and f.metadata["cli"] != cli:
+            continue
+        yield f
+
+
+def default(name: str) -> Any:
+    """The default value of setting `name`."""
+    f = Settings.__dataclass_fields__[name]
+    return f.default_factory() if f.default is MISSING and callable(f.default_factory) else f.default
+
+
+def settings_from(values: Mapping[str, Any], *, ignore: Callable[[str], bool] | None = None) -> Settings:
+    """Build `Settings` from the keys of `values` that are settings (others ignored)."""
+    names = Settings.__dataclass_fields__
+    return Settings(**{k: v for k, v in values.items() if k in names and not (ignore and ignore(k))})
