@@ -13,12 +13,17 @@ With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import re
 import sqlite3
 import sys
+import typing
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -29,13 +34,14 @@ from rich.panel import Panel
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand
+
+from reflection_graph.settings import Settings, default, setting_fields
 
 __all__ = ["GraphOptions", "app", "build_graph", "main"]
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
-SELECT_CHOICES = ("best", "last")
-STRATEGY_CHOICES = ("loop", "self_refine")
 
 app = typer.Typer(
     name="reflection-graph",
@@ -61,15 +67,11 @@ class GraphOptions:
         critic: model spec for critiquing, overriding ``model``.
         reviser: model spec for revising, overriding ``model``.
         base_url: OpenAI-compatible server URL for string model names.
-        max_iterations: hard limit on critique rounds (>= 1).
-        min_iterations: rounds always run before an accept or plateau stops the loop.
-        threshold: accept when the score reaches it (0-10); None lets the critic's verdict decide.
-        select: ``best`` or ``last`` candidate.
-        strategy: ``loop`` or ``self_refine``.
         max_tokens: most tokens per model reply, or None for the model's default.
         seed: sampling seed, or None.
         checkpoint: SQLite file for a checkpointer, or None.
         memory: SQLite file for the Reflexion memory store, or None.
+        settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
     """
 
     model: str | None = None
@@ -77,15 +79,11 @@ class GraphOptions:
     critic: str | None = None
     reviser: str | None = None
     base_url: str | None = None
-    max_iterations: int = 3
-    min_iterations: int = 1
-    threshold: float | None = None
-    select: str = "best"
-    strategy: str = "loop"
     max_tokens: int | None = None
     seed: int | None = None
     checkpoint: Path | None = None
     memory: Path | None = None
+    settings: Settings = field(default_factory=Settings)
 
     def validate(self) -> None:
         """Check the options that need no model, naming the flag to fix.
@@ -93,21 +91,6 @@ class GraphOptions:
         Raises:
             BadInput: an option is out of range.
         """
-        if self.max_iterations < 1:
-            raise BadInput(f"--max-iterations must be >= 1, got {self.max_iterations}")
-        if not 1 <= self.min_iterations <= self.max_iterations:
-            raise BadInput(
-                f"--min-iterations must be between 1 and --max-iterations ({self.max_iterations}), "
-                f"got {self.min_iterations}"
-            )
-        if self.threshold is not None and not 0.0 <= self.threshold <= 10.0:
-            raise BadInput(
-                f"--threshold must be between 0 and 10 (the critic's score scale), got {self.threshold:g}"
-            )
-        if self.select not in SELECT_CHOICES:
-            raise BadInput(f"--select must be one of {', '.join(SELECT_CHOICES)}, got {self.select!r}")
-        if self.strategy not in STRATEGY_CHOICES:
-            raise BadInput(f"--strategy must be one of {', '.join(STRATEGY_CHOICES)}, got {self.strategy!r}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise BadInput(f"--max-tokens must be >= 1, got {self.max_tokens}")
         for flag, spec in (
@@ -186,15 +169,11 @@ def build_graph(
         generator,
         critic=critic,
         reviser=reviser,
-        max_iterations=options.max_iterations,
-        min_iterations=options.min_iterations,
-        score_threshold=options.threshold,
-        select=options.select,  # type: ignore[arg-type]
-        strategy=options.strategy,  # type: ignore[arg-type]
         base_url=options.base_url,
         memory=memory,
         checkpointer=checkpointer,
         store=store,
+        **options.settings.as_kwargs(),
     )
 
 
@@ -430,52 +409,130 @@ def _json_default(value: Any) -> Any:
 
 # -------------------------------------------------------------------------------------------------- options
 
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", "-m", help="Model for every role: embedded, local:/path.gguf or provider:model."),
-]
-GeneratorOpt = Annotated[str | None, typer.Option(help="Model that drafts (overrides --model).")]
-CriticOpt = Annotated[str | None, typer.Option(help="Model that critiques (overrides --model).")]
-ReviserOpt = Annotated[str | None, typer.Option(help="Model that revises (overrides --model).")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL for string model names.")]
-MaxIterOpt = Annotated[
-    int, typer.Option("--max-iterations", "-n", help="Hard limit on critique rounds (>= 1).")
-]
-MinIterOpt = Annotated[
-    int, typer.Option("--min-iterations", help="Rounds always run before an accept or plateau stops (>= 1).")
-]
-ThresholdOpt = Annotated[
-    float | None, typer.Option(help="Accept when score >= this (0-10). Unset: the critic's verdict decides.")
-]
-SelectOpt = Annotated[str, typer.Option(help="Return the 'best'-scoring candidate or the 'last' one.")]
-StrategyOpt = Annotated[
-    str, typer.Option(help="'loop' (until accepted/plateau/limit) or 'self_refine' (one pass).")
-]
-MaxTokensOpt = Annotated[int | None, typer.Option(help="Most tokens per model reply.")]
-SeedOpt = Annotated[int | None, typer.Option(help="Sampling seed (where the model supports one).")]
-MemoryOpt = Annotated[
-    Path | None, typer.Option(help="SQLite file for Reflexion memory: lessons from past critiques.")
-]
+_MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
+    # name: (type, default, help) of the options every graph-building command takes besides the settings
+    "model": (str | None, None, "Model for every role: embedded, local:/path.gguf or provider:model."),
+    "generator": (str | None, None, "Model that drafts (overrides --model)."),
+    "critic": (str | None, None, "Model that critiques (overrides --model)."),
+    "reviser": (str | None, None, "Model that revises (overrides --model)."),
+    "base_url": (str | None, None, "OpenAI-compatible server URL for string model names."),
+    "max_tokens": (int | None, None, "Most tokens per model reply."),
+    "seed": (int | None, None, "Sampling seed (where the model supports one)."),
+    "memory": (Path | None, None, "SQLite file for Reflexion memory: lessons from past critiques."),
+}
+
+
+_PREFIX = (
+    "setting_"  # the settings' parameter names, apart from a command's own (batch has its own --retries)
+)
+
+
+def _setting_parameters() -> list[inspect.Parameter]:
+    """One typer option per CLI setting of `Settings`: its flag, default, description, min/max and choices."""
+    hints = typing.get_type_hints(Settings)
+    params = []
+    for f in setting_fields(cli=True):
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        decls = [f"{flag}/--no-{flag[2:]}"] if hints[f.name] is bool else [flag]
+        if f.metadata["short"]:
+            decls.append(f.metadata["short"])
+        bounds = {k: f.metadata[k] for k in ("min", "max") if f.metadata[k] is not None}
+        option = typer.Option(
+            *decls, help=f.metadata["description"], rich_help_panel="Loop settings", **bounds
+        )
+        annotation = Annotated[hints[f.name], option]  # type: ignore[valid-type]
+        params.append(
+            inspect.Parameter(
+                _PREFIX + f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default(f.name),
+                annotation=annotation,
+            )
+        )
+    return params
+
+
+def _model_parameters() -> list[inspect.Parameter]:
+    return [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=value,
+            annotation=Annotated[kind, typer.Option(help=text, rich_help_panel="Models")],  # type: ignore[valid-type]
+        )
+        for name, (kind, value, text) in _MODEL_OPTIONS.items()
+    ]
+
+
+def graph_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the model options and one option per setting, passed to it as `options: GraphOptions`.
+
+    The settings' flags, defaults, bounds and help all come from `reflection_graph.Settings`; a value typer's own
+    min/max/choices let through but `Settings` rejects (e.g. --min-iterations above --max-iterations) is reported
+    as a one-line error naming the flag.
+    """
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)
+    own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
+    extra = _model_parameters() + _setting_parameters()
+    names = {f.name for f in setting_fields(cli=True)}
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {name: kwargs.pop(_PREFIX + name) for name in names}
+        models = {name: kwargs.pop(name) for name in _MODEL_OPTIONS}
+        try:
+            settings = Settings(**values)
+        except ValueError as exc:
+            _fail(_flagged(str(exc)))
+        return command(options=GraphOptions(**models, settings=settings), **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{k: v for k, v in hints.items() if k != "options"},
+        **{p.name: p.annotation for p in extra},
+    }
+    return wrapper
+
+
+def _flagged(message: str) -> str:
+    """A `Settings` error message with each setting's name replaced by its CLI flag."""
+    for f in setting_fields(cli=True):
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        message = re.sub(rf"\b{f.name}\b", flag, message)
+    return message
+
+
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError
+
+
+class _OneLineErrors(TyperCommand):
+    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as exc:
+            flag = exc.param.opts[0] if exc.param is not None and exc.param.opts else (exc.param_hint or "")
+            message = exc.message.removeprefix("Value error, ").rstrip(".")
+            for said, short in (
+                ("Input should be less than or equal to", "must be <="),
+                ("Input should be greater than or equal to", "must be >="),
+            ):
+                message = message.replace(said, short)
+            _fail(f"{flag}: {message}" if message.startswith("'") else f"{flag} {message}")
+        except _UsageError as exc:
+            _fail(str(getattr(exc, "message", exc)))
 
 
 # ------------------------------------------------------------------------------------------------- commands
 
 
-@app.command()
+@app.command(cls=_OneLineErrors)
+@graph_options
 def run(
     task: Annotated[str, typer.Argument(metavar="TASK", help="What to produce.")],
-    model: ModelOpt = None,
-    generator: GeneratorOpt = None,
-    critic: CriticOpt = None,
-    reviser: ReviserOpt = None,
-    base_url: BaseUrlOpt = None,
-    max_iterations: MaxIterOpt = 3,
-    min_iterations: MinIterOpt = 1,
-    threshold: ThresholdOpt = None,
-    select: SelectOpt = "best",
-    strategy: StrategyOpt = "loop",
-    max_tokens: MaxTokensOpt = None,
-    seed: SeedOpt = None,
+    options: GraphOptions,
     candidate: Annotated[
         str | None, typer.Option(help="An existing output to glean instead of drafting.")
     ] = None,
@@ -490,7 +547,6 @@ def run(
             "An unfinished run on this thread is resumed."
         ),
     ] = None,
-    memory: MemoryOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the full final result as JSON.")
     ] = False,
@@ -498,22 +554,7 @@ def run(
     """Run the draft -> critique -> revise loop on one TASK and show each round live."""
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
-    options = GraphOptions(
-        model=model,
-        generator=generator,
-        critic=critic,
-        reviser=reviser,
-        base_url=base_url,
-        max_iterations=max_iterations,
-        min_iterations=min_iterations,
-        threshold=threshold,
-        select=select,
-        strategy=strategy,
-        max_tokens=max_tokens,
-        seed=seed,
-        checkpoint=checkpoint,
-        memory=memory,
-    )
+    options.checkpoint = checkpoint
     inputs: dict[str, Any] = {"task": task}
     if candidate is not None:
         inputs["candidate"] = candidate
@@ -549,27 +590,16 @@ def run(
         raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@app.command(cls=_OneLineErrors)
+@graph_options
 def batch(
     in_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Records with a `task` (JSON Lines).")],
     out_path: Annotated[Path, typer.Argument(metavar="OUT.jsonl", help="Results; rerun to resume.")],
+    options: GraphOptions,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
     timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
-    model: ModelOpt = None,
-    generator: GeneratorOpt = None,
-    critic: CriticOpt = None,
-    reviser: ReviserOpt = None,
-    base_url: BaseUrlOpt = None,
-    max_iterations: MaxIterOpt = 3,
-    min_iterations: MinIterOpt = 1,
-    threshold: ThresholdOpt = None,
-    select: SelectOpt = "best",
-    strategy: StrategyOpt = "loop",
-    max_tokens: MaxTokensOpt = None,
-    seed: SeedOpt = None,
-    memory: MemoryOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
@@ -585,21 +615,6 @@ def batch(
         _fail(f"--retries must be >= 0, got {retries}")
     if in_path.resolve() == out_path.resolve():
         _fail("OUT.jsonl must be a different file from IN.jsonl")
-    options = GraphOptions(
-        model=model,
-        generator=generator,
-        critic=critic,
-        reviser=reviser,
-        base_url=base_url,
-        max_iterations=max_iterations,
-        min_iterations=min_iterations,
-        threshold=threshold,
-        select=select,
-        strategy=strategy,
-        max_tokens=max_tokens,
-        seed=seed,
-        memory=memory,
-    )
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)

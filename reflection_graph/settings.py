@@ -53,6 +53,7 @@ def _setting(
     runtime: bool = False,
     cli: bool = True,
     flag: str | None = None,
+    short: str | None = None,
 ) -> Any:
     """A dataclass field carrying its bounds and description in `metadata`."""
     metadata = {
@@ -62,6 +63,7 @@ def _setting(
         "runtime": runtime,
         "cli": cli,
         "flag": flag,
+        "short": short,
     }
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
@@ -82,7 +84,7 @@ class Settings:
         min=1,
         max=MAX_ITERATIONS,
         runtime=True,
-        flag="--max-iterations",
+        short="-n",
     )
     min_iterations: int = _setting(
         1,
@@ -142,13 +144,17 @@ class Settings:
         "An unparsable critique: 'feedback' (round not acceptable, raw text as feedback) or 'raise' (error).",
     )
     retries: int = _setting(
-        2, "Retries of one model call on transient errors or an empty reply, with backoff.", min=0, max=10
+        2,
+        "Retries of one model call on transient errors or an empty reply, with backoff.",
+        min=0,
+        max=10,
+        flag="--call-retries",
     )
     timeout_s: float | None = _setting(
         None,
         "Time limit of one model call in seconds (async calls are cancelled).",
         min=0.001,
-        flag="--timeout",
+        flag="--call-timeout",
     )
     prompts: Mapping[str, Any] = _setting(
         {}, "Prompt overrides keyed by role (generate, critique, revise): strings or callables.", cli=False
@@ -174,6 +180,10 @@ class Settings:
         """A copy with the given (non-None) values, validated again."""
         changes = {name: value for name, value in values.items() if value is not None}
         return replace(self, **changes) if changes else self
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The settings as keyword arguments of `create_reflection_graph`."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def rounds(self) -> int:

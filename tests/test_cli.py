@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from reflection_graph import cli
 from reflection_graph.models import resolve_model
+from reflection_graph.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -155,11 +156,13 @@ def test_role_specs_and_strategy_reach_the_factory(fake: PromptRouter) -> None:
         (["--model", "local:/nope.gguf"], "GGUF model file not found"),
         (["--model", "nosuchprovider:xyz"], "unknown model spec 'nosuchprovider:xyz'"),
         (["--critic", "bogus:thing"], "unknown model spec 'bogus:thing'"),
-        (["--threshold", "11"], "--threshold must be between 0 and 10"),
-        (["--threshold", "-1"], "--threshold must be between 0 and 10"),
-        (["--max-iterations", "0"], "--max-iterations must be >= 1, got 0"),
-        (["--select", "worst"], "--select must be one of best, last, got 'worst'"),
-        (["--strategy", "fancy"], "--strategy must be one of loop, self_refine"),
+        (["--threshold", "11"], "--threshold must be <= 10"),
+        (["--threshold", "-1"], "--threshold must be >= 0"),
+        (["--max-iterations", "0"], "--max-iterations must be >= 1"),
+        (["--min-iterations", "4"], "--min-iterations must be between 1 and --max-iterations (3), got 4"),
+        (["--n-drafts", "17"], "--n-drafts must be <= 16"),
+        (["--select", "worst"], "--select: 'worst' is not one of 'best', 'last'"),
+        (["--strategy", "fancy"], "--strategy: 'fancy' is not one of 'loop', 'self_refine'"),
         (["--max-tokens", "0"], "--max-tokens must be >= 1"),
         (["--thread-id", "abc"], "--thread-id needs --checkpoint PATH"),
         (["--checkpoint", "/no/such/dir/cp.sqlite"], "--checkpoint: directory /no/such/dir does not exist"),
@@ -224,7 +227,7 @@ def test_unfinished_thread_is_resumed_and_finished_thread_refused(fake: PromptRo
     db = tmp_path / "cp.sqlite"
     config = {"configurable": {"thread_id": "th-r"}}
     with ExitStack() as stack:
-        options = cli.GraphOptions(max_iterations=3, checkpoint=db)
+        options = cli.GraphOptions(settings=Settings(max_iterations=3), checkpoint=db)
         checkpointer, _, _ = cli._open_persistence(options, stack)
         graph = cli.build_graph(options, checkpointer=checkpointer)
         graph.invoke({"task": "Write a haiku"}, config, interrupt_after=["critique"])  # stops after round 1
