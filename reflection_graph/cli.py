@@ -440,7 +440,7 @@ def _setting_parameters() -> list[inspect.Parameter]:
         option = typer.Option(
             *decls, help=f.metadata["description"], rich_help_panel="Loop settings", **bounds
         )
-        annotation = Annotated[hints[f.name], option]  # type: ignore[valid-type]
+        annotation = Annotated[hints[f.name], option]  # type: ignore[valid-type,name-defined]
         params.append(
             inspect.Parameter(
                 _PREFIX + f.name,
