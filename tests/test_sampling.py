@@ -1,0 +1,149 @@
+"""Best-of-N: `n_drafts` first drafts and `n_revisions` revisions per round, sampled in parallel and judged."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from reflection_graph import create_reflection_graph, max_model_calls
+from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+
+
+class SeededModel(RecordingChatModel):
+    """Replies with its own seed and temperature, so each sample is visible in the trajectory."""
+
+    seed: int = 0
+    temperature: float = 0.0
+    delay_s: float = 0.0
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        time.sleep(self.delay_s)
+        self.replies = [f"sample seed={self.seed} t={self.temperature}"]
+        return super()._generate(messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        await asyncio.sleep(self.delay_s)
+        self.replies = [f"sample seed={self.seed} t={self.temperature}"]
+        return super()._generate(messages)
+
+
+class SlowCritic(FakeCriticModel):
+    delay_s: float = 0.0
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        await asyncio.sleep(self.delay_s)
+        return self._generate(messages)
+
+
+def by_seed(scores: dict[int, float], ok_at: float = 11) -> Any:
+    def judge(messages: list[BaseMessage]) -> dict[str, Any]:
+        text = str(messages[-1].content)
+        seed = int(text.split("seed=")[1].split()[0])
+        score = scores.get(seed, 1.0)
+        return critique(score, ok=score >= ok_at, issues=[] if score >= ok_at else [f"seed {seed} weak"])
+
+    return judge
+
+
+def run(graph: Any, mode: str, task: str = "t") -> dict[str, Any]:
+    return graph.invoke({"task": task}) if mode == "sync" else asyncio.run(graph.ainvoke({"task": task}))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_best_of_n_drafts_keeps_the_best_and_records_every_sample(mode: str) -> None:
+    gen = SeededModel(seed=10)
+    crit = FakeCriticModel(critiques=[by_seed({10: 3.0, 11: 8.0, 12: 5.0})])
+    graph = create_reflection_graph(gen, critic=crit, n_drafts=3, max_iterations=1)
+    result = run(graph, mode)
+    first = result["trajectory"][0]
+    samples = first["samples"]
+    assert [s["candidate"] for s in samples] == [
+        f"sample seed={10 + i} t=0.7" for i in range(3)
+    ]  # distinct seeds
+    assert [s["score"] for s in samples] == [3.0, 8.0, 5.0]
+    assert first["candidate"] == result["candidate"] == "sample seed=11 t=0.7" and first["score"] == 8.0
+    usage = result["usage"]
+    assert usage["generate"]["calls"] == 3 and usage["critique"]["calls"] == 3
+    assert first["usage"]["total"]["calls"] == 6 == sum(s["usage"]["total"]["calls"] for s in samples)
+    assert len(gen.received) + len(crit.received) <= max_model_calls(1, n_drafts=3)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_n_revisions_samples_each_revision_round(mode: str) -> None:
+    gen = SeededModel(seed=0)
+    crit = FakeCriticModel(critiques=[by_seed({0: 2.0, 1: 6.0, 2: 4.0})])
+    graph = create_reflection_graph(gen, critic=crit, n_revisions=3, max_iterations=2, patience=None)
+    result = run(graph, mode)
+    assert [len(r.get("samples", [None])) for r in result["trajectory"]] == [1, 3]
+    assert result["trajectory"][1]["score"] == 6.0 and result["usage"]["revise"]["calls"] == 3
+    made = len(gen.received) + len(crit.received)
+    assert made == 1 + 1 + 3 + 3 <= max_model_calls(2, n_revisions=3)
+
+
+def test_with_a_threshold_the_sync_search_stops_at_the_first_passing_draft() -> None:
+    gen = SeededModel(seed=0)
+    crit = FakeCriticModel(critiques=[by_seed({0: 4.0, 1: 9.0, 2: 10.0, 3: 10.0}, ok_at=8)])
+    result = create_reflection_graph(gen, critic=crit, n_drafts=4, score_threshold=8).invoke({"task": "t"})
+    assert result["stop_reason"] == "accepted" and result["candidate"] == "sample seed=1 t=0.7"
+    assert len(crit.received) == 2  # seeds 0 and 1 judged; 2 and 3 never needed
+    assert [s["score"] for s in result["trajectory"][0]["samples"]] == [4.0, 9.0]
+
+
+def test_with_a_threshold_the_async_search_cancels_the_critiques_still_running() -> None:
+    gen = SeededModel(seed=0)
+    crit = SlowCritic(critiques=[by_seed({0: 9.0}, ok_at=8)], delay_s=0.0)
+    slow_seeds = {1, 2, 3}
+
+    async def judge_slowly(messages: list[BaseMessage], **kw: Any) -> Any:
+        seed = int(str(messages[-1].content).split("seed=")[1].split()[0])
+        await asyncio.sleep(2.0 if seed in slow_seeds else 0.0)
+        return crit._generate(messages)
+
+    crit.__dict__["_agenerate"] = judge_slowly  # the passing draft is judged first, the others would take 2 s
+    start = time.monotonic()
+    result = asyncio.run(
+        create_reflection_graph(gen, critic=crit, n_drafts=4, score_threshold=8).ainvoke({"task": "t"})
+    )
+    assert time.monotonic() - start < 1.5
+    assert result["stop_reason"] == "accepted" and result["candidate"] == "sample seed=0 t=0.7"
+
+
+def test_n_drafts_run_concurrently() -> None:
+    """Fake model and critic at 200 ms per call: 4 drafts take about as long as 1 (target: within 1.3x)."""
+
+    def wall(n: int) -> float:
+        gen = SeededModel(seed=0, delay_s=0.2)
+        crit = SlowCritic(critiques=[by_seed({})], delay_s=0.2)
+        graph = create_reflection_graph(gen, critic=crit, n_drafts=n, max_iterations=1)
+        start = time.monotonic()
+        result = asyncio.run(graph.ainvoke({"task": "t"}))
+        assert len(result["trajectory"][0].get("samples", [None])) == n
+        return time.monotonic() - start
+
+    wall(1)  # warm up imports and caches
+    one, four = min(wall(1) for _ in range(2)), min(wall(4) for _ in range(2))
+    assert four <= 1.3 * one, (one, four)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_drafts": 0}, "n_drafts must be >= 1"),
+        ({"n_drafts": 17}, "n_drafts must be <= 16"),
+        ({"n_revisions": 0}, "n_revisions must be >= 1"),
+        ({"n_drafts": 2.5}, "n_drafts must be an int"),
+    ],
+)
+def test_bad_sample_counts_fail_when_the_graph_is_built(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        create_reflection_graph(lambda p: "x", critic=lambda p: "{}", **kwargs)
