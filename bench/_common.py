@@ -212,6 +212,68 @@ def minimal_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, roun
     return builder.compile()
 
 
+def lean_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, rounds: int) -> Any:
+    """The leanest LangGraph loop a user would write: plain node functions, `json.loads` of the critic's reply.
+
+    Same shape and same fake models as the others: generate -> critique -> (generate | END), with a round counter.
+    """
+    from langgraph.graph import END, START, StateGraph
+
+    def prompt(state: _MinimalState) -> list[BaseMessage]:
+        if state.get("critique") is None:
+            return [HumanMessage(f"Task: {state['task']}\nWrite the answer.")]
+        return [
+            HumanMessage(
+                f"Task: {state['task']}\nPrevious answer:\n{state['candidate']}\n"
+                f"Feedback: {state['critique']['feedback']}\nRevise it."
+            )
+        ]
+
+    def judged(state: _MinimalState, reply: Any) -> dict[str, Any]:
+        return {"critique": json.loads(reply.content), "iterations": state.get("iterations", 0) + 1}
+
+    def ask(state: _MinimalState) -> list[BaseMessage]:
+        return [HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")]
+
+    def generate(state: _MinimalState) -> dict[str, Any]:
+        return {"candidate": generator.invoke(prompt(state)).content}
+
+    async def agenerate(state: _MinimalState) -> dict[str, Any]:
+        return {"candidate": (await generator.ainvoke(prompt(state))).content}
+
+    def critique(state: _MinimalState) -> dict[str, Any]:
+        return judged(state, critic.invoke(ask(state)))
+
+    async def acritique(state: _MinimalState) -> dict[str, Any]:
+        return judged(state, await critic.ainvoke(ask(state)))
+
+    def route(state: _MinimalState) -> Literal["generate", "__end__"]:
+        if state["critique"]["is_acceptable"] or state["iterations"] >= rounds:
+            return END
+        return "generate"
+
+    def build(gen: Any, crit: Any) -> Any:
+        builder = StateGraph(_MinimalState)
+        builder.add_node("generate", gen)
+        builder.add_node("critique", crit)
+        builder.add_edge(START, "generate")
+        builder.add_edge("generate", "critique")
+        builder.add_conditional_edges("critique", route, ["generate", END])
+        return builder.compile()
+
+    # a user writes sync functions for invoke and async ones for ainvoke: two graphs, each with plain functions
+    sync_graph, async_graph = build(generate, critique), build(agenerate, acritique)
+
+    class Lean:
+        def invoke(self, value: Any) -> Any:
+            return sync_graph.invoke(value)
+
+        async def ainvoke(self, value: Any) -> Any:
+            return await async_graph.ainvoke(value)
+
+    return Lean()
+
+
 def require_langgraph_reflection() -> Any:
     """Import `langgraph_reflection`, or exit with the install command (it is not a project dependency)."""
     try:
