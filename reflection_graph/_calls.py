@@ -14,7 +14,9 @@ So one logical call makes at most `1 + retries` model calls, and `max_model_call
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -87,11 +89,13 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _policy(retries: int, ok: Callable[[Any], bool] | None) -> dict[str, Any]:
+    """Tenacity's settings for the `retries` attempts after a first one that failed or was rejected."""
     retry: Any = retry_if_exception(is_transient)
     if ok is not None:
         retry = retry | retry_if_result(lambda result: not ok(result))
     return {
-        "stop": stop_after_attempt(retries + 1),
+        "stop": stop_after_attempt(retries),
+        # before retry k (1-based): BACKOFF_INITIAL_S * 2**(k-1), capped at BACKOFF_MAX_S, plus jitter
         "wait": wait_exponential_jitter(
             multiplier=BACKOFF_INITIAL_S, max=BACKOFF_MAX_S, jitter=BACKOFF_INITIAL_S
         ),
@@ -102,11 +106,29 @@ def _policy(retries: int, ok: Callable[[Any], bool] | None) -> dict[str, Any]:
 
 
 def _last_result(state: RetryCallState) -> Any:
-    """All attempts returned an unusable reply: say so (an exception is re-raised by tenacity itself)."""
+    """All attempts returned an unusable reply: say so (an exception is re-raised as it is)."""
     outcome = state.outcome
     if outcome is not None and outcome.failed:
         raise outcome.exception()  # type: ignore[misc]
-    raise EmptyReply(f"the model returned an empty reply ({state.attempt_number} attempt(s))")
+    raise EmptyReply(f"the model returned an empty reply ({state.attempt_number + 1} attempt(s))")
+
+
+def _first_wait() -> float:
+    """The wait after the first (fast-path) attempt; tenacity waits between the later ones."""
+    return min(BACKOFF_MAX_S, BACKOFF_INITIAL_S) * (1 + random.random() / 2)
+
+
+def _first(result: Any, error: Exception | None, retries: int, ok: Callable[[Any], bool] | None) -> bool:
+    """After the first attempt: True to return `result`; raises when no retry is allowed; False to retry."""
+    if error is not None:
+        if retries == 0 or not is_transient(error):
+            raise error
+        return False
+    if ok is None or ok(result):
+        return True
+    if retries == 0:
+        raise EmptyReply("the model returned an empty reply (1 attempt(s))")
+    return False
 
 
 def _invoke_in_thread(
@@ -139,15 +161,29 @@ def call(
     timeout_s: float | None = None,
     ok: Callable[[Any], bool] | None = None,
 ) -> Any:
-    """`runnable.invoke(value, config)`, retried on transient errors and on replies `ok` rejects."""
-    for attempt in Retrying(**_policy(retries, ok)):
-        with attempt:
-            if timeout_s is None:
-                result = runnable.invoke(value, config)
-            else:
-                result = _invoke_in_thread(runnable, value, config, timeout_s)
-        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
-            attempt.retry_state.set_result(result)
+    """`runnable.invoke(value, config)`, retried on transient errors and on replies `ok` rejects.
+
+    The first attempt runs directly (no retry machinery when nothing fails); tenacity runs the retries.
+    """
+
+    def attempt() -> Any:
+        if timeout_s is None:
+            return runnable.invoke(value, config)
+        return _invoke_in_thread(runnable, value, config, timeout_s)
+
+    result, error = None, None
+    try:
+        result = attempt()
+    except Exception as exc:
+        error = exc
+    if _first(result, error, retries, ok):
+        return result
+    time.sleep(_first_wait())
+    for retry in Retrying(**_policy(retries, ok)):
+        with retry:
+            result = attempt()
+        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
+            retry.retry_state.set_result(result)
     return result
 
 
@@ -161,16 +197,28 @@ async def acall(
     ok: Callable[[Any], bool] | None = None,
 ) -> Any:
     """Async twin of `call`; a timed-out attempt is cancelled."""
-    async for attempt in AsyncRetrying(**_policy(retries, ok)):
-        with attempt:
-            try:
-                result = await asyncio.wait_for(runnable.ainvoke(value, config), timeout_s)
-            except asyncio.TimeoutError as exc:
-                if timeout_s is None:
-                    raise
-                raise CallTimeout(timeout_s, cancelled=True) from exc
-        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
-            attempt.retry_state.set_result(result)
+
+    async def attempt() -> Any:
+        if timeout_s is None:
+            return await runnable.ainvoke(value, config)
+        try:
+            return await asyncio.wait_for(runnable.ainvoke(value, config), timeout_s)
+        except asyncio.TimeoutError as exc:
+            raise CallTimeout(timeout_s, cancelled=True) from exc
+
+    result, error = None, None
+    try:
+        result = await attempt()
+    except Exception as exc:
+        error = exc
+    if _first(result, error, retries, ok):
+        return result
+    await asyncio.sleep(_first_wait())
+    async for retry in AsyncRetrying(**_policy(retries, ok)):
+        with retry:
+            result = await attempt()
+        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
+            retry.retry_state.set_result(result)
     return result
 
 
