@@ -1,0 +1,514 @@
+"""`ReflectionMiddleware`: the critique -> revise loop as LangChain v1 agent middleware (`create_agent`).
+
+How a run goes
+--------------
+1. `before_agent` resets this middleware's private state (so every run starts at round 0, also on a thread with
+   a checkpointer) and records the *task*: the state key named by `task_key`, or else the human message that
+   started the run (the last human message in the state when the run begins; on a new thread, the first one).
+2. The agent runs as usual: the model, tool calls, the model again, until it answers without tool calls.
+3. `after_agent` sends the task and that final answer to the critic. This is one *round*.
+   - Not acceptable and rounds left: the critique is added as a `HumanMessage` and the hook returns
+     `jump_to: "model"`, so the agent answers again and may call tools again.
+   - Accepted, out of rounds (`max_iterations`), a plateau (as in the graph: `patience`, `min_improvement`,
+     `stop_on_no_new_issues`) or a critic error: the run finishes. With `select="best"` the last message is
+     replaced (same message id) by the best-scoring round's answer; ties go to the later round.
+   The hook never returns `jump_to: "end"`: from `after_agent` that target is the hook's own node, which would
+   run again forever.
+
+Counting rule
+-------------
+A round is one critique, counted in private state (`reflection_iterations`), never left to the recursion limit.
+A run has at most `max_iterations` rounds, so at most `max_iterations` agent turns: without tools that is
+`max_iterations` agent model calls, and with tools each turn is the agent's usual model/tool loop. An LLM critic
+makes one call per round (more only when a reply cannot be parsed, `parse_retries`, or a transient error is
+retried, `retries`). A run of `create_agent` with this middleware and no tools takes `1 + 2 * max_iterations`
+graph steps (`before_agent`, then `model` and `after_agent` per round).
+
+Where the result is
+-------------------
+Besides `messages`, the agent's output has a `reflection` key shaped like the reflection graph's output:
+`candidate`, `critique`, `trajectory` (one entry per round: iteration, candidate, critique, score, accepted, diff,
+usage), `iterations`, `stop_reason` (`accepted | max_iterations | plateau | error`, or `not_triggered` when the
+run ended without a final answer to judge, e.g. a `return_direct` tool), `error`, `selected` (the round whose
+answer is the final message, 0 for none) and `usage` (the critic's model calls, tokens and seconds, under
+`critique` and `total`; the agent model's own usage stays on its `AIMessage`s).
+"""
+
+from __future__ import annotations
+
+import types
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    OmitFromInput,
+    PrivateStateAttr,
+    hook_config,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+from typing_extensions import NotRequired, TypedDict
+
+from reflection_graph import _rules
+from reflection_graph._nodes import _checked, _diff, _with_counter
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
+from reflection_graph.context import Context
+from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critique import Critique
+from reflection_graph.prompts import (
+    HISTORY_CHARS,
+    PRESERVE_CORRECT_RULE,
+    PromptOverride,
+    format_critique,
+    render_prompt,
+)
+from reflection_graph.settings import Select, Settings
+from reflection_graph.state import Round, StopReason
+
+try:  # langchain >= 1.3: keep the critic's own model calls out of the agent's message stream
+    from langchain.agents.middleware.internal_call_transformer import (
+        InternalCallTransformer,
+        internal_call_metadata,
+    )
+
+    _TRANSFORMERS: tuple[Any, ...] = (InternalCallTransformer,)
+except ImportError:  # pragma: no cover - older langchain 1.x
+    _TRANSFORMERS = ()
+
+    def internal_call_metadata() -> dict[str, Any]:
+        return {}
+
+
+__all__ = [
+    "FEEDBACK_PROMPT",
+    "CRITIQUE_MESSAGE_PREFIX",
+    "ReflectionMiddleware",
+    "ReflectionMiddlewareState",
+    "ReflectionReport",
+]
+
+FEEDBACK_PROMPT = """A reviewer checked your answer (round {iteration} of {max_iterations}) and it is not acceptable yet.
+{critique}
+
+Write a new complete answer to the original request that fixes every issue above. {preserve_rule}
+You may use your tools again if that helps."""
+"""The critique message sent back to the agent. Placeholders: `critique` (score, verdict, issues, suggestions,
+feedback), `iteration`, `max_iterations`, `task`, `candidate`, `preserve_rule`."""
+
+CRITIQUE_MESSAGE_PREFIX = "reflection-critique-"
+"""Ids of the critique messages this middleware adds start with this (they are never taken as the task)."""
+
+
+class ReflectionReport(TypedDict, total=False):
+    """The `reflection` output key: the loop's result, shaped like the reflection graph's output."""
+
+    candidate: str
+    critique: dict[str, Any] | None
+    trajectory: list[dict[str, Any]]  # `Round`s; plain dicts here so the JSON schema builds on Python < 3.12
+    iterations: int
+    stop_reason: StopReason
+    error: str | None
+    selected: int
+    usage: dict[str, dict[str, Any]]  # `RoleUsage` per role
+
+
+class ReflectionMiddlewareState(AgentState[Any]):
+    """The middleware's state: private working keys, and the `reflection` report in the output only."""
+
+    reflection_task: NotRequired[Annotated[str, PrivateStateAttr]]
+    reflection_iterations: NotRequired[Annotated[int, PrivateStateAttr]]
+    reflection_rounds: NotRequired[Annotated[list[dict[str, Any]], PrivateStateAttr]]
+    reflection: NotRequired[Annotated[ReflectionReport, OmitFromInput]]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What one critique round decided."""
+
+    round: dict[str, Any]
+    stop: StopReason | None
+    error: str | None
+
+
+def _as_critic(spec: Any, settings: Settings, *, base_url: str | None, guidelines: str | None) -> Critic:
+    """Our critic from a spec, through the graph's own `_as_critic` (a model spec gets an `LLMCritic`)."""
+    from reflection_graph.graph import _as_critic as graph_as_critic
+    from reflection_graph.models import resolve_model
+
+    if isinstance(spec, Critic):
+        return spec
+    if not isinstance(spec, (str, BaseChatModel)) and not callable(spec):
+        raise ValueError(_critic_help(spec))
+    try:
+        model = resolve_model(spec, role="critic", base_url=base_url)
+    except TypeError as exc:
+        raise ValueError(f"{_critic_help(spec)} ({exc})") from exc
+    return graph_as_critic(model, model, settings, base_url=base_url, guidelines=guidelines)
+
+
+def _critic_help(spec: Any) -> str:
+    return (
+        f"critic must be a reflection_graph Critic (LLMCritic, CodeTestCritic, CompositeCritic, a rule critic or "
+        f"a BaseCritic subclass), a chat model, a model spec string such as 'embedded' or 'openai:gpt-4o-mini', "
+        f"or a callable fn(prompt: str) -> str returning a JSON verdict; got {type(spec).__name__}"
+    )
+
+
+class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any]):
+    """Critique the agent's final answer and send it back to revise until a critic accepts it.
+
+    Args:
+        critic: a `Critic` (`LLMCritic`, `CodeTestCritic`, `CompositeCritic`, `JSONSchemaCritic`, ...), a chat
+            model, a model spec string (`"embedded"`, `"openai:gpt-4o-mini"`, a server model name with
+            `base_url`), or a callable `fn(prompt: str) -> str` that replies with a JSON verdict. Models get an
+            `LLMCritic` at temperature 0, built exactly as `create_reflection_graph` builds its critic.
+        max_iterations: most critique rounds per run (>= 1); the agent answers at most this many times.
+        score_threshold: None: the critic's verdict decides. Set (0-10): `score >= score_threshold` accepts,
+            whatever the verdict says, and an LLM critic is told the bar.
+        select: `"best"` returns the best-scoring round's answer as the final message (ties: the later one);
+            `"last"` keeps the agent's last answer.
+        patience: stop with `plateau` after this many rounds without a score gain of `min_improvement`
+            (None: no plateau stop).
+        min_improvement: the smallest score gain that counts as progress.
+        stop_on_no_new_issues: also stop with `plateau` when a round raises only issues raised before.
+        task_key: a state key holding the task (a non-empty string, sent in the agent's input with `messages`);
+            None takes the human message that started the run.
+        feedback_prompt: the critique message template (see `FEEDBACK_PROMPT`) or a callable of its values.
+        preserve_correct: ask the agent to keep what the critique did not object to.
+        history_window: earlier rounds shown to the critic (bounded, so its prompt does not grow).
+        critic_guidelines: domain guidelines added to an LLM critic's prompt.
+        base_url: OpenAI-compatible server for a string critic model name.
+        parse_retries: extra LLM-critic calls when its reply cannot be parsed.
+        on_parse_error: `"feedback"` (the round is not acceptable, raw reply as feedback) or `"raise"`.
+        retries: retries of one critic model call on transient errors.
+        timeout_s: time limit of one critic model call, in seconds.
+
+    A run's `reflection_graph.Context` (when the agent is built with `context_schema=Context`) overrides
+    `max_iterations`, `score_threshold`, `select`, `min_improvement`, `patience` and the critic's model
+    (`critic_model`, `base_url`, `critique_prompt`) for that run.
+
+    Raises:
+        ValueError: a setting out of range (`max_iterations < 1`, `score_threshold` outside 0-10, ...), an
+            unknown `select`, a critic of the wrong type, or an unresolvable critic model spec.
+
+    Example:
+        ```python
+        from langchain.agents import create_agent
+        from reflection_graph.middleware import ReflectionMiddleware
+
+        agent = create_agent(
+            "openai:gpt-4o-mini",
+            tools=[search],
+            middleware=[ReflectionMiddleware("openai:gpt-4o-mini", max_iterations=2, score_threshold=8)],
+        )
+        result = agent.invoke({"messages": [{"role": "user", "content": "Summarize today's AI news"}]})
+        print(result["messages"][-1].content, result["reflection"]["stop_reason"])
+        ```
+    """
+
+    state_schema = ReflectionMiddlewareState
+    transformers = _TRANSFORMERS
+
+    def __init__(
+        self,
+        critic: Any,
+        *,
+        max_iterations: int = 2,
+        score_threshold: float | None = None,
+        select: Select = "best",
+        patience: int | None = 2,
+        min_improvement: float = 0.5,
+        stop_on_no_new_issues: bool = True,
+        task_key: str | None = None,
+        feedback_prompt: PromptOverride = FEEDBACK_PROMPT,
+        preserve_correct: bool = True,
+        history_window: int = 1,
+        critic_guidelines: str | None = None,
+        base_url: str | None = None,
+        parse_retries: int = 1,
+        on_parse_error: Literal["feedback", "raise"] = "feedback",
+        retries: int = 2,
+        timeout_s: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = Settings(
+            max_iterations=max_iterations,
+            score_threshold=score_threshold,
+            select=select,
+            patience=patience,
+            min_improvement=min_improvement,
+            stop_on_no_new_issues=stop_on_no_new_issues,
+            preserve_correct=preserve_correct,
+            history_window=history_window,
+            parse_retries=parse_retries,
+            on_parse_error=on_parse_error,
+            retries=retries,
+            timeout_s=timeout_s,
+        )
+        if task_key is not None and (not isinstance(task_key, str) or not task_key.isidentifier()):
+            raise ValueError(f"task_key must be a state key name such as 'task', got {task_key!r}")
+        if task_key in ReflectionMiddlewareState.__annotations__:
+            raise ValueError(f"task_key {task_key!r} is a key of the agent's own state; name another key")
+        if not (isinstance(feedback_prompt, str) or callable(feedback_prompt)):
+            raise ValueError("feedback_prompt must be a template string or a callable of its values")
+        self.task_key = task_key
+        self.feedback_prompt = feedback_prompt
+        self.guidelines = critic_guidelines
+        self.base_url = base_url
+        self.critic = _as_critic(critic, self.settings, base_url=base_url, guidelines=critic_guidelines)
+        if task_key is not None:  # the task travels in the input: declare the key so the agent accepts it
+            self.state_schema = _with_task_key(task_key)
+
+    # -- per run -------------------------------------------------------------------------------------------
+    def _for_run(self, runtime: Runtime[Any]) -> tuple[Settings, Critic]:
+        """This run's settings and critic: a `Context` in the runtime overrides the built ones."""
+        ctx = getattr(runtime, "context", None)
+        if isinstance(ctx, Mapping):
+            known = Context.__dataclass_fields__
+            ctx = Context(**{k: v for k, v in ctx.items() if k in known})
+        if not isinstance(ctx, Context):
+            return self.settings, self.critic
+        settings = ctx.settings(self.settings)
+        critic = self.critic
+        if ctx.critic_model:
+            critic = _as_critic(
+                ctx.critic_model, settings, base_url=ctx.base_url or self.base_url, guidelines=self.guidelines
+            )
+        elif ctx.critique_prompt and isinstance(critic, LLMCritic):
+            critic = _as_critic(critic.model, settings, base_url=self.base_url, guidelines=self.guidelines)
+        return settings, critic
+
+    def _task(self, state: Mapping[str, Any]) -> str:
+        if self.task_key is not None:
+            task = state.get(self.task_key)
+            if not isinstance(task, str) or not task.strip():
+                raise ValueError(
+                    f"ReflectionMiddleware(task_key={self.task_key!r}) needs a non-empty string under "
+                    f"{self.task_key!r} in the agent's input, e.g. "
+                    f"agent.invoke({{'messages': [...], {self.task_key!r}: 'Write ...'}}); got {task!r}"
+                )
+            return task
+        for message in reversed(state.get("messages") or []):
+            if isinstance(message, HumanMessage) and not str(message.id or "").startswith(
+                CRITIQUE_MESSAGE_PREFIX
+            ):
+                text = message.text.strip()
+                if text:
+                    return text
+        raise ValueError(
+            "ReflectionMiddleware found no human message to use as the task: send one in 'messages', "
+            "or build it with task_key='...' and pass the task under that key"
+        )
+
+    # -- hooks ---------------------------------------------------------------------------------------------
+    def before_agent(self, state: ReflectionMiddlewareState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Reset the rounds for this run and record the task."""
+        return {
+            "reflection_task": self._task(state),
+            "reflection_iterations": 0,
+            "reflection_rounds": [],
+        }
+
+    async def abefore_agent(self, state: ReflectionMiddlewareState, runtime: Runtime[Any]) -> dict[str, Any]:
+        return self.before_agent(state, runtime)
+
+    @hook_config(can_jump_to=["model"])
+    def after_agent(self, state: ReflectionMiddlewareState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Critique the final answer; jump back to the model with the critique, or finish."""
+        answer = _final_answer(state)
+        if answer is None:
+            return _not_triggered(state)
+        settings, critic = self._for_run(runtime)
+        request = self._request(state, settings, answer)
+        with track_usage() as counter:
+            try:
+                result: Critique | BaseException = _checked(
+                    critic, critic.critique(request, _critic_config(counter))
+                )
+            except Exception as exc:  # reported in `reflection`, the answer is kept
+                result = exc
+        return self._update(state, settings, answer, result, counter.usage)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(
+        self, state: ReflectionMiddlewareState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        answer = _final_answer(state)
+        if answer is None:
+            return _not_triggered(state)
+        settings, critic = self._for_run(runtime)
+        request = self._request(state, settings, answer)
+        with track_usage() as counter:
+            try:
+                result: Critique | BaseException = _checked(
+                    critic, await critic.acritique(request, _critic_config(counter))
+                )
+            except Exception as exc:  # reported in `reflection`, the answer is kept
+                result = exc
+        return self._update(state, settings, answer, result, counter.usage)
+
+    # -- shared by the sync and async hooks -------------------------------------------------------------------
+    def _request(self, state: Mapping[str, Any], settings: Settings, answer: AIMessage) -> CritiqueRequest:
+        rounds = list(state.get("reflection_rounds") or [])
+        window = _rules.bounded(rounds, settings.history_window)
+        history = tuple(
+            {
+                "candidate": r["candidate"][:HISTORY_CHARS],
+                "score": r["score"],
+                "feedback": ((r["critique"] or {}).get("feedback") or "")[:HISTORY_CHARS],
+            }
+            for r in window
+        )
+        task = state.get("reflection_task") or self._task(state)
+        return CritiqueRequest(
+            task=task,
+            candidate=answer.text,
+            iteration=int(state.get("reflection_iterations") or 0) + 1,
+            score_threshold=settings.score_threshold,
+            history=history,
+        )
+
+    def _update(
+        self,
+        state: Mapping[str, Any],
+        settings: Settings,
+        answer: AIMessage,
+        result: Critique | BaseException,
+        usage: RoleUsage,
+    ) -> dict[str, Any]:
+        verdict = _judge(state, settings, answer, result, usage)
+        rounds = [*(state.get("reflection_rounds") or []), verdict.round]
+        update: dict[str, Any] = {
+            "reflection_iterations": verdict.round["iteration"],
+            "reflection_rounds": rounds,
+        }
+        if verdict.stop is None:
+            update["messages"] = [self._feedback(state, settings, verdict.round)]
+            update["jump_to"] = "model"
+            return update
+        scored = [r for r in rounds if r["critique"] is not None]
+        chosen: dict[str, Any] = (
+            dict(_rules.select_round(cast(list[Round], scored), settings.select)) if scored else verdict.round
+        )
+        if chosen["message_id"] != answer.id:
+            best = _message_by_id(state.get("messages") or [], chosen["message_id"])
+            if best is not None:
+                update["messages"] = [best.model_copy(update={"id": answer.id})]
+        update["reflection"] = _report(rounds, chosen, verdict)
+        return update
+
+    def _feedback(self, state: Mapping[str, Any], settings: Settings, record: dict[str, Any]) -> HumanMessage:
+        values = {
+            "critique": format_critique(record["critique"] or {}),
+            "iteration": record["iteration"],
+            "max_iterations": settings.max_iterations,
+            "task": state.get("reflection_task") or "",
+            "candidate": record["candidate"],
+            "preserve_rule": PRESERVE_CORRECT_RULE if settings.preserve_correct else "",
+        }
+        text = render_prompt(self.feedback_prompt, values).strip()
+        return HumanMessage(content=text, id=f"{CRITIQUE_MESSAGE_PREFIX}{uuid.uuid4()}")
+
+
+def _final_answer(state: Mapping[str, Any]) -> AIMessage | None:
+    """The agent's final answer: the last message, when it is an `AIMessage` without tool calls."""
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and not last.tool_calls:
+        return last
+    return None  # e.g. a `return_direct` tool result, or another middleware ended the run early
+
+
+def _not_triggered(state: Mapping[str, Any]) -> dict[str, Any]:
+    """No final answer to judge (a `return_direct` tool, or another middleware ended the run): report it."""
+    rounds = list(state.get("reflection_rounds") or [])
+    chosen = rounds[-1] if rounds else {"candidate": "", "critique": None, "iteration": 0}
+    return {"reflection": _report(rounds, chosen, _Verdict({}, "not_triggered", None))}
+
+
+def _critic_config(counter: Any) -> RunnableConfig:
+    """The node's config (tracing callbacks) with the usage counter added and the calls marked internal."""
+    try:
+        config: dict[str, Any] = dict(get_config())
+    except RuntimeError:  # called outside a graph run
+        config = {}
+    config["metadata"] = {
+        **(config.get("metadata") or {}),
+        "lc_source": "reflection",
+        **internal_call_metadata(),
+    }
+    config["tags"] = [*(config.get("tags") or []), "nostream"]
+    return _with_counter(cast(RunnableConfig, config), counter)
+
+
+def _judge(
+    state: Mapping[str, Any],
+    settings: Settings,
+    answer: AIMessage,
+    result: Critique | BaseException,
+    usage: RoleUsage,
+) -> _Verdict:
+    rounds = list(state.get("reflection_rounds") or [])
+    iteration = int(state.get("reflection_iterations") or 0) + 1
+    candidate = answer.text
+    record: dict[str, Any] = {
+        "iteration": iteration,
+        "candidate": candidate,
+        "critique": None,
+        "score": None,
+        "accepted": False,
+        "diff": _diff(rounds[-1]["candidate"] if rounds else None, candidate),
+        "usage": {"critique": usage, "total": add_role_usage(None, usage)},
+        "message_id": answer.id,
+    }
+    if isinstance(result, BaseException):
+        return _Verdict(record, "error", f"critique failed: {type(result).__name__}: {result}")
+    accepted = _rules.accepts(result.score, result.is_acceptable, settings.score_threshold)
+    record.update(critique=result.model_dump(), score=result.score, accepted=accepted)
+    stop = _rules.stop_reason(
+        settings, cast(list[Round], rounds), iteration, result.score, accepted, result.issues
+    )
+    return _Verdict(record, stop, None)
+
+
+def _message_by_id(messages: list[AnyMessage], message_id: str | None) -> BaseMessage | None:
+    return next((m for m in messages if message_id is not None and m.id == message_id), None)
+
+
+def _report(rounds: list[dict[str, Any]], chosen: Mapping[str, Any], verdict: _Verdict) -> ReflectionReport:
+    total = empty_usage()
+    for r in rounds:
+        total = add_role_usage(total, r["usage"]["critique"])
+    trajectory = [{k: v for k, v in r.items() if k != "message_id"} for r in rounds]
+    assert verdict.stop is not None
+    return {
+        "candidate": chosen["candidate"],
+        "critique": chosen["critique"],
+        "trajectory": trajectory,
+        "iterations": len(rounds),
+        "stop_reason": verdict.stop,
+        "error": verdict.error,
+        "selected": int(chosen["iteration"]),
+        "usage": {"critique": dict(total), "total": dict(add_role_usage(None, total))},
+    }
+
+
+def _with_task_key(task_key: str) -> type[ReflectionMiddlewareState]:
+    """`ReflectionMiddlewareState` plus the string key `task_key` (so the agent's input schema has it)."""
+
+    def body(namespace: dict[str, Any]) -> None:
+        namespace["__annotations__"] = {task_key: NotRequired[str]}
+
+    return cast(
+        type[ReflectionMiddlewareState],
+        types.new_class("ReflectionTaskState", (ReflectionMiddlewareState,), exec_body=body),
+    )
