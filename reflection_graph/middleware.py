@@ -21,8 +21,9 @@ A round is one critique, counted in private state (`reflection_iterations`), nev
 A run has at most `max_iterations` rounds, so at most `max_iterations` agent turns: without tools that is
 `max_iterations` agent model calls, and with tools each turn is the agent's usual model/tool loop. An LLM critic
 makes one call per round (more only when a reply cannot be parsed, `parse_retries`, or a transient error is
-retried, `retries`). A run of `create_agent` with this middleware and no tools takes `1 + 2 * max_iterations`
-graph steps (`before_agent`, then `model` and `after_agent` per round).
+retried, `retries`). A run of `create_agent` with this middleware and no tools runs `1 + 2 * max_iterations`
+graph steps (`before_agent`, then `model` and `after_agent` per round), so it fits in a `recursion_limit` of
+`2 + 2 * max_iterations` (an agent without middleware needs 2); `create_agent`'s own limit is 9999.
 
 Where the result is
 -------------------

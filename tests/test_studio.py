@@ -44,6 +44,7 @@ RUN_INPUTS: dict[str, dict[str, Any]] = {
         ],
         "prompt": "Summarize in one sentence: {document}",
     },
+    "agent": {"messages": [{"role": "user", "content": "Write one sentence about rain."}]},
 }
 
 
@@ -242,6 +243,13 @@ def _check_output(name: str, out: dict[str, Any]) -> None:
             assert result["iterations"] == 1 and result["usage"]["total"]["calls"] >= 2
         assert out["usage"]["total"]["calls"] == sum(r["usage"]["total"]["calls"] for r in results)
         return
+    if name == "agent":  # create_agent + ReflectionMiddleware: the answer is the last message
+        answer, report = out["messages"][-1], out["reflection"]
+        assert answer["type"] == "ai" and answer["content"].strip() and not answer.get("tool_calls")
+        assert report["iterations"] == 1 and report["stop_reason"] in stop_reasons, report
+        assert report["candidate"] == answer["content"] and 0 <= report["critique"]["score"] <= 10
+        assert report["usage"]["critique"]["calls"] >= 1 and report["usage"]["critique"]["output_tokens"] > 0
+        return
     assert out["stop_reason"] in stop_reasons, out
     assert out["iterations"] == 1
     model_calls = 1 if name == "code" else 2  # the code graph's critic runs tests, not a model
@@ -263,6 +271,7 @@ EXPECTED_NODES = {
     "email": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
     "code": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
     "documents": {"plan", "glean", "collect"},
+    "agent": {"model", "ReflectionMiddleware.before_agent", "ReflectionMiddleware.after_agent"},
 }
 
 
