@@ -383,3 +383,28 @@ def test_the_agent_graph_runs_on_the_embedded_model() -> None:
     assert 0 <= report["critique"]["score"] <= 10 and report["critique"]["parsed"] is True
     usage = report["usage"]["critique"]
     assert usage["calls"] >= 1 and usage["output_tokens"] > 0
+
+
+# -- the notebook ------------------------------------------------------------------------------------------------
+def test_the_agent_notebook_runs_and_its_stored_outputs_are_current() -> None:
+    nbformat = pytest.importorskip("nbformat", reason='needs pip install "reflection-graph[dev]"')
+    nbclient = pytest.importorskip("nbclient", reason='needs pip install "reflection-graph[dev]"')
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "notebooks" / "agent.ipynb"
+
+    def text(notebook: Any) -> str:
+        parts = [
+            str(out.get("text", "") or out.get("data", {}).get("text/plain", ""))
+            for cell in notebook.cells
+            for out in cell.get("outputs", [])
+        ]
+        return re.sub(r"'seconds': [0-9.e-]+", "'seconds': _", "\n".join(parts))
+
+    stored = nbformat.read(path, as_version=4)
+    fresh = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(fresh, timeout=120, kernel_name="python3").execute()
+    assert "stop reason: accepted | rounds: 2 | returned round: 2" in text(fresh)
+    assert "[tool] Bergen: about 2250 mm a year" in text(fresh)
+    assert text(stored) == text(fresh)  # stored with outputs, and they match what the code prints today
