@@ -208,6 +208,35 @@ async def test_repeated_issues_stop_with_plateau_as_in_the_graph() -> None:
     assert out["reflection"]["stop_reason"] == "plateau" and len(model.received) == 2
 
 
+def test_the_graph_shape_after_agent_can_only_go_back_to_the_model_or_end() -> None:
+    agent = create_agent(RecordingChatModel(), middleware=[ReflectionMiddleware(RequiredTermsCritic(["x"]))])
+    edges = {(e.source, e.target, e.conditional) for e in agent.get_graph().edges}
+    assert edges == {
+        ("__start__", "ReflectionMiddleware.before_agent", False),
+        ("ReflectionMiddleware.before_agent", "model", False),
+        ("model", "ReflectionMiddleware.after_agent", False),
+        ("ReflectionMiddleware.after_agent", "model", True),
+        ("ReflectionMiddleware.after_agent", "__end__", True),
+    }
+
+
+def test_a_run_without_a_final_answer_is_not_critiqued() -> None:
+    @tool(return_direct=True)
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: found"
+
+    model = ScriptedToolModel(
+        script=[AIMessage("", tool_calls=[{"name": "lookup", "args": {"city": "Oslo"}, "id": "c1"}])]
+    )
+    critic = FakeCriticModel(critiques=[critique(1)])
+    agent = create_agent(model, tools=[lookup], middleware=[ReflectionMiddleware(critic)])
+    out = agent.invoke(ask("Find Oslo."))
+    assert out["messages"][-1].text == "Oslo: found" and len(model.received) == 1
+    assert critic.received == [] and out["reflection"]["stop_reason"] == "not_triggered"
+    assert out["reflection"]["iterations"] == 0
+
+
 # -- every kind of critic ---------------------------------------------------------------------------------------
 def test_rule_critics_need_no_model() -> None:
     model = RecordingChatModel(replies=["A sunny day.", "Rain falls on the roof."])
