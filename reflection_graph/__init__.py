@@ -23,6 +23,7 @@ from reflection_graph.critique import Critique
 from reflection_graph.gleaning import create_gleaning_graph
 from reflection_graph.graph import build_reflection_graph, create_reflection_graph
 from reflection_graph.memory import ReflexionMemory
+from reflection_graph.middleware import ReflectionMiddleware
 from reflection_graph.models import resolve_model
 from reflection_graph.settings import Settings
 from reflection_graph.state import InputState, OutputState
@@ -41,6 +42,7 @@ __all__ = [
     "JSONSchemaCritic",
     "LLMCritic",
     "LengthCritic",
+    "ReflectionMiddleware",
     "OutputState",
     "ReflexionMemory",
     "RequiredTermsCritic",
