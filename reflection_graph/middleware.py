@@ -11,7 +11,9 @@ How a run goes
      `jump_to: "model"`, so the agent answers again and may call tools again.
    - Accepted, out of rounds (`max_iterations`), a plateau (as in the graph: `patience`, `min_improvement`,
      `stop_on_no_new_issues`) or a critic error: the run finishes. With `select="best"` the last message is
-     replaced (same message id) by the best-scoring round's answer; ties go to the later round.
+     replaced by the best-scoring round's answer (ties go to the later round). The replacement keeps the last
+     message's id and `usage_metadata` (so summing usage over the messages still counts each model call once)
+     and says `response_metadata["reflection_selected_round"]`.
    The hook never returns `jump_to: "end"`: from `after_agent` that target is the hook's own node, which would
    run again forever.
 
@@ -402,8 +404,17 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         )
         if chosen["message_id"] != answer.id:
             best = _message_by_id(state.get("messages") or [], chosen["message_id"])
-            if best is not None:
-                update["messages"] = [best.model_copy(update={"id": answer.id})]
+            if best is not None:  # the last position keeps its id and the usage of the call that made it
+                meta = {**best.response_metadata, "reflection_selected_round": chosen["iteration"]}
+                update["messages"] = [
+                    best.model_copy(
+                        update={
+                            "id": answer.id,
+                            "usage_metadata": answer.usage_metadata,
+                            "response_metadata": meta,
+                        }
+                    )
+                ]
         update["reflection"] = _report(rounds, chosen, verdict)
         return update
 
@@ -432,7 +443,7 @@ def _final_answer(state: Mapping[str, Any]) -> AIMessage | None:
 def _not_triggered(state: Mapping[str, Any]) -> dict[str, Any]:
     """No final answer to judge (a `return_direct` tool, or another middleware ended the run): report it."""
     rounds = list(state.get("reflection_rounds") or [])
-    chosen = rounds[-1] if rounds else {"candidate": "", "critique": None, "iteration": 0}
+    chosen = {"candidate": "", "critique": None, "iteration": 0}  # the last message is no judged answer
     return {"reflection": _report(rounds, chosen, _Verdict({}, "not_triggered", None))}
 
 

@@ -119,11 +119,11 @@ async def test_a_critic_that_rejects_once_makes_two_model_calls_and_returns_the_
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("select", "expected"), [("best", "answer 1"), ("last", "answer 2")])
+@pytest.mark.parametrize(("select", "expected"), [("best", "answer 1"), ("last", "second answer here")])
 async def test_a_critic_that_always_rejects_stops_at_max_iterations_with_the_best_answer(
     mode: str, select: str, expected: str
 ) -> None:
-    model = RecordingChatModel(replies=["answer 1", "answer 2", "answer 3"])
+    model = RecordingChatModel(replies=["answer 1", "second answer here", "answer 3"])
     critic = FakeCriticModel(
         critiques=[critique(6, issues=["too long"]), critique(2, issues=["off topic"]), critique(1)]
     )
@@ -136,10 +136,14 @@ async def test_a_critic_that_always_rejects_stops_at_max_iterations_with_the_bes
     assert out["messages"][-1].text == expected
     last_ids = [m.id for m in out["messages"] if isinstance(m, AIMessage)]
     assert len(last_ids) == 2  # the best answer replaced the last message (same id), nothing was appended
+    final = out["messages"][-1]
+    if select == "best":
+        assert final.response_metadata["reflection_selected_round"] == 1
+        assert final.usage_metadata["output_tokens"] == 3  # the usage of the call that wrote the last answer
     report = out["reflection"]
     assert report["stop_reason"] == "max_iterations" and report["iterations"] == 2
     assert report["selected"] == (1 if select == "best" else 2) and report["candidate"] == expected
-    assert report["trajectory"][1]["diff"].endswith("-answer 1\n+answer 2")
+    assert report["trajectory"][1]["diff"].endswith("-answer 1\n+second answer here")
 
 
 @pytest.mark.parametrize("mode", MODES)
