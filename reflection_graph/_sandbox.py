@@ -75,6 +75,8 @@ _MIN_MEMORY_MB = 32
 _TRUNCATION_NOTE = "\n[... output truncated by the sandbox ...]\n"
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 _TOKEN_VAR = "REFLECTION_GRAPH_SANDBOX_RUN"
+_CHANNEL_BYTES = 16 * 1024 * 1024
+"""How many bytes of the result channel are kept (a test runner reports about 2 KB per test at most)."""
 _EXIT_GRACE_S = 0.2
 """After the command exits, how long its pipes are still read (children holding them are then killed)."""
 _LAUNCHER = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
@@ -479,7 +481,7 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
             argv = [names.get(a, a) for a in argv]
         command = _wrap(plan.backend, workdir, dataclasses.replace(plan, argv=argv))
         out, err = _Capture(plan.max_output_bytes), _Capture(plan.max_output_bytes)
-        chan = _Capture(plan.max_output_bytes)
+        chan = _Capture(_CHANNEL_BYTES)
         start = time.monotonic()
         proc = subprocess.Popen(
             command,

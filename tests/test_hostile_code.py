@@ -7,6 +7,7 @@ happens without isolation, so the isolated assertions can fail.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -84,11 +85,19 @@ FORGER = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize(
+    ("forger", "why"),
+    [
+        (FORGER, "the test results cannot be trusted: a result line that the test runner did not sign"),
+        (FORGER.replace("range(3, 64)", "range(0)"), "the test run ended early while importing the code"),
+    ],
+    ids=["fake-lines-on-every-fd", "fake-markers-on-stdout"],
+)
 @pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
-def test_forged_markers_and_exit_are_rejected(isolation: str) -> None:
-    critique = judge(FORGER, isolation)
+def test_forged_markers_and_exit_are_rejected(isolation: str, forger: str, why: str) -> None:
+    critique = judge(forger, isolation)
     assert critique.is_acceptable is False and critique.score == 0
-    assert any("ended early" in i or "tampered" in i for i in critique.issues), critique.issues
+    assert any(why in i for i in critique.issues), critique.issues
 
 
 @pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
@@ -133,9 +142,13 @@ def _processes_with(needle: str) -> list[int]:
     return found
 
 
+ESCAPED_WRITES_AFTER_S = 1.5
+"""The escaped child writes its file this long after it starts: after the critique's 1 s timeout."""
+
+
 def escaper(needle: str, target: Path, main_sleeps: bool) -> str:
     """Code that forks a child which calls setsid(), execs a sleeper that later writes `target`."""
-    late = f"import time; time.sleep(2.5); open({str(target)!r}, 'w').write('escaped') # {needle}"
+    late = f"import time; time.sleep({ESCAPED_WRITES_AFTER_S}); open({str(target)!r}, 'w').write('escaped') # {needle}"
     return textwrap.dedent(
         f"""
         import os, sys, time
@@ -158,14 +171,14 @@ def test_setsid_escape_is_killed_and_the_critique_returns_on_time(
 ) -> None:
     needle = f"rg-escape-{uuid.uuid4().hex}"
     target = tmp_path / "late.txt"
-    timeout_s = 2.0
+    timeout_s = 1.0
     start = time.monotonic()
     critique = judge(escaper(needle, target, main_sleeps), isolation, timeout_s=timeout_s)
     elapsed = time.monotonic() - start
     assert elapsed < timeout_s + 1, f"the critique took {elapsed:.2f}s for timeout_s={timeout_s}"
     assert critique.is_acceptable is not main_sleeps
     assert not _processes_with(needle), "the escaped child survived the critique"
-    time.sleep(3)
+    time.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists(), "the escaped child wrote a file after the critique returned"
 
 
@@ -371,14 +384,14 @@ def test_isolated_runs_report_their_backend_and_see_only_their_own_processes(iso
 async def test_async_critique_kills_the_escaped_child_on_time(isolation: str, tmp_path: Path) -> None:
     needle = f"rg-escape-{uuid.uuid4().hex}"
     target = tmp_path / "late.txt"
-    critic = CodeTestCritic(TESTS, timeout_s=1.5, isolation=isolation)  # type: ignore[arg-type]
+    critic = CodeTestCritic(TESTS, timeout_s=1.0, isolation=isolation)  # type: ignore[arg-type]
     start = time.monotonic()
     critique = await critic.acritique(CritiqueRequest(task="add", candidate=escaper(needle, target, True)))
     elapsed = time.monotonic() - start
-    assert elapsed < 1.5 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1.5"
+    assert elapsed < 1.0 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1"
     assert not critique.is_acceptable and any("timed out" in i for i in critique.issues)
     assert not _processes_with(needle)
-    time.sleep(3)
+    await asyncio.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists()
 
 

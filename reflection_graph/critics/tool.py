@@ -150,8 +150,7 @@ def _verified_events(channel: bytes, secret: bytes) -> tuple[list[dict[str, Any]
     """
     events: list[dict[str, Any]] = []
     lines = channel.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
+    lines.pop()  # empty, or a line cut off when the run was killed: it proves nothing either way
     for line in lines:
         tag, _, body = line.partition(b" ")
         expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode("ascii")
@@ -197,7 +196,7 @@ def _parse_events(channel: bytes, secret: bytes, expected: Sequence[str]) -> _Ru
     if run.tampered is None and run.done:
         missing = [name for name in expected if name not in counts]
         if run.collected is None or missing:
-            run.tampered = "no result for " + ", ".join(missing or expected)
+            run.tampered = "no result for " + ", ".join(missing or expected) + " (did the code interfere?)"
     if run.tampered is not None:
         run.done = False
     return run
@@ -367,7 +366,7 @@ class CodeTestCritic(BaseCritic):
         if run.tampered is not None:
             findings.append(
                 Finding(
-                    message=f"the test results were tampered with: {run.tampered}",
+                    message=f"the test results cannot be trusted: {run.tampered}",
                     severity="critical",
                     source="sandbox",
                 )
