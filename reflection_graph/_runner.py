@@ -18,7 +18,6 @@ This file is copied into the sandbox; it must not import anything outside the st
 """
 
 import ast
-import asyncio
 import contextlib
 import gc
 import hashlib
@@ -235,6 +234,8 @@ def main():
                     )
                 result = func()
                 if inspect.iscoroutine(result):
+                    import asyncio  # only when needed: it takes longer to import than the rest together
+
                     asyncio.run(result)
         except BaseException as exc:
             info = _describe(exc)
