@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -147,8 +148,14 @@ ESCAPED_WRITES_AFTER_S = 1.5
 
 
 def escaper(needle: str, target: Path, main_sleeps: bool) -> str:
-    """Code that forks a child which calls setsid(), execs a sleeper that later writes `target`."""
-    late = f"import time; time.sleep({ESCAPED_WRITES_AFTER_S}); open({str(target)!r}, 'w').write('escaped') # {needle}"
+    """Code that forks a child which calls setsid(), execs a sleeper that later writes `target`.
+
+    The sleeper keeps the inherited stdout and stderr open for 30 s: a parent that reads them to the end blocks.
+    """
+    late = (
+        f"import time; time.sleep({ESCAPED_WRITES_AFTER_S}); open({str(target)!r}, 'w').write('escaped'); "
+        f"time.sleep(30) # {needle}"
+    )
     return textwrap.dedent(
         f"""
         import os, sys, time
@@ -191,7 +198,10 @@ def test_escape_control_without_the_tree_kill_the_child_survives(tmp_path: Path)
     deadline = time.monotonic() + 6
     while not target.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert target.read_text() == "escaped"
+    survivors = _processes_with(needle)
+    for pid in survivors:  # clean up after the control
+        os.kill(pid, signal.SIGKILL)
+    assert target.read_text() == "escaped" and survivors
 
 
 # -- fault 3: isolation -----------------------------------------------------------------------------------------
