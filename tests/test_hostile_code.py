@@ -265,6 +265,44 @@ def test_file_control_without_isolation_the_files_are_written(outside) -> None: 
     assert all(t.read_text() == "vandalised" for t in targets) and not victim.exists()
 
 
+ROOT_TRICKS = textwrap.dedent(
+    """
+    import ctypes, os, stat
+    RESULTS = []
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in ("/", "/etc", "/proc", "/sys"):  # MS_REMOUNT | MS_BIND: try to make a read-only mount writable
+        if libc.mount(None, point.encode(), None, ctypes.c_ulong(32 | 4096), None) == 0:
+            RESULTS.append("remounted " + point)
+    for knob in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper"):
+        try:
+            open(knob, "a").close()  # opened for writing, nothing written
+            RESULTS.append("could write " + knob)
+        except OSError:
+            pass
+    for name in os.listdir("/dev"):
+        try:
+            if stat.S_ISBLK(os.stat("/dev/" + name).st_mode):
+                RESULTS.append("block device " + name)
+        except OSError:
+            pass
+    caps = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+    if int(caps, 16):
+        RESULTS.append("capabilities " + caps)
+    def add(a, b):
+        return a + b
+    def report():
+        return RESULTS
+    """
+)
+
+
+@pytest.mark.parametrize("isolation", ISOLATED, indirect=True)
+def test_root_in_the_sandbox_cannot_remount_write_kernel_knobs_or_reach_disks(isolation: str) -> None:
+    """Here the tests run as root: inside the namespaces the code is root too, but without any capability."""
+    critique = judge(ROOT_TRICKS, isolation, tests=REPORT_TESTS)
+    assert critique.is_acceptable, critique.issues
+
+
 def caller(port: int) -> str:
     return textwrap.dedent(
         f"""
