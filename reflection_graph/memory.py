@@ -106,6 +106,7 @@ _MAX_LESSONS_PER_ENTRY = 8
 _POSTINGS_LIMIT = (
     50_000  # postings read per word at most (such a common word is rarely among the rarest of Q)
 )
+_ROUND_POSTINGS = 256  # postings (by word count) read together in one round trip when the words are rare
 _LOAD_CHUNK = 256  # most entries read per round, best similarity first (rounds start small and double)
 _INDEX_BUCKETS = 1024  # posting namespaces; fixed for the life of a store (changing it needs clear())
 _PAGE = 1_000
@@ -697,10 +698,16 @@ class ReflexionMemory:
                 continue
             if new_bar is not None:
                 bar = max(bar, new_bar)
-            if fetched >= words_needed(bar):
+            needed = words_needed(bar)
+            if fetched >= needed:
                 break
-            # The bar often rises after the rarest words; then read more per round trip (long queries).
-            step = 2 if fetched == 0 else max(1, fetched // 2)
+            # The bar often rises after the rarest words, so read few at a time; but take words with short
+            # postings together (a long query has many), up to _ROUND_POSTINGS postings per round trip.
+            step = 2 if fetched == 0 else 1
+            budget = sum(df[t] for t in rare_first[fetched : fetched + step])
+            while fetched + step < needed and budget + df[rare_first[fetched + step]] <= _ROUND_POSTINGS:
+                budget += df[rare_first[fetched + step]]
+                step += 1
             words = rare_first[fetched : fetched + step]
             postings = yield [self._posting_search(t) for t in words]
             fetched += len(words)

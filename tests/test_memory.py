@@ -469,10 +469,12 @@ def test_postgres_store_roundtrip() -> None:
 def test_benchmark_smoke_indexed_agrees_with_scan(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.bench_memory import main as bench_main
 
-    code = bench_main(["--n", "400", "--queries", "6", "--backends", "memory,sqlite"])
+    argv = ["--n", "400", "--queries", "6", "--backends", "memory,sqlite", "--long-words", "1500"]
+    code = bench_main([*argv, "--long-reps", "1"])
     out = capsys.readouterr().out
     assert code == 0, out  # exit 0 only when every query returned the same lessons both ways
     assert "InMemoryStore" in out and "SqliteStore" in out and "scan/indexed" in out
+    assert "long task, term cap: " in out and f"({MAX_TASK_TERMS} terms;" in out and "no cap / cap" in out
 
 
 # --------------------------------------------------------------------------- probe faults (issue 13)
