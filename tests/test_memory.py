@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import random
 import sqlite3
 import threading
@@ -608,6 +609,39 @@ async def test_gathered_async_saves_keep_max_entries_and_every_lesson(backend: s
         lessons = [f"Distinct lesson number {i}." for i in range(8)]
         await asyncio.gather(*(memory.asave(TASK_A, [lesson]) for lesson in lessons))
         assert sorted(lesson.text for lesson in await memory.asearch(TASK_A)) == sorted(lessons)
+
+
+async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp_path: Path) -> None:
+    """Concurrent `ainvoke` runs of the graph (as a batch runs them) save through one SqliteStore."""
+    import re
+
+    from reflection_graph.graph import create_reflection_graph
+    from tests.fakes import FakeCriticModel, RecordingChatModel
+
+    drafts = itertools.count()
+
+    def critique(messages: list[Any]) -> dict[str, Any]:
+        draft = re.findall(r"draft number \d+", str(messages[-1].content))[-1]
+        return {"issues": [], "suggestions": [f"Improve {draft} further."], "is_acceptable": False, "score": 5}
+
+    with _sqlite(tmp_path) as store:
+        store.setup()
+        memory = ReflexionMemory(store, max_entries=10, top_k=20)
+        graph = create_reflection_graph(
+            RecordingChatModel(replies=[lambda _: f"draft number {next(drafts)}"]),
+            critic=FakeCriticModel(critiques=[critique]),
+            max_iterations=1,
+            memory=memory,
+        )
+        results = await asyncio.gather(
+            *(graph.ainvoke({"task": f"Describe planet number {i} orbiting star{i}"}) for i in range(30))
+        )
+        assert all(r["candidate"].startswith("draft number") and not r.get("error") for r in results)
+        _check_consistent(memory, 10)
+        results = await asyncio.gather(*(graph.ainvoke({"task": TASK_A}) for _ in range(8)))
+        expected = sorted(f"Improve {r['candidate']} further." for r in results)
+        assert sorted(lesson.text for lesson in memory.search(TASK_A)) == expected
+        _check_consistent(memory, 10)
 
 
 def test_threads_and_event_loops_share_one_lock(tmp_path: Path) -> None:
