@@ -622,7 +622,12 @@ async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp
 
     def critique(messages: list[Any]) -> dict[str, Any]:
         draft = re.findall(r"draft number \d+", str(messages[-1].content))[-1]
-        return {"issues": [], "suggestions": [f"Improve {draft} further."], "is_acceptable": False, "score": 5}
+        return {
+            "issues": [],
+            "suggestions": [f"Improve {draft} further."],
+            "is_acceptable": False,
+            "score": 5,
+        }
 
     with _sqlite(tmp_path) as store:
         store.setup()
