@@ -889,24 +889,31 @@ class _SaveLock:
         self._fd: int | None = None
 
     def _file_lock(self, *, blocking: bool) -> bool:
-        """Take the cross-process lock (held thread lock required); False when busy and not blocking."""
+        """Take the cross-process lock (the thread lock must be held); False when busy and not blocking.
+
+        The file is opened per hold, so a forked child never shares the parent's open lock.
+        """
         if self._lock_file is None or fcntl is None:
             return True
-        if self._fd is None:
-            try:
-                self._fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError:  # read-only directory: the store cannot be written either
-                self._lock_file = None
-                return True
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # e.g. a read-only directory: the database cannot be written there either
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
+            os.close(fd)
             return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
         return True
 
     def _file_unlock(self) -> None:
-        if self._fd is not None and fcntl is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor releases the flock
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -919,7 +926,8 @@ class _SaveLock:
 
     @contextlib.asynccontextmanager
     async def ahold(self) -> AsyncIterator[None]:
-        gate = self._loops.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        with _LOCKS_GUARD:
+            gate = self._loops.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         async with gate:
             delay = 0.0005
             while not self._thread.acquire(blocking=False):
@@ -941,6 +949,7 @@ class _SaveLock:
 _LOCKS_GUARD = threading.Lock()
 _STORE_LOCKS: weakref.WeakKeyDictionary[BaseStore, _SaveLock] = weakref.WeakKeyDictionary()
 _FILE_LOCKS: dict[str, _SaveLock] = {}  # SQLite files: every store object on one file shares its lock
+_UNHASHABLE_LOCKS: dict[int, _SaveLock] = {}
 
 
 def _sqlite_file(store: BaseStore) -> str | None:
@@ -957,12 +966,18 @@ def _sqlite_file(store: BaseStore) -> str | None:
 
 def _save_lock(store: BaseStore) -> _SaveLock:
     with _LOCKS_GUARD:
-        lock = _STORE_LOCKS.get(store)
+        try:
+            lock = _STORE_LOCKS.get(store)
+        except TypeError:  # an unhashable store class: key it by identity
+            lock = _UNHASHABLE_LOCKS.get(id(store))
         if lock is None:
             path = _sqlite_file(store)
             if path is None:
                 lock = _SaveLock(None)
             else:
                 lock = _FILE_LOCKS.setdefault(path, _SaveLock(path + ".reflexion-lock"))
-            _STORE_LOCKS[store] = lock
+            try:
+                _STORE_LOCKS[store] = lock
+            except TypeError:
+                _UNHASHABLE_LOCKS[id(store)] = lock
         return lock
