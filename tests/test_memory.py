@@ -731,6 +731,29 @@ def test_non_ascii_tasks_match(any_store: BaseStore, task: str, similar: str, un
     assert memory.search(unrelated) == []
 
 
+_MIXED = ["猫", "犬", "が", "好き", "メール", "丁寧", "кот", "собака", "café", "naïve", "ＡＢＣ", "abc", "straße"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tasks=st.lists(
+        st.tuples(st.lists(st.sampled_from(_MIXED), min_size=1, max_size=6), st.sampled_from(["", " "])),
+        min_size=1,
+        max_size=25,
+    ),
+    query=st.tuples(st.lists(st.sampled_from(_MIXED), min_size=1, max_size=6), st.sampled_from(["", " "])),
+    top_k=st.integers(min_value=1, max_value=4),
+)
+def test_mixed_script_search_matches_full_scan(
+    tasks: list[tuple[list[str], str]], query: tuple[list[str], str], top_k: int
+) -> None:
+    """Bigrams across words, NFKC and case folding: the indexed search still equals a full scan."""
+    memory = ReflexionMemory(InMemoryStore(), top_k=top_k, similarity_threshold=0.2)
+    memory.save_many((sep.join(words), [f"lesson {i}"]) for i, (words, sep) in enumerate(tasks))
+    text = query[1].join(query[0])
+    assert [lesson.text for lesson in memory.search(text)] == _scan(memory, text)
+
+
 def test_non_ascii_critiques_give_lessons() -> None:
     critique = {"issues": ["敬語が足りない"], "suggestions": ["Используйте вежливую форму."], "score": 4}
     assert ReflexionMemory.lessons_from_critiques("t", [critique]) == [
