@@ -731,7 +731,21 @@ def test_non_ascii_tasks_match(any_store: BaseStore, task: str, similar: str, un
     assert memory.search(unrelated) == []
 
 
-_MIXED = ["猫", "犬", "が", "好き", "メール", "丁寧", "кот", "собака", "café", "naïve", "ＡＢＣ", "abc", "straße"]
+_MIXED = [
+    "猫",
+    "犬",
+    "が",
+    "好き",
+    "メール",
+    "丁寧",
+    "кот",
+    "собака",
+    "café",
+    "naïve",
+    "ＡＢＣ",
+    "abc",
+    "straße",
+]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
