@@ -601,9 +601,17 @@ def batch(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="Run only shard I of N (0-based; a stable hash of the record id picks it). "
+            "Give each shard its own OUT, then `reflection-graph merge`.",
+        ),
+    ] = None,
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.batch import run_batch
+    from reflection_graph.batch import BatchLocked, parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
@@ -615,6 +623,12 @@ def batch(
         _fail(f"--retries must be >= 0, got {retries}")
     if in_path.resolve() == out_path.resolve():
         _fail("OUT.jsonl must be a different file from IN.jsonl")
+    shard_pair = None
+    if shard is not None:
+        try:
+            shard_pair = parse_shard(shard)
+        except ValueError as exc:
+            _fail(f"--{exc}")
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -630,9 +644,12 @@ def batch(
                 timeout_s=timeout,
                 retries=retries,
                 progress=progress,
+                shard=shard_pair,
             )
         except KeyboardInterrupt:
             _fail("interrupted; rerun the same command to resume", 130)
+        except BatchLocked as exc:
+            _fail(str(exc))
         except (OSError, ValueError) as exc:
             _fail(str(exc), EXIT_FAILED)
     if as_json:
@@ -641,6 +658,46 @@ def batch(
         _print_summary(summary, Console(highlight=False))
     if summary.error:
         raise typer.Exit(EXIT_FAILED)
+
+
+@app.command(cls=_OneLineErrors)
+def merge(
+    outputs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="OUT_0.jsonl ... OUT.jsonl", help="The shard outputs, then the merged output."
+        ),
+    ],
+    input_path: Annotated[
+        Path,
+        typer.Option("--input", "-i", metavar="IN.jsonl", help="The input every shard ran on (required)."),
+    ],
+    shards: Annotated[
+        int | None, typer.Option(min=1, help="The shard count N, if no shard output has entries to tell it.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Merge the outputs of `batch --shard I/N` runs into OUT.jsonl; fail if a record or shard is missing or doubled."""
+    from reflection_graph.batch import BatchLocked, MergeError, merge_outputs
+
+    if len(outputs) < 2:
+        _fail("give at least one shard output and the merged output: merge OUT_0 ... OUT --input IN")
+    *parts, out_path = outputs
+    try:
+        summary = merge_outputs(parts, input_path, out_path, shards=shards)
+    except (MergeError, BatchLocked, FileNotFoundError) as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
+    else:
+        _print_summary(summary, Console(highlight=False))
+    if summary.error:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _printable(text: str) -> str:
+    """`text` with lone surrogates (valid in JSON, not in UTF-8) escaped, so a terminal can show it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _print_summary(summary: Any, console: Console) -> None:
@@ -667,11 +724,19 @@ def _print_summary(summary: Any, console: Console) -> None:
             else f"{gain:+.2f} (first {summary.mean_first_score} -> final {summary.mean_final_score})",
         ),
     ]
+    if summary.shard:
+        rows.insert(0, ("shard", summary.shard))
+    if summary.changed:
+        rows.append(("input changed (redone)", f"[yellow]{summary.changed}[/]"))
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
     for sample in summary.error_samples:
-        console.print(Text(f"  {sample}", style="red"))
+        console.print(Text(f"  {_printable(sample)}", style="red"))
+    for sample in summary.changed_samples:
+        console.print(Text(f"  {_printable(sample)}", style="yellow"))
+    if summary.stale_lock:
+        console.print(f"[dim]took over the lock of a run that had died ({escape(summary.stale_lock)})[/]")
     if summary.error:
         console.print("[yellow]some records failed; rerun the same command to retry them[/]")
 
