@@ -593,6 +593,7 @@ def run(
 @app.command(cls=_OneLineErrors)
 @graph_options
 def batch(
+    ctx: typer.Context,
     in_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Records with a `task` (JSON Lines).")],
     out_path: Annotated[Path, typer.Argument(metavar="OUT.jsonl", help="Results; rerun to resume.")],
     options: GraphOptions,
@@ -609,6 +610,23 @@ def batch(
             "Give each shard its own OUT, then `reflection-graph merge`.",
         ),
     ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Run each record on this LangGraph server (langgraph dev, LangGraph Platform, an Agent Server) "
+            "instead of in this process; loop settings given here become each run's context.",
+            rich_help_panel="Server",
+        ),
+    ] = None,
+    graph_name: Annotated[
+        str,
+        typer.Option(
+            "--graph",
+            help="The graph to run on --server (a name in its langgraph.json).",
+            rich_help_panel="Server",
+        ),
+    ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
     from reflection_graph.batch import BatchLocked, parse_shard, run_batch
@@ -629,6 +647,13 @@ def batch(
             shard_pair = parse_shard(shard)
         except ValueError as exc:
             _fail(f"--{exc}")
+    if server is not None:
+        summary = _server_batch(
+            ctx, options, server, graph_name, in_path, out_path,
+            concurrency=concurrency, timeout=timeout, retries=retries, progress=progress, shard=shard_pair,
+        )  # fmt: skip
+        _report_batch(summary, as_json)
+        return
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -652,12 +677,102 @@ def batch(
             _fail(str(exc))
         except (OSError, ValueError) as exc:
             _fail(str(exc), EXIT_FAILED)
+    _report_batch(summary, as_json)
+
+
+def _report_batch(summary: Any, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
     else:
         _print_summary(summary, Console(highlight=False))
     if summary.error:
         raise typer.Exit(EXIT_FAILED)
+
+
+_CONTEXT_MODELS = {"model": "generator_model", "generator": "generator_model", "critic": "critic_model"}
+_CONTEXT_MODELS.update(reviser="reviser_model", base_url="base_url")
+
+
+def _server_context(ctx: typer.Context, options: GraphOptions) -> dict[str, Any]:
+    """The run context for `batch --server`: the model and loop options given on the command line.
+
+    Raises:
+        BadInput: an option the server's graph cannot take per run (it was built with it).
+    """
+    from reflection_graph.context import Context
+
+    def given(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+    per_run = set(Context.__dataclass_fields__)
+    context: dict[str, Any] = {}
+    for name in _MODEL_OPTIONS:
+        if not given(name):
+            continue
+        if name not in _CONTEXT_MODELS:
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(
+                f"{flag} is not available with --server (the server's graph is built with its own)"
+            )
+        context[_CONTEXT_MODELS[name]] = getattr(options, name)
+    for f in setting_fields(cli=True):
+        if not given(_PREFIX + f.name):
+            continue
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        if f.name not in per_run:
+            raise BadInput(f"{flag} cannot be set per run on a server (the server's graph is built with it)")
+        context[f.name] = getattr(options.settings, f.name)
+    return context
+
+
+def _server_batch(
+    ctx: typer.Context,
+    options: GraphOptions,
+    server: str,
+    graph_name: str,
+    in_path: Path,
+    out_path: Path,
+    **kwargs: Any,
+) -> Any:
+    """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
+    import asyncio
+
+    from reflection_graph._server_runs import ServerError, ServerGraph
+    from reflection_graph.batch import BatchLocked, arun_batch
+
+    try:
+        context = _server_context(ctx, options)
+    except BadInput as exc:
+        _fail(str(exc))
+    if not server.startswith(("http://", "https://")):
+        _fail(f"--server must be an http:// or https:// URL, got {server!r}")
+
+    async def main() -> Any:
+        graph = ServerGraph(server, graph_name, context=context)
+        await graph.connect()  # before anything is read or written: a bad URL or graph name fails at once
+        return await arun_batch(
+            graph,
+            in_path,
+            out_path,
+            concurrency=kwargs["concurrency"],
+            timeout_s=kwargs["timeout"],
+            retries=kwargs["retries"],
+            progress=kwargs["progress"],
+            shard=kwargs["shard"],
+        )
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        _fail(
+            "interrupted; rerun the same command to resume (runs still going on the server are picked up)",
+            130,
+        )
+    except (ServerError, BatchLocked) as exc:
+        _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), EXIT_FAILED)
 
 
 @app.command(cls=_OneLineErrors)
