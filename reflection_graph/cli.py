@@ -13,6 +13,7 @@ With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -71,6 +72,8 @@ class GraphOptions:
         seed: sampling seed, or None.
         checkpoint: SQLite file for a checkpointer, or None.
         memory: SQLite file for the Reflexion memory store, or None.
+        tests: test source (checked, importing from `solution`) that judges the candidates through a
+            `CodeTestCritic` instead of a critic model, or None.
         settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
     """
 
@@ -83,6 +86,7 @@ class GraphOptions:
     seed: int | None = None
     checkpoint: Path | None = None
     memory: Path | None = None
+    tests: str | None = None
     settings: Settings = field(default_factory=Settings)
 
     def validate(self) -> None:
@@ -165,6 +169,12 @@ def build_graph(
 
     options.validate()
     generator, critic, reviser = _role_models(options)
+    if options.tests is not None:
+        from reflection_graph.critics.tool import CodeTestCritic
+
+        if critic is not None:
+            raise BadInput("--tests and --critic cannot be combined: the tests are the critic")
+        critic = CodeTestCritic(options.tests)
     return create_reflection_graph(
         generator,
         critic=critic,
@@ -528,6 +538,20 @@ class _OneLineErrors(TyperCommand):
 # ------------------------------------------------------------------------------------------------- commands
 
 
+def _read_tests(path: Path, task: str, entry_point: str | None) -> str:
+    """The --tests file's source, checked (a test function, valid syntax, an import of the function)."""
+    from reflection_graph._code import resolve_tests
+
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"--tests: cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}")
+    try:
+        return resolve_tests(task, source, entry_point)
+    except ValueError as exc:
+        _fail(f"--tests {path}: {exc}".replace("\\n", " ").replace("'entry_point'", "--entry-point"))
+
+
 @app.command(cls=_OneLineErrors)
 @graph_options
 def run(
@@ -550,10 +574,32 @@ def run(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the full final result as JSON.")
     ] = False,
+    tests: Annotated[
+        Path | None,
+        typer.Option(
+            help="Python file of plain-assert test functions: the candidates' code is run against them "
+            "(a CodeTestCritic instead of a critic model; sets --focus code unless another focus is given).",
+            rich_help_panel="Code",
+        ),
+    ] = None,
+    entry_point: Annotated[
+        str | None,
+        typer.Option(
+            help="The function the --tests call, imported from `solution` when they do not import it "
+            "(default: the function stub in TASK).",
+            rich_help_panel="Code",
+        ),
+    ] = None,
 ) -> None:
     """Run the draft -> critique -> revise loop on one TASK and show each round live."""
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
+    if entry_point is not None and tests is None:
+        _fail("--entry-point needs --tests FILE")
+    if tests is not None:
+        options.tests = _read_tests(tests, task, entry_point)
+        if options.settings.focus == default("focus"):
+            options.settings = dataclasses.replace(options.settings, focus="code")
     options.checkpoint = checkpoint
     inputs: dict[str, Any] = {"task": task}
     if candidate is not None:
