@@ -608,10 +608,10 @@ def _plot(path: Path, report: EvalReport) -> bytes:
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:0.5rem 0 1.5rem}th,td{border:1px solid #ccc;padding:4px 10px;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}.rec{background:#f6fbf6;border-left:4px solid #2ca02c;padding:8px 12px}
+th{background:#f3f3f3}td.l,th.l{text-align:left}.rec{background:#f4f6fa;border-left:4px solid #557;padding:8px 12px}
 .flip{display:grid;grid-template-columns:1fr 1fr;gap:12px;margin-bottom:1.5rem}
 .flip pre{white-space:pre-wrap;background:#fafafa;border:1px solid #ddd;padding:8px;margin:0;font-size:13px}
-.bad{color:#b00}.good{color:#070}img{max-width:100%}
+.bad{color:#b00}.good{color:#050}img{max-width:100%}
 """
 
 
