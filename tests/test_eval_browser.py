@@ -30,7 +30,9 @@ websockets_client = pytest.importorskip("websockets.asyncio.client", reason="nee
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail("chromium is not installed; .ci/run installs it (apt-get install chromium)", pytrace=False)
+        pytest.fail(
+            "chromium is not installed; .ci/run installs it (apt-get install chromium)", pytrace=False
+        )
     pytest.skip("needs Chromium: apt-get install chromium", allow_module_level=True)
 
 BLUE = (31, 119, 180)  # the "mean score" line of gain.png (matplotlib's C0)
@@ -61,7 +63,9 @@ async def _load(browser_ws: str, url: str) -> Page:
                     continue
                 method, params = msg.get("method"), msg.get("params", {})
                 if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                    page.errors.append("console: " + " ".join(str(a.get("value")) for a in params.get("args", [])))
+                    page.errors.append(
+                        "console: " + " ".join(str(a.get("value")) for a in params.get("args", []))
+                    )
                 elif method == "Runtime.exceptionThrown":
                     page.errors.append("exception: " + str(params.get("exceptionDetails", {}).get("text")))
                 elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
@@ -86,10 +90,19 @@ async def _load(browser_ws: str, url: str) -> Page:
         task = asyncio.create_task(reader())
         try:
             target = await call("Target.createTarget", url="about:blank")
-            session = (await call("Target.attachToTarget", targetId=target["targetId"], flatten=True))["sessionId"]
+            session = (await call("Target.attachToTarget", targetId=target["targetId"], flatten=True))[
+                "sessionId"
+            ]
             for domain in ("Runtime", "Log", "Page", "Network"):
                 await call(f"{domain}.enable", session)
-            await call("Emulation.setDeviceMetricsOverride", session, width=1200, height=1400, deviceScaleFactor=1, mobile=False)
+            await call(
+                "Emulation.setDeviceMetricsOverride",
+                session,
+                width=1200,
+                height=1400,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
             await call("Page.navigate", session, url=url)
             await asyncio.wait_for(loaded.wait(), 30)
             await asyncio.sleep(0.3)  # late console messages
@@ -182,7 +195,9 @@ def test_the_checks_can_fail(report: Path, tmp_path: Path) -> None:
 
     broken = tmp_path / "broken.html"
     broken.write_text(
-        html.replace("</body>", '<img src="missing.png"><script>console.error("boom"); nosuch();</script></body>')
+        html.replace(
+            "</body>", '<img src="missing.png"><script>console.error("boom"); nosuch();</script></body>'
+        )
     )
     errors = " | ".join(browse(broken).errors)
     assert "console: boom" in errors and "exception:" in errors and "load failed" in errors
