@@ -5,12 +5,15 @@ A scorer turns `(record, candidate)` into a number in [0, 1]. `make_scorer` buil
 | name | score | the record needs |
 | --- | --- | --- |
 | `exact` | 1 when the candidate (stripped) equals a reference | `reference`: a string or a list of strings |
-| `contains` | 1 when a reference is a substring, ignoring case and runs of spaces | `reference` |
+| `contains` | 1 when a reference appears in it as whole words, ignoring case and runs of spaces | `reference` |
 | `regex` | 1 when a reference pattern matches (`re.search`) | `reference`: pattern(s) |
 | `json-schema` | 1 when the candidate is JSON valid against the schema | `schema` (or an object `reference`) |
-| `tests` | the fraction of the record's tests that pass, run in the sandbox | `tests`: Python test source |
+| `tests` | the fraction of the record's tests that pass, run in the sandbox | `tests`: Python test source (*) |
 | `judge:<model>` | a separate judge model's 0-10 score / 10, with a rubric | optional `reference` |
 | `module:function` | your `function(record, candidate)` (sync or async) | whatever it reads |
+
+(*) The tests import from `solution` (`from solution import add`); with an `entry_point` field (HumanEval style)
+that import is added when the tests have none.
 
 A record that cannot be scored (a missing field, a scorer that raises, a value outside [0, 1]) raises
 `ScorerError` with a message that says what to fix; `eval` turns it into that record's error row.
@@ -118,9 +121,17 @@ async def _exact(record: dict[str, Any], candidate: str) -> float:
     return float(any(candidate.strip() == r.strip() for r in _references(record)))
 
 
+def _whole(reference: str) -> re.Pattern[str]:
+    """The normalised reference, not glued to a letter or digit on either side ("4" is not in "14")."""
+    ref = _norm(reference)
+    head = r"(?<!\w)" if ref[:1].isalnum() else ""
+    tail = r"(?!\w)" if ref[-1:].isalnum() else ""
+    return re.compile(head + re.escape(ref) + tail)
+
+
 async def _contains(record: dict[str, Any], candidate: str) -> float:
     text = _norm(candidate)
-    return float(any(_norm(r) in text for r in _references(record)))
+    return float(any(_whole(r).search(text) for r in _references(record)))
 
 
 async def _regex(record: dict[str, Any], candidate: str) -> float:
@@ -156,8 +167,17 @@ async def _tests(record: dict[str, Any], candidate: str) -> float:
     tests = record.get("tests")
     if not isinstance(tests, str):
         raise ScorerError(f"`tests` must be Python test source (a string), got {type(tests).__name__}")
+    entrypoint = str(record.get("entrypoint") or "solution.py")
+    module = entrypoint.removesuffix(".py")
+    name = record.get("entry_point")
+    if (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not re.search(rf"\b(from|import)\s+{module}\b", tests)
+    ):
+        tests = f"from {module} import {name}\n\n{tests}"  # HumanEval-style tests call the function bare
     try:
-        critic = CodeTestCritic(tests, entrypoint=str(record.get("entrypoint") or "solution.py"))
+        critic = CodeTestCritic(tests, entrypoint=entrypoint)
     except ValueError as exc:
         raise ScorerError(f"`tests`: {exc}") from None
     result = await critic.acritique(CritiqueRequest(task=str(record.get("task", "")), candidate=candidate))

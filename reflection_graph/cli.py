@@ -662,6 +662,13 @@ def eval_command(
     pass_mark: Annotated[
         float | None, typer.Option(help="A score at or above it passes (default: per scorer).", min=0, max=1)
     ] = None,
+    field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field",
+            help="KEY=FIELD: take a record key from another field (repeatable), e.g. --field task=prompt.",
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
     timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
@@ -674,7 +681,7 @@ def eval_command(
     recommendation for --max-iterations.
     """
     from reflection_graph._scorers import make_scorer
-    from reflection_graph.eval import PLOT_INSTALL, evaluate
+    from reflection_graph.eval import PLOT_INSTALL, _check_fields, evaluate
 
     if not data.is_file():
         _fail(f"data file not found: {data}")
@@ -686,6 +693,16 @@ def eval_command(
         _fail(f"--retries must be >= 0, got {retries}")
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is a file; give a directory")
+    fields: dict[str, str] = {}
+    for item in field or []:
+        key, eq, source = item.partition("=")
+        if not eq or not key.strip() or not source.strip():
+            _fail(f"--field expects KEY=FIELD (e.g. task=prompt), got {item!r}")
+        fields[key.strip()] = source.strip()
+    try:
+        _check_fields(fields)
+    except ValueError as exc:
+        _fail(f"--field: {exc}")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -709,6 +726,7 @@ def eval_command(
                 graph=graph,
                 scorer=built,
                 select=options.settings.select,
+                fields=fields,
                 concurrency=concurrency,
                 timeout_s=timeout,
                 retries=retries,

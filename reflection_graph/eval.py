@@ -720,6 +720,44 @@ def _write_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     _atomic_text(path, "".join(line + "\n" for line in lines))
 
 
+_FIELDS = ("id", "task", "candidate", "context", "reference", "tests", "schema")
+
+
+def _check_fields(fields: Mapping[str, str] | None) -> dict[str, str]:
+    mapping = dict(fields or {})
+    for key, source in mapping.items():
+        if key not in _FIELDS:
+            raise ValueError(f"fields: unknown record key {key!r}; map one of {', '.join(_FIELDS)}")
+        if not isinstance(source, str) or not source:
+            raise ValueError(f"fields: the source of {key!r} must be a field name, got {source!r}")
+    return mapping
+
+
+def _mapped(obj: dict[str, Any], mapping: Mapping[str, str]) -> dict[str, Any]:
+    for key, source in mapping.items():
+        if source in obj:
+            obj[key] = obj[source]
+    return obj
+
+
+def _mapped_copy(src: Path, dst: Path, mapping: Mapping[str, str]) -> Path:
+    """A copy of ``src`` with the mapped fields added; lines that are not JSON objects stay as they are."""
+    lines = []
+    with open(src, encoding="utf-8", errors="replace") as fh:
+        for raw in fh:
+            text = raw.rstrip("\n")
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError:
+                lines.append(text)  # the batch engine reports it, on the same line number
+                continue
+            lines.append(
+                json.dumps(_mapped(obj, mapping), ensure_ascii=False) if isinstance(obj, dict) else text
+            )
+    _atomic_text(dst, "".join(line + "\n" for line in lines))
+    return dst
+
+
 def _default_graph() -> Any:
     from reflection_graph.graph import create_reflection_graph
 
@@ -734,6 +772,7 @@ async def aevaluate(
     scorer: str | Scorer | Callable[[dict[str, Any], str], Any] = "contains",
     pass_mark: float | None = None,
     select: str = "best",
+    fields: Mapping[str, str] | None = None,
     concurrency: int = 4,
     timeout_s: float | None = None,
     retries: int = 0,
@@ -752,6 +791,8 @@ async def aevaluate(
             a `fn(record, candidate) -> float` in [0, 1], or a built `Scorer`.
         pass_mark: a score at or above it passes (default: per scorer, see `reflection_graph._scorers`).
         select: the graph's `select` setting (`best` or `last`), to replay what it returns with fewer rounds.
+        fields: record keys taken from other fields of your data, e.g. ``{"task": "prompt", "id": "task_id"}``
+            for HumanEval-style records (the mapped copy is ``out_dir/input.jsonl``).
         concurrency: records run at once (>= 1); scoring uses the same bound.
         timeout_s: per-record time limit for the graph, or None.
         retries: extra attempts within this run for a record whose graph raised or timed out.
@@ -775,13 +816,16 @@ async def aevaluate(
         _require_matplotlib()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    mapping = _check_fields(fields)
     if isinstance(data, (str, os.PathLike)):
         in_path = Path(data)
         if not in_path.is_file():
             raise FileNotFoundError(f"data file not found: {in_path}")
+        if mapping:
+            in_path = _mapped_copy(in_path, out / "input.jsonl", mapping)
     else:
         in_path = out / "input.jsonl"
-        _write_records(in_path, data)
+        _write_records(in_path, (_mapped(dict(r), mapping) for r in data))
 
     records, input_errors = read_input(in_path)
     problems: dict[str, str] = {}
@@ -891,6 +935,7 @@ def evaluate(
     scorer: str | Scorer | Callable[[dict[str, Any], str], Any] = "contains",
     pass_mark: float | None = None,
     select: str = "best",
+    fields: Mapping[str, str] | None = None,
     concurrency: int = 4,
     timeout_s: float | None = None,
     retries: int = 0,
@@ -910,6 +955,7 @@ def evaluate(
         scorer: the ground truth (`contains` by default).
         pass_mark: a score at or above it passes.
         select: the graph's `select` setting.
+        fields: record keys taken from other fields, e.g. ``{"task": "prompt"}``.
         concurrency: records run at once.
         timeout_s: per-record time limit, or None.
         retries: extra attempts for a failing record.
@@ -942,6 +988,7 @@ def evaluate(
             scorer=scorer,
             pass_mark=pass_mark,
             select=select,
+            fields=fields,
             concurrency=concurrency,
             timeout_s=timeout_s,
             retries=retries,

@@ -209,6 +209,52 @@ def test_tests_scorer_runs_the_record_tests_in_the_sandbox(tmp_path: Path) -> No
     assert report.recommendation.startswith("Use max_iterations=2")
 
 
+def test_humaneval_style_records_through_field_mapping(tmp_path: Path) -> None:
+    stub = 'def add(a, b):\n    """Return a + b.\n\n    >>> add(2, 3)\n    5\n    """\n'
+    rows = [
+        {
+            "task_id": "code/0",
+            "entry_point": "add",
+            "prompt": stub,
+            "tests": "def test_a():\n    assert add(1, 1) == 2\n",
+        },
+        {
+            "task_id": "code/1",
+            "entry_point": "add",
+            "prompt": stub,
+            "tests": "def test_b():\n    assert add(2, 2) == 5\n",
+        },
+        "not json",
+    ]
+    data = tmp_path / "code.jsonl"
+    data.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    generator = RecordingChatModel(replies=["```python\ndef add(a, b):\n    return a + b\n```"])
+
+    class Yes(BaseCritic):
+        def critique(self, request: CritiqueRequest, config: Any = None) -> Critique:
+            return Critique(is_acceptable=True, score=9)
+
+    graph = create_reflection_graph(generator, critic=Yes(), max_iterations=1)
+    report = evaluate(
+        data,
+        out_dir=tmp_path / "o",
+        graph=graph,
+        scorer="tests",
+        fields={"task": "prompt", "id": "task_id"},
+        progress=False,
+    )
+    out = read_rows(tmp_path / "o" / "rounds.jsonl")
+    assert [(r["id"], r.get("score"), r.get("error_type")) for r in out] == [
+        ("code/0", 1.0, None),
+        ("code/1", 0.0, None),
+        (3, None, "input"),  # the bad line keeps its line number
+    ]
+    assert stub in str(generator.received[0][-1].content)  # the stub was the task
+    assert report.agreement["fp"] == 1 and report.agreement["tp"] == 1
+    with pytest.raises(ValueError, match="unknown record key 'prompt'"):
+        evaluate(data, out_dir=tmp_path / "x", graph=graph, fields={"prompt": "task"})
+
+
 def test_exact_regex_json_schema_and_user_function_scorers() -> None:
     import asyncio
 
@@ -220,6 +266,10 @@ def test_exact_regex_json_schema_and_user_function_scorers() -> None:
     assert asyncio.run(score("exact", record, "It is Paris")) == 0.0
     assert asyncio.run(score("contains", record, "It is   PARIS, france.")) == 1.0
     assert asyncio.run(score("contains", record, "It is Lyon")) == 0.0
+    assert asyncio.run(score("contains", record, "Parisian cafés")) == 0.0  # whole words only
+    assert asyncio.run(score("contains", {"task": "t", "reference": "4"}, "It is 14.")) == 0.0
+    assert asyncio.run(score("contains", {"task": "t", "reference": "4"}, "It is 4.")) == 1.0
+    assert asyncio.run(score("contains", {"task": "t", "reference": "H₂O"}, "Water is h₂o!")) == 1.0
     assert asyncio.run(score("regex", {"task": "t", "reference": r"\b1[45]4\b"}, "it is 144")) == 1.0
     assert asyncio.run(score("regex", {"task": "t", "reference": r"\b1[45]4\b"}, "it is 124")) == 0.0
     schema = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
