@@ -707,8 +707,12 @@ def eval_command(
         import matplotlib  # noqa: F401
     except ImportError:
         _fail(f"the eval plot (gain.png) needs matplotlib: {PLOT_INSTALL}")
-    if str(Path.cwd()) not in sys.path:  # `module:function` scorers next to the data, as `python -m` would
-        sys.path.insert(0, str(Path.cwd()))
+    for folder in (
+        str(data.resolve().parent),
+        str(Path.cwd()),
+    ):  # `module:function` scorers: here or by the data
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         built = make_scorer(scorer, pass_mark=pass_mark)
     except (ValueError, TypeError, ImportError) as exc:

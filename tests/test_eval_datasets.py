@@ -31,6 +31,15 @@ DATASETS: dict[str, tuple[str, dict[str, str], Any]] = {
         {"task": "prompt", "id": "task_id"},
         lambda r: f"```python\n{r['prompt']}{r['solution']}```",
     ),
+    "emails.jsonl": (
+        "email_rules:score",
+        {},
+        lambda r: (
+            f"Dear Hiring Team,\n\nThank you for offering me the {r['role']} role at {r['company']}. After careful "
+            "thought I have decided to decline the offer, as I have taken another position.\n\nI appreciate your "
+            "time and wish the team every success.\n\nBest regards,\nSam"
+        ),
+    ),
     "pairs.jsonl": ("judge:embedded", {}, None),
     "pairs_holdout.jsonl": ("judge:embedded", {}, None),
 }
@@ -59,7 +68,8 @@ def test_questions_dataset_is_shipped() -> None:
 
 
 @pytest.mark.parametrize("path", shipped(), ids=lambda p: p.name)
-def test_every_shipped_dataset_fits_its_scorer(path: Path) -> None:
+def test_every_shipped_dataset_fits_its_scorer(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(DATASETS_DIR))  # as the CLI does: scorer modules next to the data
     assert path.name in DATASETS, f"{path.name}: add it to DATASETS with the scorer its eval command uses"
     spec, fields, answer = DATASETS[path.name]
     rows = load(path, fields)
@@ -76,7 +86,7 @@ def test_every_shipped_dataset_fits_its_scorer(path: Path) -> None:
     scores = asyncio.run(all_scores())
     assert scores == [1.0] * len(rows), [r.get("id") for r, s in zip(rows, scores, strict=True) if s != 1.0]
     # and a wrong answer does not pass: the scorer can fail on this data
-    assert asyncio.run(scorer.ascore(rows[0], "I do not know.")) == 0.0
+    assert asyncio.run(scorer.ascore(rows[0], "I do not know.")) < scorer.pass_mark
 
 
 @pytest.mark.embedded
