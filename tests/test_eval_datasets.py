@@ -23,16 +23,18 @@ from reflection_graph._scorers import make_scorer
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS_DIR = ROOT / "datasets"
 
-# file -> (scorer, --field mapping, the record's own correct answer or None)
-DATASETS: dict[str, tuple[str, dict[str, str], Any]] = {
-    "questions.jsonl": ("contains", {}, lambda r: f"The answer is {_first(r['reference'])}."),
+# file -> (scorer, pass mark, --field mapping, a correct answer for the record)
+DATASETS: dict[str, tuple[str, float | None, dict[str, str], Any]] = {
+    "questions.jsonl": ("contains", None, {}, lambda r: f"The answer is {_first(r['reference'])}."),
     "code.jsonl": (
         "tests",
+        None,
         {"task": "prompt", "id": "task_id"},
         lambda r: f"```python\n{r['prompt']}{r['solution']}```",
     ),
     "emails.jsonl": (
         "email_rules:score",
+        None,
         {},
         lambda r: (
             f"Dear Hiring Team,\n\nThank you for offering me the {r['role']} role at {r['company']}. After careful "
@@ -40,8 +42,8 @@ DATASETS: dict[str, tuple[str, dict[str, str], Any]] = {
             "time and wish the team every success.\n\nBest regards,\nSam"
         ),
     ),
-    "pairs.jsonl": ("judge:embedded", {}, None),
-    "pairs_holdout.jsonl": ("judge:embedded", {}, None),
+    "pairs.jsonl": ("good_vs_bad:score", 0.75, {}, lambda r: r["good"]),
+    "pairs_holdout.jsonl": ("good_vs_bad:score", 0.75, {}, lambda r: r["good"]),
 }
 
 
@@ -71,12 +73,10 @@ def test_questions_dataset_is_shipped() -> None:
 def test_every_shipped_dataset_fits_its_scorer(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(DATASETS_DIR))  # as the CLI does: scorer modules next to the data
     assert path.name in DATASETS, f"{path.name}: add it to DATASETS with the scorer its eval command uses"
-    spec, fields, answer = DATASETS[path.name]
+    spec, pass_mark, fields, answer = DATASETS[path.name]
     rows = load(path, fields)
     assert rows and all(isinstance(r.get("task"), str) and r["task"].strip() for r in rows)
-    if spec.startswith("judge:"):
-        return  # any record with a task can be judged; the judge model is exercised in test_eval.py
-    scorer = make_scorer(spec)
+    scorer = make_scorer(spec, pass_mark=pass_mark)
     for row in rows:
         scorer.check(row)
 
@@ -86,7 +86,9 @@ def test_every_shipped_dataset_fits_its_scorer(path: Path, monkeypatch: pytest.M
     scores = asyncio.run(all_scores())
     assert scores == [1.0] * len(rows), [r.get("id") for r, s in zip(rows, scores, strict=True) if s != 1.0]
     # and a wrong answer does not pass: the scorer can fail on this data
-    assert asyncio.run(scorer.ascore(rows[0], "I do not know.")) < scorer.pass_mark
+    for row in rows[:3]:
+        wrong = row.get("bad", "I do not know.")
+        assert asyncio.run(scorer.ascore(row, wrong)) < scorer.pass_mark
 
 
 @pytest.mark.embedded
