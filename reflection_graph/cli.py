@@ -861,6 +861,168 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+@app.command("eval", cls=_OneLineErrors)
+@graph_options
+def eval_command(
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA.jsonl", help="Records with a `task` and ground truth.")
+    ],
+    options: GraphOptions,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the report files; rerun to resume.")
+    ],
+    scorer: Annotated[
+        str,
+        typer.Option(
+            help="Ground truth: exact, contains, regex, json-schema, tests, judge:<model> or module:function."
+        ),
+    ] = "contains",
+    pass_mark: Annotated[
+        float | None, typer.Option(help="A score at or above it passes (default: per scorer).", min=0, max=1)
+    ] = None,
+    field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field",
+            help="KEY=FIELD: take a record key from another field (repeatable), e.g. --field task=prompt.",
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
+    retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Score every round of the loop on DATA.jsonl against ground truth: does reflection pay off?
+
+    Writes rounds.jsonl, summary.csv, gain.png and report.html to --out, prints the per-round table and a
+    recommendation for --max-iterations.
+    """
+    from reflection_graph._scorers import make_scorer
+    from reflection_graph.eval import PLOT_INSTALL, _check_fields, evaluate
+
+    if not data.is_file():
+        _fail(f"data file not found: {data}")
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} is a file; give a directory")
+    fields: dict[str, str] = {}
+    for item in field or []:
+        key, eq, source = item.partition("=")
+        if not eq or not key.strip() or not source.strip():
+            _fail(f"--field expects KEY=FIELD (e.g. task=prompt), got {item!r}")
+        fields[key.strip()] = source.strip()
+    try:
+        _check_fields(fields)
+    except ValueError as exc:
+        _fail(f"--field: {exc}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail(f"the eval plot (gain.png) needs matplotlib: {PLOT_INSTALL}")
+    for folder in (
+        str(data.resolve().parent),
+        str(Path.cwd()),
+    ):  # `module:function` scorers: here or by the data
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        built = make_scorer(scorer, pass_mark=pass_mark)
+    except (ValueError, TypeError, ImportError) as exc:
+        _fail(f"--scorer: {exc}")
+    with ExitStack() as stack:
+        try:
+            _, store, reflexion = _open_persistence(options, stack)
+            graph = build_graph(options, store=store, memory=reflexion)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            _fail(str(exc))
+        try:
+            report = evaluate(
+                data,
+                out_dir=out,
+                graph=graph,
+                scorer=built,
+                select=options.settings.select,
+                fields=fields,
+                concurrency=concurrency,
+                timeout_s=timeout,
+                retries=retries,
+                progress=progress,
+            )
+        except KeyboardInterrupt:
+            _fail("interrupted; rerun the same command to resume", 130)
+        except (OSError, ValueError) as exc:
+            _fail(str(exc), EXIT_FAILED)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_eval(report, Console(highlight=False))
+    if report.errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_eval(report: Any, console: Console) -> None:
+    table = Table(
+        title=f"eval per round ({report.scorer}, pass mark {report.pass_mark:g})", title_justify="left"
+    )
+    for column in (
+        "round",
+        "ran",
+        "mean score",
+        "pass share",
+        "selected",
+        "sel. pass",
+        "cum tokens",
+        "cum s",
+    ):
+        table.add_column(column, justify="right")
+    for r in report.rounds:
+        table.add_row(
+            str(r.round),
+            f"{r.ran}/{r.records}",
+            f"{r.mean_score:.3f}",
+            f"{r.pass_share:.0%}",
+            f"{r.mean_selected:.3f}",
+            f"{r.selected_pass_share:.0%}",
+            f"{r.cum_tokens:.0f}",
+            f"{r.cum_seconds:.1f}",
+        )
+    console.print(table)
+    compare = Table(show_edge=False)
+    for column in ("answer", "mean score", "pass share"):
+        compare.add_column(column, justify="left" if column == "answer" else "right")
+    for name, values in report.comparison.items():
+        mean, share = values.get("mean_score"), values.get("pass_share")
+        compare.add_row(
+            name, "-" if mean is None else f"{mean:.3f}", "-" if share is None else f"{share:.0%}"
+        )
+    console.print(compare)
+    flips, agree = report.flips, report.agreement
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    console.print(
+        f"flips first -> selected: right->wrong {flips.get('right_to_wrong', 0)}, "
+        f"wrong->right {flips.get('wrong_to_right', 0)}"
+    )
+    console.print(
+        f"critic agreement: precision {fmt(agree.get('precision'))}, recall {fmt(agree.get('recall'))}"
+    )
+    if report.errors:
+        kinds = ", ".join(f"{k} {v}" for k, v in report.errors_by_type.items())
+        console.print(f"[red]{report.errors} error rows[/] ({kinds})")
+        for sample in report.error_samples:
+            console.print(Text(f"  {sample}", style="red"))
+    console.print(Text(report.recommendation, style="bold"))
+    console.print(f"report: {report.files.get('html')}")
+
+
 def _print_summary(summary: Any, console: Console) -> None:
     table = Table(
         title=f"batch summary ({summary.out_path})", title_justify="left", show_header=False, show_edge=False
