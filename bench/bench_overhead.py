@@ -143,7 +143,9 @@ def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
     ours = med["reflection-graph"]
     text = med["reflection-graph (text critique)"]
     print(f"ours / lean LangGraph    = {ours / med['lean LangGraph']:.2f}x (target <= 1.2x)")
-    print(f"ours (text critique) / lean LangGraph = {text / med['lean LangGraph']:.2f}x (same parsing as lean)")
+    print(
+        f"ours (text critique) / lean LangGraph = {text / med['lean LangGraph']:.2f}x (same parsing as lean)"
+    )
     print(f"ours / minimal LangGraph = {ours / med['minimal LangGraph']:.2f}x")
     if "plain loop" in med:
         print(f"ours / plain loop        = {ours / med['plain loop']:.2f}x")

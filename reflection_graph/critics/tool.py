@@ -45,6 +45,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from reflection_graph._extract import extract_code
 from reflection_graph._sandbox import (
     Isolation,
     IsolationUnavailableError,
@@ -60,43 +61,6 @@ __all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extr
 
 _RUNNER_FILE = "_reflection_graph_runner.py"
 _RUNNER_SOURCE = (Path(__file__).parent.parent / "_runner.py").read_text(encoding="utf-8")
-_PYTHON_TAGS = {"python", "py", "python3", "py3"}
-
-
-def _fenced_blocks(text: str) -> list[tuple[str, str]]:
-    lines = text.splitlines()
-    fences = [i for i, line in enumerate(lines) if line.strip().startswith("```")]
-    blocks: list[tuple[str, str]] = []
-    first = fences[0] if fences else 0
-    if len(fences) % 2 == 1 and lines[first].strip() == "```" and any(line.strip() for line in lines[:first]):
-        # the reply started inside a fence (the prompt ended with ```python): the first fence closes it
-        blocks.append(("", "\n".join(lines[:first])))
-        fences = fences[1:]
-    for pair in range(0, len(fences), 2):
-        opening = fences[pair]
-        closing = fences[pair + 1] if pair + 1 < len(fences) else len(lines)
-        words = lines[opening].strip()[3:].split()
-        blocks.append((words[0].lower() if words else "", "\n".join(lines[opening + 1 : closing])))
-    return blocks
-
-
-def extract_code(text: str) -> str:
-    """Return the Python code in a model reply.
-
-    Rules: the longest fenced block tagged `python`/`py` wins; else the longest untagged fenced block; else the
-    whole text. Fences are lines starting with three backticks. A fence left open at the end (a reply cut off by
-    the token limit) runs to the end of the text; a bare closing fence with code before it and no opening fence
-    (the prompt ended with the opening fence) closes a block that starts at the beginning. Blocks tagged with
-    another language are used only when there is nothing else.
-    """
-    blocks = [(tag, body) for tag, body in _fenced_blocks(text) if body.strip()]
-    for wanted in (lambda tag: tag in _PYTHON_TAGS, lambda tag: tag == ""):
-        chosen = [body for tag, body in blocks if wanted(tag)]
-        if chosen:
-            return max(chosen, key=len).strip("\n") + "\n"
-    if blocks:
-        return max((body for _, body in blocks), key=len).strip("\n") + "\n"
-    return text.strip("\n") + "\n" if text.strip() else ""
 
 
 def _check_timeout(value: float) -> float:
