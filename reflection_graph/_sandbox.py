@@ -449,12 +449,20 @@ def _kill(pid: int, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
 
 
-def _kill_tree(pid: int, token: bytes) -> None:
-    """SIGKILL the command, its process group, its descendants and every process tagged with the run token."""
+def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
+    """SIGKILL the command, its process group, its descendants and every process tagged with the run token.
+
+    The pid and the group id are used only while the command is not reaped yet (so they cannot have been reused);
+    after that, the token finds whatever it left behind.
+    """
     linux = os.path.isdir("/proc/self")
-    victims = _descendants(pid) | _tagged(token) if linux else set()
-    _kill(pid, group=True)
-    _kill(pid)
+    ours = proc.returncode is None
+    victims = _tagged(token) if linux else set()
+    if ours:
+        if linux:
+            victims |= _descendants(proc.pid)
+        _kill(proc.pid, group=True)
+        _kill(proc.pid)
     for _ in range(20):  # forks made meanwhile carry the token too; repeat until none is left
         victims.discard(os.getpid())
         for victim in victims:
@@ -512,7 +520,7 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         if channel_read >= 0:
             streams[channel_read] = chan
         timed_out = _pump(proc, streams, start + plan.timeout_s, cancel)
-        _kill_tree(proc.pid, f"{_TOKEN_VAR}={token}".encode())
+        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode())
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.5)
         _drain(streams)
