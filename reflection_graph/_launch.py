@@ -25,13 +25,13 @@ _MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
 _MNT_DETACH = 2
 _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-_KEEP = (
-    (os.ST_NOSUID, _MS_NOSUID),
-    (os.ST_NODEV, _MS_NODEV),
-    (os.ST_NOEXEC, _MS_NOEXEC),
-    (os.ST_NOATIME, _MS_NOATIME),
-    (os.ST_NODIRATIME, _MS_NODIRATIME),
-    (os.ST_RELATIME, _MS_RELATIME),
+_KEEP = (  # statvfs flag names -> the mount flag to keep when remounting (the names exist on Linux only)
+    ("ST_NOSUID", _MS_NOSUID),
+    ("ST_NODEV", _MS_NODEV),
+    ("ST_NOEXEC", _MS_NOEXEC),
+    ("ST_NOATIME", _MS_NOATIME),
+    ("ST_NODIRATIME", _MS_NODIRATIME),
+    ("ST_RELATIME", _MS_RELATIME),
 )
 
 
@@ -114,8 +114,8 @@ def _read_only_except(workdir: str) -> None:
         except OSError:
             continue
         extra = 0
-        for bit, ms in _KEEP:
-            if flags & bit:
+        for name, ms in _KEEP:
+            if flags & getattr(os, name, 0):
                 extra |= ms
         try:
             _mount(libc, path, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | extra)
