@@ -4,7 +4,12 @@ from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
-from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from reflection_graph.critics.tool import (
+    CodeTestCritic,
+    CommandCritic,
+    IsolationUnavailableError,
+    extract_code,
+)
 
 __all__ = [
     "BaseCritic",
@@ -13,6 +18,7 @@ __all__ = [
     "CompositeCritic",
     "Critic",
     "CritiqueRequest",
+    "IsolationUnavailableError",
     "JSONSchemaCritic",
     "LLMCritic",
     "LengthCritic",
