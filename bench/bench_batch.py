@@ -190,7 +190,7 @@ async def bare_waits(url: str, n: int) -> float:
 
 
 async def part_server(args: argparse.Namespace, workdir: Path) -> None:
-    from reflection_graph._server_runs import ServerGraph
+    from reflection_graph.batch import ServerGraph
     from tests._fake_openai import fake_openai_server
     from tests.test_studio import langgraph_dev
 
