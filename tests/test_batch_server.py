@@ -50,6 +50,7 @@ class FakeServer:
         self.faults: list[tuple[str, BaseException]] = []
         self.created: list[str] = []
         self.fail_runs: set[str] = set()
+        self.active = self.peak = 0  # runs being joined now, and the most at once
         self.assistants = self
         self.runs = _Runs(self)
 
@@ -90,6 +91,10 @@ class _Runs:
 
     async def join(self, thread_id: str, run_id: str) -> dict[str, Any]:
         self.server._fault("runs.join")
+        self.server.active += 1
+        self.server.peak = max(self.server.peak, self.server.active)
+        await asyncio.sleep(0.01)
+        self.server.active -= 1
         run = next(r for r in self.server.threads[thread_id] if r["run_id"] == run_id)
         if thread_id in self.server.fail_runs:
             run["status"] = "error"
@@ -135,7 +140,7 @@ def test_thread_ids_are_deterministic_per_record_input_and_context() -> None:
 
 async def test_batch_on_a_server_resumes_finished_and_running_runs(tmp_path: Path) -> None:
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    ids = write_tasks(in_path, 6)
+    ids = write_tasks(in_path, 12)
     server = FakeServer()
     graph = _graph(server)
     # r000 finished on the server while the client was down; r001 is still running there; r002's last run failed
@@ -148,8 +153,9 @@ async def test_batch_on_a_server_resumes_finished_and_running_runs(tmp_path: Pat
         ]
         server.values[tid] = {"candidate": f"old answer {rid}", "stop_reason": "accepted", "iterations": 1}
     summary = await arun_batch(graph, in_path, out_path, concurrency=3, progress=False)
-    assert summary.ok == 6 and graph.reused == 2
-    assert len(server.created) == 4  # r002 (failed before) and the three new ones; nothing started twice
+    assert summary.ok == 12 and graph.reused == 2
+    assert len(server.created) == 10  # r002 (failed before) and the nine new ones; nothing started twice
+    assert server.peak == 3  # the bound on runs in flight holds, and is used
     entries = {e["id"]: e for e in out_entries(out_path)}
     assert entries["r000"]["candidate"] == "old answer r000"  # read back, not rerun
     assert entries["r001"]["candidate"] == "answer to task number 1"  # joined
