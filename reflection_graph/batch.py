@@ -1129,7 +1129,9 @@ def merge_outputs(
 
     Every record of ``in_path`` must have exactly one entry (``ok`` or ``error``) across the shard outputs, one
     written for its current input. The shard of each output is read from its entries (``"shard": "I/N"``);
-    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing.
+    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing, in the order of
+    ``IN``, without the ``shard`` field (so a plain ``batch`` can resume it); entries for ids that are no longer in
+    ``IN`` and entries written for another input than the record's current one are left out.
 
     Args:
         outputs: the shard outputs, in any order.
