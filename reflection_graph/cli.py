@@ -4,7 +4,9 @@
 round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
 reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
-and prints its summary; it is resumable (see `reflection_graph.batch`).
+and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
+input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
+every record on a LangGraph server instead of in this process.
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -784,8 +786,7 @@ def _server_batch(
     """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
     import asyncio
 
-    from reflection_graph._server_runs import ServerError, ServerGraph
-    from reflection_graph.batch import BatchLocked, arun_batch
+    from reflection_graph.batch import BatchLocked, ServerError, ServerGraph, arun_batch
 
     try:
         context = _server_context(ctx, options)
