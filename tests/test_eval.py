@@ -455,6 +455,28 @@ def test_cli_eval_prints_the_table_and_writes_the_files(cli_quiz: CliQuiz, tmp_p
     assert len(read_rows(out / "rounds.jsonl")) == 12  # --max-iterations/--min-iterations reached the graph
 
 
+def test_cli_resumes_only_with_the_same_graph_options(cli_quiz: CliQuiz, tmp_path: Path) -> None:
+    data = write_quiz(tmp_path / "quiz.jsonl")
+    out = str(tmp_path / "out")
+    first = runner.invoke(
+        cli.app, ["eval", str(data), "--out", out, "--max-iterations", "3", "--no-progress"]
+    )
+    assert first.exit_code == 0, first.output
+    calls = len(cli_quiz.generate.received)
+    # another scorer re-scores the stored runs: no model calls
+    again = runner.invoke(
+        cli.app,
+        ["eval", str(data), "--out", out, "--max-iterations", "3", "--scorer", "exact", "--no-progress"],
+    )
+    assert again.exit_code == 0, again.output
+    assert len(cli_quiz.generate.received) == calls
+    other = runner.invoke(cli.app, ["eval", str(data), "--out", out, "--max-iterations", "2"])
+    assert other.exit_code == 2
+    assert other.output.startswith(
+        f"error: --out {out} holds runs made with other options (settings.max_iterations)"
+    )
+
+
 def test_cli_user_function_scorer_from_the_working_directory(
     cli_quiz: CliQuiz, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
