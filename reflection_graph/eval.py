@@ -484,7 +484,7 @@ def _recommend(rounds: list[RoundStats]) -> tuple[int | None, str]:
         f"Use max_iterations={r.round}: the mean score rises from {first.mean_selected:.3f} to "
         f"{r.mean_selected:.3f} (+{r.mean_selected - first.mean_selected:.3f}) for "
         f"{r.cum_tokens - first.cum_tokens:.0f} extra tokens per record "
-        f"(+{per_k * 1000:.4f} per 1000 tokens), the best gain per token of the rounds run."
+        f"({per_k * 1000:.3f} score points per 1,000 extra tokens), the best gain per token of the rounds run."
     )
 
 
