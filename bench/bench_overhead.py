@@ -43,6 +43,7 @@ from _common import (  # noqa: E402
 )
 
 from reflection_graph import create_reflection_graph  # noqa: E402
+from reflection_graph.critics import LLMCritic  # noqa: E402
 
 TASK = "Write a polite email declining a job offer."
 
@@ -65,6 +66,17 @@ def build(rounds: int, skip_peer: bool, draft_chars: int) -> dict[str, tuple[Any
         g, critic=c, max_iterations=rounds, patience=None, stop_on_no_new_issues=False
     )
     out["reflection-graph"] = (ours, g, c)
+    # The lean loop parses the critic's reply with json.loads; ours does the same with method="text" (the default
+    # "auto" goes through the model's structured-output chain, as the minimal loop does).
+    g, c = models()
+    text = create_reflection_graph(
+        g,
+        critic=LLMCritic(c, method="text"),
+        max_iterations=rounds,
+        patience=None,
+        stop_on_no_new_issues=False,
+    )
+    out["reflection-graph (text critique)"] = (text, g, c)
     if not skip_peer:
         g, c = models()
         out["langgraph-reflection"] = (langgraph_reflection_graph(g, c, rounds), g, c)
@@ -129,7 +141,11 @@ def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
         rows.append([name, round(m * 1e3, 3), spread, round(m / base, 2) if base else "-"])
     print_table(["variant", "ms/run (median)", "min-max ms", "x minimal LangGraph"], rows)
     ours = med["reflection-graph"]
+    text = med["reflection-graph (text critique)"]
     print(f"ours / lean LangGraph    = {ours / med['lean LangGraph']:.2f}x (target <= 1.2x)")
+    print(
+        f"ours (text critique) / lean LangGraph = {text / med['lean LangGraph']:.2f}x (same parsing as lean)"
+    )
     print(f"ours / minimal LangGraph = {ours / med['minimal LangGraph']:.2f}x")
     if "plain loop" in med:
         print(f"ours / plain loop        = {ours / med['plain loop']:.2f}x")

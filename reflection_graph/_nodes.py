@@ -25,6 +25,8 @@ from pydantic import BaseModel
 
 from reflection_graph import _rules
 from reflection_graph._calls import acall, call
+from reflection_graph._code import code_messages, finish_candidate
+from reflection_graph._extract import well_formed
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, CritiqueRequest
@@ -174,6 +176,8 @@ class _Plan:
     messages: list[BaseMessage] = field(default_factory=list)
     count: int = 1
     settings: Settings | None = None
+    finish: Callable[[str], str] | None = None
+    """Turns each reply into the candidate to store (the code focus completes a stub, balances fences)."""
 
 
 def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], lessons: str) -> _Plan:
@@ -186,7 +190,7 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], les
         if critique is None:  # glean an existing candidate: critique it first
             return _Plan(early={"rg_pending": [{"candidate": state["candidate"], "usage": {}}]})
         history = _rules.bounded(list(state.get("trajectory") or [])[:-1], settings.history_window)
-        messages = revise_messages(
+        messages = _code_messages(settings, "revise", state, state["candidate"], critique) or revise_messages(
             state["task"],
             state.get("context"),
             state["candidate"],
@@ -196,15 +200,52 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], les
             preserve_correct=settings.preserve_correct,
             template=settings.prompts.get("revise"),
         )
-        return _Plan(None, "revise", roles.reviser, messages, settings.n_revisions, settings)
-    messages = draft_messages(
+        return _Plan(
+            None,
+            "revise",
+            roles.reviser,
+            messages,
+            settings.n_revisions,
+            settings,
+            _finisher(settings, state, "revise"),
+        )
+    messages = _code_messages(settings, "generate", state, None, None) or draft_messages(
         state["task"],
         state.get("context"),
         lessons,
         focus=settings.focus,
         template=settings.prompts.get("generate"),
     )
-    return _Plan(None, "generate", roles.generator, messages, settings.n_drafts, settings)
+    return _Plan(
+        None,
+        "generate",
+        roles.generator,
+        messages,
+        settings.n_drafts,
+        settings,
+        _finisher(settings, state, "generate"),
+    )
+
+
+def _code_messages(
+    settings: Settings, role: str, state: Mapping[str, Any], candidate: str | None, critique: Any
+) -> list[BaseMessage] | None:
+    """Completion-style code prompts when the focus is code, the task holds a stub and no prompt is overridden."""
+    if settings.focus != "code" or settings.prompts.get(role) is not None:
+        return None
+    return code_messages(state["task"], state.get("context"), candidate=candidate, critique=critique)
+
+
+def _finisher(settings: Settings, state: Mapping[str, Any], role: str) -> Callable[[str], str] | None:
+    """Code focus: a stub's continuation becomes the full function, and fences are balanced (the default prompts
+    open a ```python fence the reply does not repeat). An overridden prompt's replies only get their fences
+    balanced."""
+    if settings.focus != "code":
+        return None
+    if settings.prompts.get(role) is not None:
+        return lambda text: well_formed(text) or text
+    task = state["task"]
+    return lambda text: finish_candidate(task, text) or text
 
 
 def _needs_lessons(setup: Setup, state: Mapping[str, Any]) -> bool:
@@ -222,7 +263,8 @@ def _generated(
     usage = empty_usage()
     for _, part, _ in results:
         usage = add_role_usage(usage, part)
-    pending = [{"candidate": text, "usage": {plan.role: part}} for text, part, _ in results if text]
+    finish = plan.finish or (lambda text: text)
+    pending = [{"candidate": finish(text), "usage": {plan.role: part}} for text, part, _ in results if text]
     update: dict[str, Any] = {"usage": {plan.role: usage, "total": usage}}
     if not pending:
         error = next(e for _, _, e in results if e is not None)

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field, field_validator
 
+from reflection_graph._extract import extract_json_object
+
 __all__ = [
     "Critique",
     "CritiqueOutput",
@@ -154,24 +156,6 @@ _FEEDBACK_KEYS = (
 )
 _ISSUE_KEYS = ("issues", "problems", "errors", "weaknesses", "flaws", "mistakes")
 _SUGGESTION_KEYS = ("suggestions", "improvements", "recommendations", "fixes", "changes")
-
-
-def extract_json_object(text: str) -> dict[str, Any] | None:
-    """Return the first JSON object found in `text` (code fences and prose around it are ignored)."""
-    text = text.strip()
-    fenced = re.findall(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
-    for chunk in [*fenced, text]:
-        start = chunk.find("{")
-        while start != -1:
-            try:
-                obj, _ = json.JSONDecoder().raw_decode(chunk[start:])
-            except json.JSONDecodeError:
-                start = chunk.find("{", start + 1)
-                continue
-            if isinstance(obj, dict):
-                return obj
-            start = chunk.find("{", start + 1)
-    return None
 
 
 def _first(data: dict[str, Any], keys: tuple[str, ...]) -> tuple[bool, Any]:

@@ -332,3 +332,62 @@ def test_run_on_the_embedded_model(tmp_path: Path) -> None:
     critique = data["critique"]
     assert critique["parsed"] is True and 0 <= critique["score"] <= 10
     assert data["usage"]["total"]["output_tokens"] > 0
+
+
+# -- --tests: a code task judged by the user's tests ------------------------------------------------------------
+
+CLAMP = 'def clamp(x, low, high):\n    """Return x limited to [low, high]."""\n'
+
+
+def test_run_with_tests_completes_the_stub_and_judges_it_by_the_tests_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return ["return x", "return max(low, min(x, high))"][min(len(prompts), 2) - 1]
+
+    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))  # type: ignore[arg-type]
+    tests = tmp_path / "tests.py"
+    tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")  # no import: the stub's function
+    result = invoke("run", CLAMP, "--tests", str(tests), "--json")
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["stop_reason"] == "accepted" and data["iterations"] == 2
+    assert data["candidate"] == CLAMP + "    return max(low, min(x, high))\n"
+    assert data["trajectory"][0]["critique"]["issues"] == [
+        "test_above failed: assert clamp(9, 0, 3) == 3 failed (clamp(9, 0, 3) was 9) (at test_solution.py:5)"
+    ]
+    assert len(prompts) == 2 and "clamp(9, 0, 3) was 9" in prompts[1]  # no critic model was called
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        ("x = 1\n", [], "error: --tests {path}: tests define no top-level test function"),
+        ("def test_x(:\n", [], "error: --tests {path}: tests do not parse"),
+        (None, [], "error: --tests: cannot read {path}"),
+        ("def test_a():\n    assert add(1, 2) == 3\n", ["--task-is-prose"], "pass --entry-point"),
+        ("def test_a():\n    assert clamp(1, 2, 3) == 2\n", ["--critic", "embedded"], "--tests and --critic"),
+    ],
+)
+def test_bad_tests_file_is_a_one_line_error_before_any_model_call(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str | None, extra: list[str], message: str
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(
+        cli,
+        "_resolve_model",
+        lambda spec, options, role: resolve_model(lambda p: calls.append(p) or "x", role=role),
+    )
+    path = tmp_path / "tests.py"
+    if content is not None:
+        path.write_text(content)
+    task = "Write add(a, b)." if "--task-is-prose" in extra else CLAMP
+    args = [a for a in extra if a != "--task-is-prose"]
+    result = invoke("run", task, "--tests", str(path), *args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message.format(path=path) in lines[0], lines
+    assert calls == []

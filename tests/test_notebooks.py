@@ -1,7 +1,9 @@
 """Execute the notebooks with nbclient (kernel `python3`, cwd = the repository root, no network).
 
-`subgraph.ipynb` uses fake models defined in the notebook; `gleaning.ipynb` runs the embedded model (marked
-`embedded`). Each cell has a time limit. The notebooks are stored without outputs.
+`subgraph.ipynb` and `agent.ipynb` use fake models defined in the notebook; `gleaning.ipynb` runs the embedded
+model (marked `embedded`). Each cell has a time limit. The notebooks are stored WITH their executed outputs, so that
+a reader on GitHub sees the results; they import the installed package (no `sys.path` edits). Re-store one after
+editing it with `python tests/test_notebooks.py NAME.ipynb`.
 """
 
 from __future__ import annotations
@@ -39,14 +41,18 @@ def outputs_text(notebook: nbformat.NotebookNode) -> str:
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
-def test_notebooks_are_stored_without_outputs(path: Path) -> None:
+def test_notebooks_are_stored_executed_and_import_the_installed_package(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, (
-                f"{path.name}: clear outputs before saving"
-            )
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code, f"{path.name}: no code cells"
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{path.name}: store it executed top to bottom (python tests/test_notebooks.py {path.name}); "
+        f"execution counts are {counts}"
+    )
+    assert any(cell.outputs for cell in code), f"{path.name}: stored without outputs"
+    assert not any("sys.path" in cell.source for cell in code), f"{path.name}: import the installed package"
 
 
 def test_subgraph_notebook_runs() -> None:
@@ -63,3 +69,11 @@ def test_gleaning_notebook_runs_on_the_embedded_model() -> None:
     text = outputs_text(notebook)
     assert "Round 1: needs_improvement=" in text and "feedback:" in text
     assert "stop reason:" in text and "----- draft -----" in text
+
+
+# Re-store notebooks with fresh outputs: python tests/test_notebooks.py NAME.ipynb ...
+if __name__ == "__main__":
+    import sys
+
+    for name in sys.argv[1:]:
+        nbformat.write(execute(name), NOTEBOOKS / name)

@@ -36,7 +36,11 @@ GRAPHS: dict[str, str] = CONFIG["graphs"]
 RUN_INPUTS: dict[str, dict[str, Any]] = {
     "reflection": {"task": "Write one sentence about rain."},
     "email": {"role": "Data Engineer", "company": "Acme"},
-    "code": {},
+    "code": {  # the user's own function stub, tests and entry point (the shipped task is the default)
+        "task": 'def clamp(x, low, high):\n    """Return x limited to [low, high].\n\n    >>> clamp(5, 0, 3)\n    3\n    """\n',
+        "tests": "def test_inside():\n    assert clamp(2, 0, 3) == 2\n",
+        "entry_point": "clamp",
+    },
     "documents": {
         "documents": [
             "The river flooded the town after three days of rain.",
@@ -163,6 +167,67 @@ def test_code_graph_runs_the_shipped_tests() -> None:
     assert CODE_TASK in prompts[0] and "add(2, 3) == 5" in prompts[1]  # the reviser saw the failing test
 
 
+CLAMP = 'def clamp(x, low, high):\n    """Return x limited to [low, high].\n\n    >>> clamp(5, 0, 3)\n    3\n    """\n'
+
+
+def test_code_graph_takes_the_users_task_tests_and_entry_point() -> None:
+    from graphs.code import create_code_graph
+
+    prompts: list[str] = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return ["return x", "return max(low, min(x, high))"][len(prompts) - 1]
+
+    graph = create_code_graph(model)
+    tests = "def test_inside():\n    assert clamp(2, 0, 3) == 2\n\n\ndef test_above():\n    assert clamp(9, 0, 3) == 3\n"
+    out = graph.invoke({"task": CLAMP, "tests": tests, "entry_point": "clamp"})
+    assert out["passed"] is True and out["iterations"] == 2
+    assert out["code"] == CLAMP + "    return max(low, min(x, high))\n"  # the stub, completed
+    first = out["trajectory"][0]["critique"]
+    assert first["issues"] == [
+        "test_above failed: assert clamp(9, 0, 3) == 3 failed (clamp(9, 0, 3) was 9) (at test_solution.py:9)"
+    ]  # judged by the user's tests, with the import of the entry point added
+    assert prompts[0].rstrip().endswith(CLAMP.rstrip()) and "clamp(9, 0, 3) was 9" in prompts[1]
+    # without tests, the docstring's examples are the tests
+    prompts.clear()
+    out = graph.invoke({"task": CLAMP})
+    assert out["trajectory"][0]["critique"]["issues"] == [
+        "test_example_1 failed: assert clamp(5, 0, 3) == 3 failed (clamp(5, 0, 3) was 5) (at test_solution.py:5)"
+    ]
+
+
+def test_code_graph_input_schema_defaults_to_the_shipped_task() -> None:
+    from graphs.code import CODE_TASK, graph
+
+    schema = graph.get_input_jsonschema()
+    assert schema["properties"]["task"]["default"] == CODE_TASK
+    assert set(schema["properties"]) == {"task", "tests", "entry_point"} and not schema.get("required")
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"task": CLAMP, "tests": "x = 1\n"}, "tests define no top-level test function"),
+        ({"task": CLAMP, "tests": "def test_x(:\n"}, "tests do not parse"),
+        ({"task": CLAMP, "tests": "  "}, "'tests' is empty"),
+        (
+            {"task": "Write add(a, b).", "tests": "def test_a():\n    assert add(1, 2) == 3\n"},
+            "pass 'entry_point'",
+        ),
+        ({"task": CLAMP, "entry_point": "not a name"}, "'entry_point' must be a Python function name"),
+    ],
+)
+def test_code_graph_rejects_bad_tests_before_any_model_call(given: dict[str, Any], message: str) -> None:
+    from graphs.code import create_code_graph
+
+    calls: list[str] = []
+    graph = create_code_graph(lambda prompt: calls.append(prompt) or "return x")
+    with pytest.raises(ValueError, match=message):
+        graph.invoke(given)
+    assert calls == []
+
+
 # -- the dev server -----------------------------------------------------------------------------------------------
 def _server_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -183,8 +248,14 @@ def _server_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
-    """Run `langgraph dev` on a free loopback port; yield its URL and the seconds it took to answer `/ok`."""
+def langgraph_dev(
+    cwd: Path = ROOT, *, timeout: float = 120.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, float]]:
+    """Run `langgraph dev` on a free loopback port; yield its URL and the seconds it took to answer `/ok`.
+
+    `env` adds to (or overrides) the server's environment, e.g. `REFLECTION_GRAPH_MODEL` for its models; `args`
+    are extra `langgraph dev` options, e.g. `("--n-jobs-per-worker", "16")`.
+    """
     pytest.importorskip("langgraph_api", reason='needs pip install "reflection-graph[studio]"')
     port = free_port()
     command = [
@@ -198,6 +269,7 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
         "127.0.0.1",
         "--port",
         str(port),
+        *args,
     ]
     log = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
     state_dir = cwd / ".langgraph_api"  # the in-memory server's pickled threads; removed if this run made it
@@ -205,7 +277,12 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
     start = time.monotonic()
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, cwd=cwd, env=_server_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=cwd,
+            env={**_server_env(), **(env or {})},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -264,6 +341,9 @@ def _check_output(name: str, out: dict[str, Any]) -> None:
     if name == "code":
         assert isinstance(out["code"], str) and isinstance(out["passed"], bool)
         assert out["critique"]["score"] == 10.0 or out["critique"]["issues"]  # tests ran and reported
+        # the stub was completed: the candidate is the user's function, judged by the user's test
+        assert out["candidate"].startswith("def clamp(x, low, high):"), out["candidate"]
+        assert out["passed"] or any("test_inside" in issue for issue in out["critique"]["issues"]), out
 
 
 EXPECTED_NODES = {

@@ -5,7 +5,12 @@ from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
-from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from reflection_graph.critics.tool import (
+    CodeTestCritic,
+    CommandCritic,
+    IsolationUnavailableError,
+    extract_code,
+)
 
 __all__ = [
     "BaseCritic",
@@ -14,6 +19,7 @@ __all__ = [
     "CompositeCritic",
     "Critic",
     "CritiqueRequest",
+    "IsolationUnavailableError",
     "JSONSchemaCritic",
     "LLMCritic",
     "LengthCritic",

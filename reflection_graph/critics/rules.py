@@ -22,13 +22,13 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
+from reflection_graph._extract import extract_json_text, first_json_value
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique, Finding, Severity
 
 __all__ = ["JSONSchemaCritic", "LengthCritic", "RequiredTermsCritic", "RuleCritic", "extract_json_text"]
 
 _PENALTY: dict[str, float] = {"none": 0.0, "minor": 1.0, "major": 3.0, "critical": 10.0}
-_FENCED = re.compile(r"^```[ \t]*[A-Za-z0-9_-]*[^\n]*\n(.*?)\n?```$", re.DOTALL)
 
 
 class RuleCritic(BaseCritic):
@@ -70,25 +70,6 @@ class RuleCritic(BaseCritic):
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Same as `critique`; the checks are cheap, so they run inline."""
         return self.critique(request, config)
-
-
-def extract_json_text(text: str) -> str:
-    """Strip surrounding whitespace and one enclosing code fence (```json ... ```) from a reply."""
-    stripped = text.strip()
-    match = _FENCED.match(stripped)
-    return match.group(1).strip() if match else stripped
-
-
-def _first_json_value(text: str) -> Any:
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text[index:])
-            except json.JSONDecodeError:
-                continue
-            return value
-    raise ValueError("no JSON value found")
 
 
 def _schema_suggestion(error: ValidationError, path: str) -> str:
@@ -182,7 +163,7 @@ class JSONSchemaCritic(RuleCritic):
             value = json.loads(body)
         except json.JSONDecodeError as exc:
             try:
-                value = _first_json_value(body)
+                value = first_json_value(body)
             except ValueError:
                 message = f"the answer is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
                 return [

@@ -1,0 +1,286 @@
+"""Code for base models: complete the function stub instead of restating it.
+
+When a task holds a function stub (a signature and a docstring, with nothing else in the body) and the focus is
+"code", the nodes prompt completion-style: the prompt ends with the stub, so a base model (the embedded Gemma 3
+270M) writes the function body next, as it would in a source file. `finish_candidate` turns that continuation
+into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
+critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
+Revisions see the previous code, the failing tests (the critique's issues) and the stub again.
+
+Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
+opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).
+
+`docstring_tests` turns the `>>>` examples of a stub's docstring into plain-assert tests for `CodeTestCritic`.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
+
+__all__ = [
+    "Stub",
+    "code_messages",
+    "docstring_tests",
+    "find_stub",
+    "finish_candidate",
+    "resolve_tests",
+    "with_solution_import",
+]
+
+DRAFT_HEADER = "# Complete the function below. Reply with the code only.\n"
+REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
+_ISSUES_SHOWN = 4
+_ISSUE_CHARS = 300
+_TRIM_LINES = 40
+"""At most this many trailing lines are cut from a task (or a reply) to make its code parse."""
+
+
+@dataclass(frozen=True)
+class Stub:
+    """A function stub found in a task: `source` runs from the preamble (imports, helpers) to the end of the
+    docstring; `name` is the function's name; `indent` the indentation of its body."""
+
+    source: str
+    name: str
+    indent: str
+
+    @property
+    def def_indent(self) -> int:
+        line = next(
+            line for line in self.source.splitlines() if re.match(rf"\s*(async\s+)?def\s+{self.name}\b", line)
+        )
+        return len(line) - len(line.lstrip())
+
+
+def _stub_in(code: str, entry_point: str | None) -> Stub | None:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+            continue
+        if not isinstance(first.value.value, str):
+            continue
+        rest = node.body[1:]
+        empty = all(
+            isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+            for s in rest
+        )
+        if empty and (entry_point is None or node.name == entry_point):
+            found.append(node)
+    if not found:
+        return None
+    node = found[-1]
+    doc = node.body[0]
+    lines = code.splitlines()
+    assert doc.end_lineno is not None
+    body_line = lines[doc.lineno - 1]
+    indent = body_line[: len(body_line) - len(body_line.lstrip())] or "    "
+    return Stub("\n".join(lines[: doc.end_lineno]).rstrip(), node.name, indent)
+
+
+@functools.lru_cache(maxsize=256)
+def find_stub(task: str, entry_point: str | None = None) -> Stub | None:
+    """The function stub in `task`: in a ```python fence, or the task itself, or the code that starts at the
+    task's first `def`/`import` line (prose after it is cut). None when the task holds no stub."""
+    chunks = [b.body for b in fenced_blocks(task) if b.tag in PYTHON_TAGS or b.tag == ""]
+    chunks.append(task)
+    lines = task.splitlines()
+    start = next(
+        (i for i, ln in enumerate(lines) if re.match(r"(def |async def |from |import |@)", ln)), None
+    )
+    if start is not None:
+        code = lines[start:]
+        chunks += ["\n".join(code[:end]) for end in range(len(code), max(0, len(code) - _TRIM_LINES), -1)]
+    for chunk in chunks:
+        stub = _stub_in(chunk, entry_point)
+        if stub is not None:
+            return stub
+    return None
+
+
+def _comment(text: str) -> str:
+    return "\n".join(f"# {line}".rstrip() for line in text.strip().splitlines())
+
+
+def code_messages(
+    task: str,
+    context: str | None,
+    *,
+    candidate: str | None = None,
+    critique: Mapping[str, Any] | None = None,
+    entry_point: str | None = None,
+) -> list[BaseMessage] | None:
+    """Completion-style messages that end with the task's stub (None when the task holds no stub).
+
+    A draft gets the stub alone (under a one-line instruction, written as a comment); a revision also gets the
+    previous code and the critique's issues (the failing tests), as comments above the stub.
+    """
+    stub = find_stub(task, entry_point)
+    if stub is None:
+        return None
+    parts = []
+    if context:
+        parts.append("# Context:\n" + _comment(context) + "\n")
+    if candidate is None:
+        parts.append(DRAFT_HEADER)
+    else:
+        parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
+        issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
+        if not issues and (critique or {}).get("feedback"):
+            issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
+        if issues:
+            parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
+        parts.append("# Corrected version:\n")
+    parts.append(stub.source + "\n")
+    return [HumanMessage("\n".join(parts))]
+
+
+def _defines(code: str, name: str) -> bool:
+    """Whether `code` parses and defines `name` with more than a docstring."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) else node.body
+            if any(not isinstance(s, ast.Pass) for s in body):
+                return True
+    return False
+
+
+def _body_lines(stub: Stub, text: str) -> list[str]:
+    """The continuation's lines up to the end of the function (the first line that dedents to the `def`)."""
+    lines = text.strip("\n").splitlines()
+    if lines and lines[0].strip() and lines[0] == lines[0].lstrip():
+        lines[0] = stub.indent + lines[0]  # the model's reply was stripped of its first indentation
+    body: list[str] = []
+    for line in lines:
+        if line.strip() and len(line) - len(line.lstrip()) <= stub.def_indent:
+            break
+        if line.strip().startswith("```"):
+            break
+        body.append(line)
+    while body and not body[-1].strip():
+        body.pop()
+    return body
+
+
+def finish_candidate(task: str, text: str, entry_point: str | None = None) -> str:
+    """The candidate to store for a code reply: the full function (stub + body) when the task holds a stub,
+    else the reply with well-formed fences.
+
+    A reply that defines the function itself (a chat model restating it) is kept, with the stub's preamble put in
+    front when it is missing. A continuation is appended to the stub and cut at the end of the function; when the
+    result does not parse (a reply cut off by the token limit), trailing lines are dropped until it does.
+    """
+    stub = find_stub(task, entry_point)
+    if stub is None:
+        return well_formed(text)
+    code = extract_code(text) if "```" in text or re.search(rf"^\s*def {stub.name}\b", text, re.M) else ""
+    if code and _defines(code, stub.name):
+        preamble = stub.source.split(f"def {stub.name}", 1)[0].strip()
+        missing = [line for line in preamble.splitlines() if line.strip() and line not in code]
+        return "\n".join([*missing, code.rstrip()]) + "\n" if missing else code
+    body = _body_lines(stub, code or text)
+    for end in range(len(body), max(-1, len(body) - _TRIM_LINES), -1):
+        full = "\n".join([stub.source, *body[:end]])
+        if is_python(full):
+            return full + "\n"
+    return "\n".join([stub.source, *body]) + "\n"
+
+
+def with_solution_import(tests: str, entry_point: str) -> str:
+    """`tests` that import `entry_point` from `solution` (the line is added when no test imports from it)."""
+    if re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
+        return tests
+    return f"from solution import {entry_point}\n\n\n{tests.lstrip()}"
+
+
+def resolve_tests(
+    task: str, tests: str | None = None, entry_point: str | None = None, *, default: str | None = None
+) -> str:
+    """The tests that judge a code task, checked now (before any model call).
+
+    `tests` as given, else the `>>>` examples of the task's docstring (`docstring_tests`), else `default`. Tests
+    that do not import from `solution` get `from solution import <entry_point>` (default: the stub's function).
+
+    Raises:
+        ValueError: the tests are empty, do not parse or define no test function; there are no tests at all; or
+            nothing says which function they call.
+    """
+    if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
+        raise ValueError(f"'entry_point' must be a Python function name, got {entry_point!r}")
+    if tests is not None and not tests.strip():
+        raise ValueError("'tests' is empty: give test functions, or leave 'tests' out to use the defaults")
+    if tests is None:
+        try:
+            tests = docstring_tests(task, entry_point)
+        except ValueError:
+            if default is None:
+                raise
+            tests = default
+    if not re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
+        stub = find_stub(task, entry_point)
+        name = entry_point or (stub.name if stub else None)
+        if name is None:
+            raise ValueError(
+                "the tests do not import from `solution` and the task holds no function stub: add "
+                "'from solution import <function>' to the tests or pass 'entry_point'"
+            )
+        tests = with_solution_import(tests, name)
+    from reflection_graph.critics.tool import CodeTestCritic
+
+    CodeTestCritic(tests)  # no test function, a syntax error: a clear ValueError now
+    return tests
+
+
+def docstring_tests(task: str, entry_point: str | None = None) -> str:
+    """Plain-assert tests built from the `>>>` examples in the docstring of the task's stub.
+
+    Each example with an expected output becomes one test function: `assert <example> == <expected>` when the
+    expected output is a Python literal, else a comparison of `repr(<example>)` with the expected text.
+
+    Raises:
+        ValueError: the task holds no stub, or its docstring has no `>>>` example with an expected output.
+    """
+    stub = find_stub(task, entry_point)
+    if stub is None:
+        raise ValueError(
+            "the task holds no function stub (a def with only a docstring) to take examples from"
+        )
+    tree = ast.parse(stub.source)
+    func = next(
+        n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == stub.name
+    )
+    docstring = ast.get_docstring(func) or ""
+    tests = []
+    for number, example in enumerate(doctest.DocTestParser().get_examples(docstring), start=1):
+        source, want = example.source.strip(), example.want.strip()
+        if not want or want.startswith("Traceback") or "\n" in source or not is_python(source):
+            continue
+        try:
+            ast.literal_eval(want)
+            check = f"assert {source} == {want}"
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            check = f"assert repr({source}) == {want!r}"
+        tests.append(f"def test_example_{number}():\n    {check}\n")
+    if not tests:
+        raise ValueError(f"the docstring of {stub.name}() has no '>>>' example with an expected output")
+    return with_solution_import("\n\n".join(tests), stub.name)

@@ -1,0 +1,189 @@
+"""Code for base models: stubs are completed, candidates are well-formed, and prose is never taken for code."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from reflection_graph import create_reflection_graph
+from reflection_graph._code import (
+    code_messages,
+    docstring_tests,
+    find_stub,
+    finish_candidate,
+    with_solution_import,
+)
+from reflection_graph._extract import extract_code, extract_json_object, fenced_blocks, well_formed
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.tool import CodeTestCritic
+from tests.fakes import RecordingChatModel
+
+STUB = '''def clamp(x: int, low: int, high: int) -> int:
+    """Return x limited to the range [low, high].
+
+    >>> clamp(5, 0, 3)
+    3
+    >>> clamp(-1, 0, 3)
+    0
+    """
+'''
+
+HELD_OUT = "def test_inside():\n    assert clamp(2, 0, 3) == 2\n"
+
+# -- the replies that broke extraction ------------------------------------------------------------------------
+
+
+def test_a_reply_of_only_a_closing_fence_and_prose_holds_no_code() -> None:
+    # the revise prompt ended with ```python; the model closed the fence at once and repeated the instructions
+    reply = "```\nRewrite the answer so that it fixes every issue in the critique.\nRevised answer:"
+    assert extract_code(reply) == ""
+    judged = CodeTestCritic(with_solution_import(HELD_OUT, "clamp")).critique(
+        CritiqueRequest(task="t", candidate=reply)
+    )
+    assert judged.issues == ["no code found in the candidate"]
+    assert not any("syntax error" in issue for issue in judged.issues)
+
+
+def test_instruction_text_is_not_reported_as_a_syntax_error_at_line_1() -> None:
+    reply = "Return only the complete corrected code. Fix the failing tests and reported errors first."
+    assert extract_code(reply) == ""
+    # prose around unfenced code: only the code is taken
+    mixed = "Sure, here it is:\n\ndef f(x):\n    return x + 1\n\nThis adds one to x."
+    assert extract_code(mixed) == "def f(x):\n    return x + 1\n"
+
+
+def test_code_before_a_closing_fence_is_kept_and_the_prose_after_it_dropped() -> None:
+    reply = "def f():\n    return 1\n```\nNote: the function above returns 1.\n```\nmore prose"
+    assert extract_code(reply) == "def f():\n    return 1\n"
+    odd = "def f():\n    return 1\n```\nNote: the function above returns 1."
+    assert [(b.inside, b.body) for b in fenced_blocks(odd)] == [(True, "def f():\n    return 1")]
+
+
+def test_prose_in_a_plain_fence_is_not_code_but_a_python_fence_wins() -> None:
+    assert extract_code("```\nThe answer is below.\n```") == ""
+    assert extract_code("```\nDone\n```\n```python\nx = 1\n```") == "x = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        ("x = 1\n```\nDone.", "```python\nx = 1\n```\nDone."),  # the opening fence was the prompt's
+        ("```python\nx = 1", "```python\nx = 1\n```"),  # cut off by the token limit
+        ("```python\nx = 1\n```", "```python\nx = 1\n```"),  # already well-formed
+        ("```\nprose only", "prose only"),  # a stray closing fence
+        ("x = 1", "x = 1"),
+    ],
+)
+def test_well_formed_balances_the_fences(reply: str, stored: str) -> None:
+    assert well_formed(reply) == stored
+    assert len([b for b in fenced_blocks(stored) if not b.closed]) == 0
+
+
+def test_extract_json_object_reads_fenced_and_bare_json() -> None:
+    assert extract_json_object('Verdict:\n```json\n{"score": 7}\n```') == {"score": 7}
+    assert extract_json_object('text {"a": [1, {"b": 2}]} tail') == {"a": [1, {"b": 2}]}
+    assert extract_json_object("[1, 2] and no object") is None
+
+
+# -- stubs ----------------------------------------------------------------------------------------------------
+
+
+def test_find_stub_in_a_fence_in_prose_or_alone() -> None:
+    for task in (
+        STUB,
+        f"Complete this:\n```python\n{STUB}```\nThanks.",
+        f"Write the body.\n\n{STUB}\nBe brief.",
+    ):
+        stub = find_stub(task)
+        assert stub is not None and stub.name == "clamp" and stub.indent == "    "
+        assert stub.source.endswith('    """') and stub.source.startswith("def clamp(")
+    assert find_stub("Write a haiku about rain") is None
+    assert find_stub("def done():\n    return 1\n") is None  # a function with a body is no stub
+
+
+def test_finish_candidate_appends_the_body_and_cuts_at_the_end_of_the_function() -> None:
+    # the embedded model's reply is stripped, so its first line lost its indentation
+    body = "return max(low, min(x, high))\n\nprint(clamp(1, 2, 3))\nassert False"
+    full = finish_candidate(STUB, body)
+    assert full == STUB + "    return max(low, min(x, high))\n"
+    ast.parse(full)
+    # a nested block keeps its own indentation
+    nested = finish_candidate(STUB, "if x < low:\n        return low\n    return min(x, high)")
+    assert nested.endswith("    if x < low:\n        return low\n    return min(x, high)\n")
+    # cut off by the token limit inside an expression: the lines that parse are kept
+    cut = finish_candidate(STUB, "y = x\n    return min(max(y, low),")
+    assert cut == STUB + "    y = x\n" and ast.parse(cut)
+
+
+def test_finish_candidate_keeps_a_restated_function_and_balances_fences_without_a_stub() -> None:
+    restated = "Here you go:\n```python\ndef clamp(x, low, high):\n    return max(low, min(x, high))\n```"
+    assert finish_candidate(STUB, restated) == "def clamp(x, low, high):\n    return max(low, min(x, high))\n"
+    assert finish_candidate("Write add(a, b).", "def add(a, b):\n    return a + b\n```") == (
+        "```python\ndef add(a, b):\n    return a + b\n```"
+    )
+
+
+def test_docstring_examples_become_tests() -> None:
+    tests = docstring_tests(STUB)
+    assert tests.startswith("from solution import clamp\n")
+    assert "def test_example_1():\n    assert clamp(5, 0, 3) == 3\n" in tests
+    assert "assert clamp(-1, 0, 3) == 0" in tests
+    critic = CodeTestCritic(tests)
+    assert critic.test_names == ("test_example_1", "test_example_2")
+    good = finish_candidate(STUB, "return max(low, min(x, high))")
+    assert critic.critique(CritiqueRequest(task=STUB, candidate=good)).is_acceptable
+    with pytest.raises(ValueError, match="no '>>>' example"):
+        docstring_tests('def f():\n    """Nothing to run."""\n')
+    with pytest.raises(ValueError, match="no function stub"):
+        docstring_tests("Write a haiku")
+    assert with_solution_import("from solution import clamp\n" + HELD_OUT, "clamp").count("import") == 1
+
+
+def test_code_messages_end_with_the_stub_and_revisions_show_test_code_and_stub() -> None:
+    draft = code_messages(STUB, None)
+    assert draft is not None and len(draft) == 1
+    assert str(draft[0].content).rstrip().endswith(STUB.rstrip())
+    critique = {"issues": ["test_example_1 failed: assert clamp(5, 0, 3) == 3 failed (clamp(5, 0, 3) was 5)"]}
+    previous = STUB + "    return x\n"
+    revise = code_messages(STUB, "Use only builtins.", candidate=previous, critique=critique)
+    assert revise is not None
+    text = str(revise[0].content)
+    assert "# test_example_1 failed: assert clamp(5, 0, 3) == 3" in text
+    assert "    return x\n" in text and "# Use only builtins." in text
+    assert text.rstrip().endswith(STUB.rstrip()) and text.count("def clamp(") == 2
+    assert code_messages("Write a haiku", None) is None
+
+
+# -- through the graph -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_code_loop_completes_the_stub_and_revises_with_the_failing_test(mode: str) -> None:
+    import asyncio
+
+    generator = RecordingChatModel(replies=["return x", "return max(low, min(x, high))"])
+    critic = CodeTestCritic(docstring_tests(STUB))
+    graph = create_reflection_graph(generator, critic=critic, focus="code", max_iterations=3)
+    result = graph.invoke({"task": STUB}) if mode == "sync" else asyncio.run(graph.ainvoke({"task": STUB}))
+
+    assert result["stop_reason"] == "accepted" and result["iterations"] == 2
+    first, second = result["trajectory"]
+    assert first["candidate"] == STUB + "    return x\n"  # the full function, not the bare continuation
+    assert second["candidate"] == result["candidate"] == STUB + "    return max(low, min(x, high))\n"
+    draft_prompt, revise_prompt = generator.prompts
+    assert draft_prompt.rstrip().endswith(STUB.rstrip())
+    assert "clamp(5, 0, 3) was 5" in revise_prompt, "the reviser saw the failing test"
+    assert "    return x\n" in revise_prompt and revise_prompt.rstrip().endswith(STUB.rstrip())
+
+
+def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences() -> None:
+    generator = RecordingChatModel(replies=["def add(a, b):\n    return a + b\n```\nThat is all."])
+    critic = CodeTestCritic("from solution import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    graph = create_reflection_graph(
+        generator, critic=critic, focus="code", prompts={"generate": "Task: {task}\n```python\n"}
+    )
+    result = graph.invoke({"task": STUB.replace("clamp", "add")})
+    assert generator.prompts[0].startswith("Task: def add(")
+    assert result["candidate"] == "```python\ndef add(a, b):\n    return a + b\n```\nThat is all."
+    assert result["stop_reason"] == "accepted"
