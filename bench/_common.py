@@ -96,7 +96,10 @@ class FastChat(BaseChatModel):
             parsed = schema.model_validate_json(str(raw.content))
             return {"raw": raw, "parsed": parsed, "parsing_error": None} if include_raw else parsed
 
-        return self | RunnableLambda(parse, name="parse_structured")
+        async def aparse(raw: AIMessage) -> Any:  # as a provider's output parser: no thread hop in ainvoke
+            return parse(raw)
+
+        return self | RunnableLambda(parse, afunc=aparse, name="parse_structured")
 
 
 def critique_json(score: float = 4.0, ok: bool = False, issue: str = "too vague") -> str:

@@ -9,12 +9,21 @@ generator (no downloads), then times the same queries two ways, side by side in 
 - scan: lists every entry of the memory's namespace (`store.search(entries namespace)`, paged), scores each
   with the same Jaccard similarity on its stored word set, filters by the threshold and keeps the top lessons.
 
-Both must return the same lessons; the table reports how often they agree, the per-query times (median and
-mean, milliseconds) and the ratio scan / indexed. Backends: `InMemoryStore` and `SqliteStore` (a temp file).
+Before timing, every query runs both ways through a counting store: both must return the same lessons (the
+table's `agree`), and the store round trips and operations each way makes are reported. The timed loop then
+alternates the two query by query, in a shuffled order, so machine load hits both alike. The table reports the
+per-query times (median and mean, milliseconds) and the ratio scan / indexed. Backends: `InMemoryStore` and
+`SqliteStore` (a temp file).
+
+Long tasks (`--long-words`, 10,000 by default; 0 skips): on a SqliteStore, one step saves a new task and searches
+another of the same kind; steps with 10,000-word tasks and with short tasks alternate (shuffled order), and the
+ratio long / short is printed. The same long step then runs with the term cap lifted (`MAX_TASK_TERMS` patched:
+every distinct word indexed, as before the cap) on a store filled the same way, for the ratio no cap / cap.
 
 Usage:
     python bench/bench_memory.py                  # 100,000 tasks x 3 lessons, both backends, 12 queries
     python bench/bench_memory.py --n 20000 --queries 30 --backends memory --lessons-per-task 1
+    python bench/bench_memory.py --n 2000 --long-words 10000 --long-reps 5
 
 Queries: half are stored tasks with one word swapped (a similar earlier task exists), half are fresh tasks.
 """
@@ -29,17 +38,18 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from langgraph.store.base import BaseStore  # noqa: E402
+from langgraph.store.base import BaseStore, Op, Result  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
+from reflection_graph import memory as memory_module  # noqa: E402
 from reflection_graph.memory import ReflexionMemory, jaccard, task_tokens  # noqa: E402
 
 # --------------------------------------------------------------------------- synthetic tasks
@@ -183,6 +193,32 @@ def scan_search(memory: ReflexionMemory, store: BaseStore, task: str, page: int 
 # --------------------------------------------------------------------------- runner
 
 
+class CountingStore(BaseStore):
+    """Passes every batch to `inner` and counts round trips and operations (used only outside the timed loop)."""
+
+    def __init__(self, inner: BaseStore) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.ops = 0
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        self.calls += 1
+        self.ops += len(ops)
+        return self.inner.batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        self.calls += 1
+        self.ops += len(ops)
+        return await self.inner.abatch(ops)
+
+    def take(self) -> tuple[int, int]:
+        counts = (self.calls, self.ops)
+        self.calls = self.ops = 0
+        return counts
+
+
 def _time_ms(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     result = fn()
@@ -200,18 +236,35 @@ def run_backend(
     fill_s = time.perf_counter() - start
     stored = memory.count()
     queries = make_queries(tasks, queries_count, seed=seed + 1)
-    memory.search(queries[0])  # warm-up (imports, caches), same for both
-    scan_search(memory, store, queries[0])
-    indexed_ms: list[float] = []
-    scan_ms: list[float] = []
+
+    # Before timing: both ways must return the same lessons; count what each asks of the store.
+    counting = CountingStore(store)
+    counted = ReflexionMemory(counting, max_entries=max(n, 1))
     agree = hits = 0
+    calls = {"indexed": [0, 0], "scan": [0, 0]}
     for query in queries:
-        t_idx, got = _time_ms(lambda q=query: [lesson.text for lesson in memory.search(q)])  # type: ignore[misc]
-        t_scan, want = _time_ms(lambda q=query: scan_search(memory, store, q))  # type: ignore[misc]
-        indexed_ms.append(t_idx)
-        scan_ms.append(t_scan)
+        got = [lesson.text for lesson in counted.search(query)]
+        c, o = counting.take()
+        calls["indexed"] = [calls["indexed"][0] + c, calls["indexed"][1] + o]
+        want = scan_search(counted, counting, query)
+        c, o = counting.take()
+        calls["scan"] = [calls["scan"][0] + c, calls["scan"][1] + o]
         agree += int(got == want)
         hits += int(bool(want))
+
+    # Timed: the two ways alternate query by query, in a shuffled order, so load hits both alike.
+    variants: dict[str, Callable[[str], object]] = {
+        "indexed": lambda q: memory.search(q),
+        "scan": lambda q: scan_search(memory, store, q),
+    }
+    times: dict[str, list[float]] = {"indexed": [], "scan": []}
+    order_rng = random.Random(seed + 11)
+    for query in queries:
+        names = list(variants)
+        order_rng.shuffle(names)
+        for variant in names:
+            times[variant].append(_time_ms(lambda v=variant, q=query: variants[v](q))[0])  # type: ignore[misc]
+    indexed_ms, scan_ms = times["indexed"], times["scan"]
     return {
         "backend": name,
         "entries": stored,
@@ -219,6 +272,10 @@ def run_backend(
         "queries": len(queries),
         "with_hits": hits,
         "agree": agree,
+        "indexed_calls": calls["indexed"][0] / len(queries),
+        "indexed_ops": calls["indexed"][1] / len(queries),
+        "scan_calls": calls["scan"][0] / len(queries),
+        "scan_ops": calls["scan"][1] / len(queries),
         "indexed_p50": statistics.median(indexed_ms),
         "indexed_mean": statistics.fmean(indexed_ms),
         "scan_p50": statistics.median(scan_ms),
@@ -226,6 +283,79 @@ def run_backend(
         "indexed_similar": statistics.fmean(indexed_ms[0::2]),
         "indexed_fresh": statistics.fmean(indexed_ms[1::2]) if len(indexed_ms) > 1 else float("nan"),
     }
+
+
+# --------------------------------------------------------------------------- long tasks
+
+
+def long_task(words: int, seed: int) -> str:
+    """A task of `words` words drawn from the Zipf vocabulary (a pasted report with an instruction on top)."""
+    rng = random.Random(seed)
+    vocabulary, cumulative = _zipf_vocabulary()
+    return "Summarize this report for the board: " + " ".join(
+        rng.choices(vocabulary, cum_weights=cumulative, k=words)
+    )
+
+
+def run_long(words: int, reps: int, background: int, seed: int) -> dict[str, float]:
+    """Save + search a `words`-word task vs a short one on SqliteStore, interleaved; then without the term cap.
+
+    Each store holds `background` short tasks and 10 earlier long tasks. One step = save a new task, then search
+    another task of the same kind. The no-cap variant patches `MAX_TASK_TERMS` (every distinct word indexed, as
+    before the cap) on a store filled the same way; it runs `min(reps, 2)` steps since it is slow.
+    """
+    out: dict[str, float] = {"words": words, "distinct": len(set(long_task(words, seed).split()))}
+
+    def fill(memory: ReflexionMemory) -> None:
+        rng = random.Random(seed)
+        shorts = list(synthetic_tasks(background, seed=seed + 3))
+        memory.save_many((task, lessons_for(task, rng, 2)) for task in shorts)
+        memory.save_many((long_task(words, seed + 100 + i), [f"long lesson {i}"]) for i in range(10))
+
+    def step(memory: ReflexionMemory, kind: str, i: int) -> object:
+        if kind == "long":
+            memory.save(long_task(words, seed + 1000 + i), [f"new long lesson {i}"])
+            return memory.search(long_task(words, seed + 2000 + i))
+        task, query = make_queries(list(synthetic_tasks(1, seed=seed + 3000 + i)), 2, seed=seed + i)
+        memory.save(task, [f"new short lesson {i}"])
+        return memory.search(query)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with SqliteStore.from_conn_string(str(Path(tmp) / "capped.sqlite")) as store:
+            store.setup()
+            counting = CountingStore(store)
+            memory = ReflexionMemory(counting)
+            fill(memory)
+            counting.take()
+            times: dict[str, list[float]] = {"long": [], "short": []}
+            order_rng = random.Random(seed + 5)
+            for i in range(reps):
+                kinds = ["long", "short"]
+                order_rng.shuffle(kinds)
+                for kind in kinds:
+                    times[kind].append(_time_ms(lambda k=kind, i=i: step(memory, k, i))[0])  # type: ignore[misc]
+            step(memory, "long", reps)
+            out["capped_calls"], out["capped_ops"] = counting.take()
+            out["terms"] = len(task_tokens(long_task(words, seed)))
+        out["long_ms"] = statistics.fmean(times["long"])
+        out["short_ms"] = statistics.fmean(times["short"])
+        with SqliteStore.from_conn_string(str(Path(tmp) / "uncapped.sqlite")) as store:
+            store.setup()
+            saved_cap = memory_module.MAX_TASK_TERMS
+            memory_module.MAX_TASK_TERMS = 10**9
+            try:
+                counting = CountingStore(store)
+                memory = ReflexionMemory(counting)
+                fill(memory)
+                counting.take()
+                uncapped = [_time_ms(lambda i=i: step(memory, "long", i))[0] for i in range(min(reps, 2))]
+                step(memory, "long", reps)
+                out["uncapped_calls"], out["uncapped_ops"] = counting.take()
+                out["uncapped_terms"] = len(task_tokens(long_task(words, seed)))
+            finally:
+                memory_module.MAX_TASK_TERMS = saved_cap
+        out["uncapped_ms"] = statistics.fmean(uncapped)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,10 +368,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lessons-per-task", type=int, default=3, help="lessons saved per task (a run saves 1-5; default 3)"
     )
+    parser.add_argument(
+        "--long-words",
+        type=int,
+        default=10_000,
+        help="words in the long-task check (0 skips it; default 10000)",
+    )
+    parser.add_argument("--long-reps", type=int, default=3, help="interleaved long/short steps (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.n < 1 or args.queries < 1 or args.lessons_per_task < 1:
-        parser.error("--n, --queries and --lessons-per-task must be >= 1")
+    if args.n < 1 or args.queries < 1 or args.lessons_per_task < 1 or args.long_reps < 1:
+        parser.error("--n, --queries, --lessons-per-task and --long-reps must be >= 1")
+    if args.long_words < 0:
+        parser.error("--long-words must be >= 0")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = set(backends) - {"memory", "sqlite"}
     if unknown:
@@ -290,7 +429,24 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(
             f"{r['backend']}: indexed mean {r['indexed_similar']:.2f} ms for queries with a near-duplicate "
-            f"earlier task, {r['indexed_fresh']:.2f} ms for fresh tasks."
+            f"earlier task, {r['indexed_fresh']:.2f} ms for fresh tasks; per query, indexed made "
+            f"{r['indexed_calls']:.1f} store round trips ({r['indexed_ops']:.0f} operations), the scan "
+            f"{r['scan_calls']:.1f} ({r['scan_ops']:.0f} operations)."
+        )
+
+    if args.long_words:
+        print(f"\nlong task: {args.long_words:,} words, SqliteStore, {args.long_reps} interleaved steps ...")
+        lo = run_long(args.long_words, args.long_reps, background=min(args.n, 2000), seed=args.seed)
+        print(
+            f"one step = save a new task + search another of the same kind "
+            f"({lo['distinct']:,.0f} distinct words in a long task)\n"
+            f"  short task:            {lo['short_ms']:9.1f} ms\n"
+            f"  long task, term cap:   {lo['long_ms']:9.1f} ms  ({lo['terms']:.0f} terms; one more step: "
+            f"{lo['capped_calls']:.0f} round trips, {lo['capped_ops']:,.0f} operations)\n"
+            f"  long task, no cap:     {lo['uncapped_ms']:9.1f} ms  ({lo['uncapped_terms']:,.0f} terms; one more "
+            f"step: {lo['uncapped_calls']:.0f} round trips, {lo['uncapped_ops']:,.0f} operations)\n"
+            f"  ratio long/short with the cap: {lo['long_ms'] / lo['short_ms']:.1f}x; "
+            f"no cap / cap for the long task: {lo['uncapped_ms'] / lo['long_ms']:.1f}x"
         )
     return 0 if all(r["agree"] == r["queries"] for r in rows) else 1
 

@@ -20,6 +20,7 @@ from reflection_graph.critics import (
     RequiredTermsCritic,
 )
 from reflection_graph.critique import Critique
+from reflection_graph.eval import aevaluate, evaluate
 from reflection_graph.gleaning import create_gleaning_graph
 from reflection_graph.graph import build_reflection_graph, create_reflection_graph
 from reflection_graph.memory import ReflexionMemory
@@ -47,10 +48,12 @@ __all__ = [
     "ReflexionMemory",
     "RequiredTermsCritic",
     "Settings",
+    "aevaluate",
     "as_messages_node",
     "build_reflection_graph",
     "create_gleaning_graph",
     "create_reflection_graph",
+    "evaluate",
     "max_model_calls",
     "resolve_model",
     "run_batch",

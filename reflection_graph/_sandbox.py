@@ -1,38 +1,52 @@
-"""Run untrusted commands (generated code, its tests, linters) in a limited subprocess.
+"""Run untrusted commands (generated code, its tests, linters) in an isolated, limited subprocess.
 
-Generated code never runs in the package's own process. `run_sandboxed` (and its async twin
-`arun_sandboxed`) writes the given files into a fresh temporary directory, runs `argv` there and always deletes
-the directory afterwards, also on timeout, cancellation or error.
+Generated code never runs in the package's own process. `run_sandboxed` (and its async twin `arun_sandboxed`) writes
+the given files into a fresh temporary directory (the *run dir*), runs `argv` there and always deletes the directory
+afterwards, also on timeout, cancellation or error.
 
-Limits, applied to the child before it runs any of the given command:
+Isolation (`isolation="auto"`, the default; Linux only):
 
-- `RLIMIT_AS` (address space) = `memory_mb`: an allocation past it fails (`MemoryError` in Python).
-- `RLIMIT_CPU` = `cpu_s` (default: the wall-clock timeout rounded up, plus one second).
-- `RLIMIT_FSIZE` = `max_file_mb`: no file written by the child grows past it.
-- `RLIMIT_CORE` = 0: no core dumps in the temp dir.
-- A wall-clock timeout: the child runs in its own session / process group, and the whole group is killed with
-  `SIGKILL` on timeout (and after a normal exit too, so background children left behind do not survive).
-- A minimal environment: `PATH=/usr/bin:/bin`, `HOME` and `TMPDIR` pointing at the temp dir, a UTF-8 locale, plus
-  only what `env` adds. Run Python as `python -I` (isolated mode: no `PYTHON*` variables, no user site, the
-  script's directory is not put on `sys.path`).
-- stdin is `/dev/null`; stdout and stderr are captured up to `max_output_bytes` each (the rest is read and
-  dropped, so a chatty child cannot fill the parent's memory).
+- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; no capabilities;
+  the whole file system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and
+  `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
+  `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
+- else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
+  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir; a
+  minimal `/dev`; a fresh, read-only `/proc`.
 
-The limits are set by a tiny launcher (`python -I -S -c ...` that calls `resource.setrlimit` and then
-`os.execv`s the command) rather than by `preexec_fn`, which CPython documents as unsafe when the parent process has
-threads (LangGraph runs sync nodes in a thread pool). The effect is the same: the command starts with the limits
-already in place. `RLIMIT_NPROC` is not set: it counts every process of the user (and root ignores it), so it
-cannot bound one sandbox; the process-group kill is what cleans up forks.
+When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
+of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
+not hidden.
+- else (macOS, Windows, Linux without either): no isolation, with a one-time `RuntimeWarning`. `"required"` raises
+  `IsolationUnavailableError` instead; `"off"` never isolates.
 
-This is resource isolation, not a security boundary: the child can still read the file system and use the network
-with the rights of the current user. Run the package in a container when the code may be hostile.
+Limits, applied in the sandbox before the command runs (by `_launch.py`, passed as `python -I -S -c`):
+
+- `RLIMIT_AS` (address space) = `memory_mb`; `RLIMIT_CPU` = `cpu_s` (default: the timeout rounded up, plus two
+  seconds); `RLIMIT_FSIZE` = `max_file_mb`; `RLIMIT_CORE` = 0.
+- A wall-clock timeout. The parent reads the child's pipes with deadlines, so it never blocks past `timeout_s` plus
+  a fraction of a second, even when a grandchild keeps a pipe open.
+- The whole process tree is killed when the command ends or times out: the pid namespace when isolated (its init
+  dies and the kernel kills the rest); in every mode also the process group, every descendant, and every process
+  that carries this run's random token in its environment (found through `/proc` on Linux), which catches children
+  that escaped with `setsid()` or a double fork.
+- A minimal environment: `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` and `TMPDIR` pointing at the run dir, a UTF-8
+  locale, the run token, plus only what `env` adds.
+- stdin is `/dev/null`; stdout and stderr are captured up to `max_output_bytes` each.
+
+An optional result channel (`channel_secret`): a pipe on which the command can report results that its own children
+cannot forge by printing (see `_runner.py`). The secret is written into a second pipe that the command reads and
+closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two descriptor numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
+import secrets
+import selectors
 import shutil
 import signal
 import subprocess
@@ -40,42 +54,51 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import Literal, get_args
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
+    "Isolation",
+    "IsolationUnavailableError",
     "SandboxResult",
     "arun_sandboxed",
+    "isolation_backend",
+    "resolve_isolation",
     "run_sandboxed",
 ]
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
-"""How many bytes of stdout (and, separately, of stderr) are kept."""
+"""How many bytes of stdout (and, separately, of stderr and of the result channel) are kept."""
+
+Isolation = Literal["auto", "required", "off"]
+"""How generated code is isolated: `auto` when the OS allows it, `required` or fail, `off` never."""
 
 _MIN_MEMORY_MB = 32
 _TRUNCATION_NOTE = "\n[... output truncated by the sandbox ...]\n"
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_TOKEN_VAR = "REFLECTION_GRAPH_SANDBOX_RUN"
+_CHANNEL_BYTES = 16 * 1024 * 1024
+"""How many bytes of the result channel are kept (a test runner reports about 2 KB per test at most)."""
+_EXIT_GRACE_S = 0.2
+"""After the command exits, how long its pipes are still read (children holding them are then killed)."""
+_LAUNCHER = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
+_HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/acpi", "/proc/irq", "/proc/bus")
+_BACKEND_ORDER: tuple[str, ...] = ("bwrap", "unshare")
+_HOW_TO_ISOLATE = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) or enable "
+    "unprivileged user namespaces (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also "
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); in a container, allow user namespaces (e.g. "
+    "Docker's `--security-opt seccomp=unconfined`)"
+)
 
-# Sets the limits given on the command line, then replaces itself with the real command.
-_LAUNCHER = """\
-import os, resource, sys
-def _lim(name, value):
-    if value < 0 or not hasattr(resource, name):
-        return
-    kind = getattr(resource, name)
-    soft, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, value))
-_lim("RLIMIT_AS", int(sys.argv[1]))
-_lim("RLIMIT_CPU", int(sys.argv[2]))
-_lim("RLIMIT_FSIZE", int(sys.argv[3]))
-_lim("RLIMIT_CORE", 0)
-os.execv(sys.argv[4], sys.argv[4:])
-"""
+
+class IsolationUnavailableError(RuntimeError):
+    """`isolation="required"` was asked for, but this OS cannot isolate generated code; the message says how to fix."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +109,14 @@ class SandboxResult:
         returncode: the exit status; negative when the process was killed by a signal (`-9` after a timeout).
         stdout: captured standard output (UTF-8, undecodable bytes replaced), at most `max_output_bytes`.
         stderr: captured standard error, same cap.
-        timed_out: the wall-clock timeout or the CPU-time limit was hit and the process group was killed.
+        timed_out: the wall-clock timeout or the CPU-time limit was hit and the process tree was killed.
         memory_exceeded: the memory limit was hit (a `MemoryError` or allocation failure was reported, or the
             process died of `SIGKILL`/`SIGSEGV`/`SIGABRT` without a timeout). A heuristic: a program that catches
             its own `MemoryError` and exits cleanly is not flagged.
         duration_s: wall-clock seconds from start to the end of the process.
         output_truncated: stdout or stderr was longer than the cap.
+        channel: raw bytes read from the result channel (empty unless `channel_secret` was given).
+        isolation: the isolation backend used (`"bwrap"` or `"unshare"`), or None when not isolated.
     """
 
     returncode: int
@@ -101,11 +126,153 @@ class SandboxResult:
     memory_exceeded: bool
     duration_s: float
     output_truncated: bool = False
+    channel: bytes = b""
+    isolation: str | None = None
 
     @property
     def ok(self) -> bool:
         """True when the command exited with status 0 within the limits."""
         return self.returncode == 0 and not self.timed_out and not self.memory_exceeded
+
+
+# -- isolation ---------------------------------------------------------------------------------------------------
+
+_probe_lock = threading.Lock()
+_probed: dict[str, str | None] = {}  # backend -> None when it works, else why not
+_warned = False
+
+
+def _exposed_paths(program: str) -> list[str]:
+    """Paths under the hidden dirs that the command needs: the Python installations and the program's prefix."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for path in (os.path.abspath(program), os.path.realpath(program)):
+        candidates.add(os.path.dirname(os.path.dirname(path)))
+    hidden = tuple(d + os.sep for d in _HIDDEN_DIRS)
+    keep = {os.path.realpath(c) for c in candidates if c} | {c for c in candidates if c}
+    return sorted(p for p in keep if p.startswith(hidden) and os.path.isdir(p))
+
+
+def _bwrap_prefix(bwrap: str, workdir: str, program: str) -> list[str]:
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for writable in _PROC_KNOBS:  # host-wide kernel settings: root in the sandbox must not write them
+        if os.path.exists(writable):
+            args += ["--ro-bind", writable, writable]
+    for hidden in _HIDDEN_DIRS:
+        if os.path.isdir(hidden) and not os.path.islink(hidden):
+            args += ["--tmpfs", hidden]
+    for path in _exposed_paths(program):
+        args += ["--ro-bind", path, path]
+    return [*args, "--bind", workdir, workdir, "--chdir", workdir, "--"]
+
+
+def _wrap(backend: str | None, workdir: str, plan: _Plan) -> list[str]:
+    limits = [str(plan.memory_bytes), str(plan.cpu_s), str(plan.fsize_bytes)]
+    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+    if backend == "bwrap":
+        bwrap = shutil.which("bwrap")
+        assert bwrap is not None
+        return [
+            *_bwrap_prefix(bwrap, workdir, plan.argv[0]),
+            *launcher,
+            "plain",
+            workdir,
+            *limits,
+            *plan.argv,
+        ]
+    if backend == "unshare":
+        unshare = shutil.which("unshare")
+        assert unshare is not None
+        flags = [
+            "--user",
+            "--map-root-user",
+            "--net",
+            "--pid",
+            "--fork",
+            "--mount",
+            "--mount-proc",
+            "--kill-child",
+        ]
+        return [unshare, *flags, "--", *launcher, "unshare", workdir, *limits, *plan.argv]
+    return [*launcher, "plain", workdir, *limits, *plan.argv]
+
+
+def _probe(backend: str) -> str | None:
+    """Run `python -c pass` through `backend`; None when it works, else the reason it does not."""
+    if shutil.which(backend) is None:
+        return f"{backend} is not installed"
+    plan = _validate({}, [sys.executable, "-I", "-S", "-c", "pass"], 20, None, None, None, 4096, 1, backend)
+    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
+    try:
+        proc = subprocess.run(
+            _wrap(backend, workdir, plan),
+            cwd=workdir,
+            env={**plan.env, "HOME": workdir, "TMPDIR": workdir},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{backend} failed: {exc}"
+    finally:
+        _remove_tree(workdir)
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{backend} failed ({detail[-1] if detail else f'exit status {proc.returncode}'})"
+    return None
+
+
+def isolation_backend() -> tuple[str | None, str]:
+    """The isolation backend that works here (`"bwrap"`, `"unshare"` or None) and, when None, why not.
+
+    Probed once per process by running a no-op through each backend in `_BACKEND_ORDER`.
+    """
+    if not sys.platform.startswith("linux"):
+        return None, f"isolation needs Linux namespaces; this is {sys.platform}"
+    reasons = []
+    with _probe_lock:
+        for backend in _BACKEND_ORDER:
+            if backend not in _probed:
+                _probed[backend] = _probe(backend)
+            reason = _probed[backend]
+            if reason is None:
+                return backend, ""
+            reasons.append(reason)
+    return None, "; ".join(reasons) or "no isolation backend is configured"
+
+
+def resolve_isolation(isolation: str) -> str | None:
+    """Check an `isolation` setting and return the backend to use (None: not isolated).
+
+    Raises:
+        ValueError: `isolation` is not one of "auto", "required", "off".
+        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
+    """
+    global _warned
+    if isolation not in get_args(Isolation):
+        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
+    if isolation == "off":
+        return None
+    backend, why = isolation_backend()
+    if backend is not None:
+        return backend
+    if isolation == "required":
+        raise IsolationUnavailableError(
+            f"isolation='required' but generated code cannot be isolated here ({why}). To fix: {_HOW_TO_ISOLATE}; "
+            "or pass isolation='auto' (run unisolated with a warning) or 'off'."
+        )
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            f"generated code runs without isolation (network, file system and other processes reachable): {why}. "
+            f"To isolate it: {_HOW_TO_ISOLATE}. To silence this warning, pass isolation='off'.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return None
+
+
+# -- running -----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -118,6 +285,8 @@ class _Plan:
     fsize_bytes: int
     env: dict[str, str]
     max_output_bytes: int
+    backend: str | None
+    channel_secret: bytes | None = None
 
 
 def _validate(
@@ -129,6 +298,8 @@ def _validate(
     env: Mapping[str, str] | None,
     max_output_bytes: int,
     max_file_mb: int,
+    backend: str | None,
+    channel_secret: bytes | None = None,
 ) -> _Plan:
     if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv must be a non-empty list of strings, e.g. [sys.executable, '-I', 'main.py']")
@@ -144,6 +315,8 @@ def _validate(
         raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
     if max_file_mb <= 0:
         raise ValueError(f"max_file_mb must be positive, got {max_file_mb!r}")
+    if channel_secret is not None and (not isinstance(channel_secret, bytes) or len(channel_secret) < 16):
+        raise ValueError("channel_secret must be at least 16 random bytes (secrets.token_bytes(32))")
     clean_files: dict[str, str] = {}
     for name, content in files.items():
         path = PurePosixPath(name)
@@ -172,32 +345,16 @@ def _validate(
         fsize_bytes=int(max_file_mb) * 1024 * 1024,
         env=child_env,
         max_output_bytes=int(max_output_bytes),
+        backend=backend,
+        channel_secret=channel_secret,
     )
 
 
-def _prepare(plan: _Plan, workdir: str) -> tuple[list[str], dict[str, str]]:
+def _write_files(plan: _Plan, workdir: str) -> None:
     for name, content in plan.files.items():
         target = Path(workdir, name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
-    env = {**plan.env, "HOME": workdir, "TMPDIR": workdir}
-    launcher = [
-        sys.executable,
-        "-I",
-        "-S",
-        "-c",
-        _LAUNCHER,
-        str(plan.memory_bytes),
-        str(plan.cpu_s),
-        str(plan.fsize_bytes),
-        *plan.argv,
-    ]
-    return launcher, env
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _remove_tree(path: str) -> None:
@@ -239,12 +396,210 @@ class _Capture:
             self.kept += len(piece)
         self.dropped += max(0, len(data) - max(room, 0))
 
+    def raw(self) -> bytes:
+        return b"".join(self.chunks)
+
     def text(self) -> str:
-        out = b"".join(self.chunks).decode("utf-8", errors="replace")
+        out = self.raw().decode("utf-8", errors="replace")
         return out + _TRUNCATION_NOTE if self.dropped else out
 
 
-def _result(returncode: int, out: _Capture, err: _Capture, timed_out: bool, start: float) -> SandboxResult:
+# -- killing the whole tree --------------------------------------------------------------------------------------
+
+
+def _parents() -> dict[int, int]:
+    table: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat = Path(entry.path, "stat").read_bytes()
+                    table[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return table
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _tagged(token: bytes) -> set[int]:
+    """Processes whose environment carries this run's token (forks and `setsid()` escapes inherit it)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if token in Path(entry.path, "environ").read_bytes():
+                        found.add(int(entry.name))
+    return found
+
+
+def _kill(pid: int, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
+    """SIGKILL the command, its process group, its descendants and every process tagged with the run token.
+
+    The pid and the group id are used only while the command is not reaped yet (so they cannot have been reused);
+    after that, the token finds whatever it left behind.
+    """
+    linux = os.path.isdir("/proc/self")
+    ours = proc.returncode is None
+    victims = _tagged(token) if linux else set()
+    if ours:
+        if linux:
+            victims |= _descendants(proc.pid)
+        _kill(proc.pid, group=True)
+        _kill(proc.pid)
+    for _ in range(20):  # forks made meanwhile carry the token too; repeat until none is left
+        victims.discard(os.getpid())
+        for victim in victims:
+            _kill(victim)
+        if not linux:
+            break
+        victims = _tagged(token)
+        if not victims:
+            break
+        time.sleep(0.005)
+
+
+# -- the core loop -----------------------------------------------------------------------------------------------
+
+
+def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResult:
+    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
+    opened: list[int] = []
+    try:
+        _write_files(plan, workdir)
+        token = secrets.token_hex(16)
+        env = {**plan.env, "HOME": workdir, "TMPDIR": workdir, _TOKEN_VAR: token}
+        argv = list(plan.argv)
+        pass_fds: list[int] = []
+        channel_read = -1
+        if plan.channel_secret is not None:
+            secret_read, secret_write = os.pipe()
+            channel_read, channel_write = os.pipe()
+            opened += [secret_read, channel_read, channel_write]
+            os.write(secret_write, plan.channel_secret)
+            os.close(secret_write)
+            pass_fds = [secret_read, channel_write]
+            names = {"{secret_fd}": str(secret_read), "{result_fd}": str(channel_write)}
+            argv = [names.get(a, a) for a in argv]
+        command = _wrap(plan.backend, workdir, dataclasses.replace(plan, argv=argv))
+        out, err = _Capture(plan.max_output_bytes), _Capture(plan.max_output_bytes)
+        chan = _Capture(_CHANNEL_BYTES)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+        for fd in pass_fds:  # the child holds them now
+            os.close(fd)
+            opened.remove(fd)
+        assert proc.stdout is not None and proc.stderr is not None
+        streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        if channel_read >= 0:
+            streams[channel_read] = chan
+        timed_out = _pump(proc, streams, start + plan.timeout_s, cancel)
+        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode())
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
+        _drain(streams)
+        proc.stdout.close()
+        proc.stderr.close()
+        returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        if plan.backend is not None and 128 < returncode <= 128 + 64:
+            returncode = 128 - returncode  # the backend's init reports a signal as 128 + signal
+        return _result(returncode, out, err, chan, timed_out, start, plan.backend)
+    finally:
+        for fd in opened:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _remove_tree(workdir)
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    streams: dict[int, _Capture],
+    deadline: float,
+    cancel: threading.Event | None,
+) -> bool:
+    """Read the pipes until the command exits (plus a short grace) or the deadline; True on timeout."""
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and (now >= exited_at + _EXIT_GRACE_S or not selector.get_map()):
+                return False
+            if now >= deadline:
+                return exited_at is None
+            if cancel is not None and cancel.is_set():
+                return False
+            wait = min(deadline - now, 0.05 if exited_at is None else exited_at + _EXIT_GRACE_S - now)
+            if not selector.get_map():
+                time.sleep(max(0.0, min(wait, 0.02)))
+                continue
+            for key, _ in selector.select(max(0.0, wait)):
+                fd = int(key.fd)
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    streams[fd].feed(data)
+                else:
+                    selector.unregister(fd)
+    finally:
+        selector.close()
+
+
+def _drain(streams: dict[int, _Capture]) -> None:
+    """Take what is still buffered in the pipes, without waiting."""
+    for fd, capture in streams.items():
+        with contextlib.suppress(OSError):
+            for _ in range(64):
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                capture.feed(data)
+
+
+def _result(
+    returncode: int,
+    out: _Capture,
+    err: _Capture,
+    chan: _Capture,
+    timed_out: bool,
+    start: float,
+    backend: str | None,
+) -> SandboxResult:
     stderr = err.text()
     if returncode == -signal.SIGXCPU:
         timed_out = True
@@ -260,16 +615,9 @@ def _result(returncode: int, out: _Capture, err: _Capture, timed_out: bool, star
         memory_exceeded=memory,
         duration_s=time.monotonic() - start,
         output_truncated=bool(out.dropped or err.dropped),
+        channel=chan.raw(),
+        isolation=backend,
     )
-
-
-def _pump(stream: IO[bytes], capture: _Capture) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        while True:
-            data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
-            if not data:
-                break
-            capture.feed(data)
 
 
 def run_sandboxed(
@@ -282,80 +630,44 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     max_file_mb: int = 16,
+    isolation: Isolation = "auto",
+    channel_secret: bytes | None = None,
 ) -> SandboxResult:
-    """Write `files` into a fresh temp dir, run `argv` there under limits, and delete the dir.
+    """Write `files` into a fresh temp dir, run `argv` there isolated and under limits, and delete the dir.
 
     Args:
         files: relative file name -> text content, written (UTF-8) before the run.
         argv: the command; `argv[0]` is looked up on a minimal `PATH` unless it is a path. Use
             `[sys.executable, "-I", "script.py"]` for Python.
-        timeout_s: wall-clock limit; on expiry the whole process group is killed and `timed_out` is set.
+        timeout_s: wall-clock limit; on expiry the whole process tree is killed and `timed_out` is set. The call
+            returns within `timeout_s` plus well under a second.
         memory_mb: address-space limit (`RLIMIT_AS`) in MiB; `None` for no limit.
         cpu_s: CPU-time limit (`RLIMIT_CPU`); default: `int(timeout_s) + 2`.
         env: extra environment variables on top of the minimal environment.
         max_output_bytes: bytes of stdout and of stderr that are kept.
         max_file_mb: largest file the child may write (`RLIMIT_FSIZE`).
+        isolation: `"auto"` (isolate when the OS allows it, else warn once), `"required"` (raise
+            `IsolationUnavailableError` when it cannot), `"off"`.
+        channel_secret: give the command a result channel (see the module docstring); its bytes are in
+            `SandboxResult.channel`.
 
     Returns:
         A `SandboxResult`.
 
     Raises:
         ValueError: bad arguments (file names escaping the sandbox, a program that does not exist, ...).
+        IsolationUnavailableError: `isolation="required"` where the OS cannot isolate.
 
     Example:
         >>> import sys
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    plan = _validate(files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb)
-    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
-    try:
-        command, child_env = _prepare(plan, workdir)
-        out, err = _Capture(plan.max_output_bytes), _Capture(plan.max_output_bytes)
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [
-            threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
-        ]
-        for reader in readers:
-            reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=plan.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_group(proc.pid)
-            proc.wait()
-            for reader in readers:
-                reader.join(timeout=2)
-            proc.stdout.close()
-            proc.stderr.close()
-        return _result(proc.returncode, out, err, timed_out, start)
-    finally:
-        _remove_tree(workdir)
-
-
-async def _apump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
-    if stream is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        while True:
-            data = await stream.read(65536)
-            if not data:
-                break
-            capture.feed(data)
+    backend = resolve_isolation(isolation)
+    plan = _validate(
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+    )
+    return _run_plan(plan)
 
 
 async def arun_sandboxed(
@@ -368,44 +680,24 @@ async def arun_sandboxed(
     env: Mapping[str, str] | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     max_file_mb: int = 16,
+    isolation: Isolation = "auto",
+    channel_secret: bytes | None = None,
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
-    Uses `asyncio.create_subprocess_exec`. If the awaiting task is cancelled, the process group is killed and the
-    temp dir removed before the cancellation propagates.
+    The run happens in a worker thread. If the awaiting task is cancelled, the process tree is killed and the temp
+    dir removed before the cancellation propagates.
     """
-    plan = _validate(files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb)
-    workdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="reflection-graph-sandbox-")
+    backend = resolve_isolation(isolation)
+    plan = _validate(
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+    )
+    cancel = threading.Event()
+    task = asyncio.ensure_future(asyncio.to_thread(_run_plan, plan, cancel))
     try:
-        command, child_env = await asyncio.to_thread(_prepare, plan, workdir)
-        out, err = _Capture(plan.max_output_bytes), _Capture(plan.max_output_bytes)
-        start = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            cwd=workdir,
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
-        readers = asyncio.gather(_apump(proc.stdout, out), _apump(proc.stderr, err))
-        timed_out = False
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=plan.timeout_s)
-        except asyncio.TimeoutError:
-            timed_out = True
-        finally:
-            _kill_group(proc.pid)
-            try:
-                await asyncio.shield(proc.wait())
-            finally:
-                try:
-                    await asyncio.wait_for(readers, timeout=2)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    readers.cancel()
-        assert proc.returncode is not None
-        return _result(proc.returncode, out, err, timed_out, start)
-    finally:
-        await asyncio.to_thread(_remove_tree, workdir)
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        cancel.set()
+        with contextlib.suppress(BaseException):
+            await task
+        raise

@@ -19,6 +19,21 @@ Resuming: rerunning with the same ``OUT`` skips every record that already has an
 records whose entry is an error. Input errors are never sent to the graph; they are recomputed from ``IN`` on
 each run, so they go away when the line is fixed.
 
+Record identity: every entry stores ``input_hash`` (`BatchRecord.input_hash`, a sha256 of the ``task``,
+``candidate`` and ``context`` the graph received). On a rerun, an entry whose hash differs from its record's
+current input (a line inserted above records keyed by line number, or an edited task) is moved to
+``OUT.stale.jsonl`` and its record runs again; the summary's ``changed_samples`` say which.
+
+One run per output: a run holds an exclusive lock on ``OUT.lock`` (which names its pid, host and start time).
+A second run on the same ``OUT`` raises `BatchLocked`; the lock of a run that died is taken over.
+
+Shards: ``shard=(I, N)`` runs only the records whose id hashes to shard ``I`` (`shard_of`), so N machines can
+share one ``IN``; each writes its own ``OUT`` and `merge_outputs` combines them, checking that no record is
+missing or doubled.
+
+On a LangGraph server: pass a `ServerGraph` (``ServerGraph(url, graph_name)``) as the graph, and every record
+runs as a run on the server, on a thread found again by a rerun (see `reflection_graph._server_runs`).
+
 Durability: while running, entries are appended one line at a time and each is flushed and ``fsync``-ed. At the
 start of a run (and at its end) ``OUT`` is compacted atomically (temp file + ``os.replace``) so each record
 appears exactly once, ``ok`` winning over ``error``. A process killed at any point leaves at worst a truncated
@@ -39,24 +54,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import hashlib
 import json
 import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from reflection_graph._server_runs import ServerError, ServerGraph
+
 __all__ = [
+    "BatchLocked",
     "BatchRecord",
     "BatchSummary",
     "InputError",
+    "MergeError",
+    "ServerError",
+    "ServerGraph",
     "SupportsAinvoke",
     "arun_batch",
+    "lock_path",
+    "merge_outputs",
+    "parse_shard",
     "read_input",
     "read_output",
     "run_batch",
+    "shard_of",
     "summary_path",
 ]
 
@@ -107,6 +136,12 @@ class BatchRecord:
         if self.context is not None:
             data["context"] = self.context
         return data
+
+    @property
+    def input_hash(self) -> str:
+        """``sha256:<hex>`` of what the graph receives (`graph_input`): a stored result belongs to this input only."""
+        canonical = json.dumps(self.graph_input(), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -163,6 +198,11 @@ class BatchSummary:
         mean_final_score: mean final score, else None.
         dropped_lines: unreadable lines found in ``OUT`` at start (e.g. a line truncated by a kill).
         error_samples: up to 5 error messages, as ``"id: message"``, in input order.
+        changed: records whose input changed since their entry was written (the stored ``input_hash`` differs);
+            their old entries were moved to ``OUT.stale.jsonl`` and the records were run again.
+        changed_samples: up to 20 of those, as ``"line N (id X): ..."``, in input order.
+        shard: ``"I/N"`` when this run handled one shard of ``IN`` (see `shard_of`), else None.
+        stale_lock: the run whose lock on ``OUT`` this run took over (it had died), or None.
     """
 
     in_path: str
@@ -184,6 +224,10 @@ class BatchSummary:
     mean_final_score: float | None = None
     dropped_lines: int = 0
     error_samples: list[str] = field(default_factory=list)
+    changed: int = 0
+    changed_samples: list[str] = field(default_factory=list)
+    shard: str | None = None
+    stale_lock: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (what ``OUT.summary.json`` holds)."""
@@ -193,6 +237,127 @@ class BatchSummary:
 def summary_path(out_path: str | os.PathLike[str]) -> Path:
     """Where the summary of a batch writing ``out_path`` goes: ``OUT`` + ``.summary.json``."""
     return Path(os.fspath(out_path) + ".summary.json")
+
+
+def lock_path(out_path: str | os.PathLike[str]) -> Path:
+    """The lock file of a batch writing ``out_path``: ``OUT`` + ``.lock`` (it names the run holding it)."""
+    return Path(os.fspath(out_path) + ".lock")
+
+
+def _stale_path(out_path: Path) -> Path:
+    return Path(os.fspath(out_path) + ".stale.jsonl")
+
+
+# ---------------------------------------------------------------------------------------------------- lock
+
+
+class BatchLocked(RuntimeError):
+    """Another batch run holds the lock on the same output file (the message names it: pid, host, start)."""
+
+
+def _describe_holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "a run that is just starting" if not text.strip() else f"holder {text.strip()[:80]!r}"
+
+
+class _OutputLock:
+    """An exclusive ``flock`` on ``OUT.lock`` for the whole run, so two runs never write one ``OUT``.
+
+    The lock file holds the holder's pid, host and start time, for the refusal message. The kernel drops an
+    ``flock`` when its process dies, so the lock of a killed run is simply taken over by the next one. On
+    platforms without ``fcntl`` (Windows) there is no lock.
+    """
+
+    def __init__(self, out_path: Path) -> None:
+        self.out_path = out_path
+        self.path = lock_path(out_path)
+        self._fd: int | None = None
+        self.previous: str | None = None
+
+    def acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+                os.close(fd)
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                raise BatchLocked(
+                    f"{self.out_path} is being written by another batch run ({_describe_holder(text)}); "
+                    "wait for it to finish, or write to another output file"
+                ) from None
+            try:
+                current = os.stat(self.path)
+                mine = os.fstat(fd)
+                same = (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev)
+            except FileNotFoundError:
+                same = False
+            if not same:  # the holder released (and removed) the file just before we locked it: try again
+                os.close(fd)
+                continue
+            old = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+            if old.strip():  # a lock file whose process died without removing it: taken over
+                self.previous = _describe_holder(old)
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+            os.fsync(fd)
+            self._fd = fd
+            return
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(
+                self.path
+            )  # while still locked: a waiter that opened this file sees it gone and retries
+        os.close(self._fd)
+        self._fd = None
+
+
+# --------------------------------------------------------------------------------------------------- shards
+
+
+def shard_of(record_id: str | int, shards: int) -> int:
+    """The shard (``0 .. shards-1``) of a record: a stable hash (sha256) of its id, the same on every machine.
+
+    Args:
+        record_id: the record's ``id`` (or its line number when it has none).
+        shards: the number of shards, >= 1.
+    """
+    digest = hashlib.sha256(_id_key(record_id).encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"I/N"`` (shard ``I`` of ``N``, numbered from 0) into ``(I, N)``.
+
+    Raises:
+        ValueError: not of the form I/N, N < 1 or I outside 0..N-1 (the message says which).
+    """
+    index_text, sep, count_text = text.partition("/")
+    if not sep or not index_text.strip().isdigit() or not count_text.strip().isdigit():
+        raise ValueError(f"shard {text!r} is not of the form I/N (shard I of N, numbered from 0), e.g. 0/4")
+    index, count = int(index_text), int(count_text)
+    if count < 1:
+        raise ValueError(f"shard {text!r}: the shard count N must be >= 1")
+    if index >= count:
+        raise ValueError(f"shard {text!r}: the index must be 0..{count - 1} (shards are numbered 0 to N-1)")
+    return index, count
 
 
 # --------------------------------------------------------------------------------------------------- input
@@ -350,7 +515,14 @@ def _merge(entries: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
 
 
 def _dumps(entry: dict[str, Any]) -> str:
-    return json.dumps(entry, ensure_ascii=False, default=str)
+    text = json.dumps(entry, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (valid JSON "\ud800") has no UTF-8 form: escape the entry instead, so the line is
+        # still written (and reads back to the same string) and the rest of its group commit is not lost.
+        return json.dumps(entry, ensure_ascii=True, default=str)
+    return text
 
 
 def _fsync_dir(path: Path) -> None:
@@ -373,26 +545,75 @@ def _atomic_write(path: Path, lines: Iterator[str] | list[str]) -> None:
     _fsync_dir(path.parent)
 
 
+def _is_stale(entry: dict[str, Any], record: BatchRecord) -> bool:
+    """True when ``entry`` was written for another input than ``record``'s (e.g. a line-number id that moved)."""
+    stored = entry.get("input_hash")
+    if isinstance(stored, str):
+        return stored != record.input_hash
+    task = entry.get("task")  # entries written before input hashes existed: compare the task they hold
+    return isinstance(task, str) and task != record.task
+
+
+def _check_shard_label(out_path: Path, entry: dict[str, Any], shard: str | None) -> None:
+    found = entry.get("shard")
+    if found == shard:
+        return
+    holds = f"shard {found}" if found is not None else "an unsharded run"
+    wanted = f"shard {shard}" if shard is not None else "an unsharded run"
+    raise ValueError(
+        f"{out_path} holds results of {holds}, not of {wanted}; give each shard its own output file "
+        "(combine them with `reflection-graph merge`)"
+    )
+
+
+@dataclass
+class _Compacted:
+    entries: dict[str, dict[str, Any]]  # record entries by key (records of IN and others)
+    dropped: int  # unreadable lines
+    changed: list[BatchRecord]  # records whose stored entry was for another input (now moved aside)
+
+
 def _compact(
     out_path: Path,
     records: list[BatchRecord],
     input_errors: list[InputError],
-) -> tuple[dict[str, dict[str, Any]], int]:
+    shard: str | None = None,
+) -> _Compacted:
     """Rewrite ``OUT`` with one entry per record, input errors recomputed from ``IN``.
 
-    Returns the record entries by key (ok/error from earlier runs, for records of ``IN`` and others) and the
-    number of unreadable lines dropped.
+    Entries written for another input than the record's current one (see `_is_stale`) are appended to
+    ``OUT.stale.jsonl`` and left out, so their records run again. Entries of another shard make it raise
+    ``ValueError`` before anything is written.
     """
     entries, dropped = read_output(out_path)
-    merged = _merge([e for e in entries if e.get("error_type") != "input"])
+    current = {r.key: r for r in records}
+    fresh: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry.get("error_type") == "input":
+            continue
+        _check_shard_label(out_path, entry, shard)
+        record = current.get(_id_key(entry.get("id")))
+        (stale if record is not None and _is_stale(entry, record) else fresh).append(entry)
+    merged = _merge(fresh)
     for err in input_errors:
         merged[("input", str(err.line))] = err.entry()
+    changed_keys = {_id_key(e.get("id")) for e in stale} - {key for kind, key in merged if kind == "record"}
+    if stale:
+        with open(_stale_path(out_path), "a", encoding="utf-8") as fh:
+            fh.write("".join(_dumps(e) + "\n" for e in stale))
+            fh.flush()
+            os.fsync(fh.fileno())
     by_line: dict[tuple[str, str], int] = {("record", r.key): r.line for r in records}
     by_line.update({("input", str(e.line)): e.line for e in input_errors})
     known = sorted((slot for slot in merged if slot in by_line), key=lambda s: by_line[s])
     others = [slot for slot in merged if slot not in by_line]  # ids no longer in IN: kept, in their old order
     _atomic_write(out_path, [_dumps(merged[slot]) for slot in known + others])
-    return {slot[1]: entry for slot, entry in merged.items() if slot[0] == "record"}, dropped
+    return _Compacted(
+        entries={slot[1]: entry for slot, entry in merged.items() if slot[0] == "record"},
+        dropped=dropped,
+        changed=[r for r in records if r.key in changed_keys],
+    )
 
 
 class _AppendLog:
@@ -487,7 +708,13 @@ def _tokens(entry: dict[str, Any]) -> int:
 
 def _ok_entry(record: BatchRecord, result: dict[str, Any], attempts: int, seconds: float) -> dict[str, Any]:
     score, first_score = _scores(result)
-    entry: dict[str, Any] = {"id": record.id, "line": record.line, "status": "ok", "task": record.task}
+    entry: dict[str, Any] = {
+        "id": record.id,
+        "line": record.line,
+        "status": "ok",
+        "task": record.task,
+        "input_hash": record.input_hash,
+    }
     for key in _RESULT_KEYS:
         entry[key] = result.get(key)
     entry.update(
@@ -515,6 +742,7 @@ def _error_entry(
         "error_type": error_type,
         "error": message,
         "task": record.task,
+        "input_hash": record.input_hash,
         "metadata": record.metadata,
         "attempts": attempts,
         "seconds": round(seconds, 3),
@@ -603,6 +831,7 @@ async def arun_batch(
     retries: int = 0,
     progress: bool = True,
     config: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path`` (async).
 
@@ -617,16 +846,25 @@ async def arun_batch(
             run in worker threads finish in the background after the timeout; their result is discarded.)
         retries: extra attempts within this run for a record that raised or timed out (>= 0).
         progress: show a progress bar on stderr.
-        config: a RunnableConfig passed to every ``ainvoke`` (the record id is added to its ``metadata``).
+        config: a RunnableConfig passed to every ``ainvoke`` (the record id is added to its ``metadata`` as
+            ``batch_id``, and the record's `BatchRecord.input_hash` as ``batch_input_hash``).
+        shard: ``(I, N)`` to run only the records of shard ``I`` of ``N`` (`shard_of` their id; input errors
+            go to shard 0). Each shard needs its own ``out_path``; `merge_outputs` combines them.
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
 
     Raises:
-        ValueError: for invalid options.
+        ValueError: for invalid options, or an ``out_path`` holding another shard's results.
         FileNotFoundError: when ``in_path`` does not exist.
+        BatchLocked: another run is writing ``out_path`` (its lock file ``OUT.lock`` names it).
     """
     _validate_options(concurrency, timeout_s, retries)
+    shard_label = None
+    if shard is not None:
+        index, count = shard
+        parse_shard(f"{index}/{count}")
+        shard_label = f"{index}/{count}"
     started = time.perf_counter()
     in_file = Path(in_path)
     out_file = Path(out_path)
@@ -635,13 +873,52 @@ async def arun_batch(
     out_file.parent.mkdir(parents=True, exist_ok=True)
 
     records, input_errors = read_input(in_file)
-    previous, dropped = _compact(out_file, records, input_errors)
+    if shard is not None:
+        records = [r for r in records if shard_of(r.id, shard[1]) == shard[0]]
+        input_errors = input_errors if shard[0] == 0 else []
+    lock = _OutputLock(out_file)
+    lock.acquire()
+    try:
+        return await _run_locked(
+            graph_or_factory, in_file, out_file, records, input_errors, lock, started,
+            concurrency=concurrency, timeout_s=timeout_s, retries=retries, progress=progress,
+            config=config, shard_label=shard_label,
+        )  # fmt: skip
+    finally:
+        lock.release()
+
+
+async def _run_locked(
+    graph_or_factory: GraphOrFactory,
+    in_file: Path,
+    out_file: Path,
+    records: list[BatchRecord],
+    input_errors: list[InputError],
+    lock: _OutputLock,
+    started: float,
+    *,
+    concurrency: int,
+    timeout_s: float | None,
+    retries: int,
+    progress: bool,
+    config: dict[str, Any] | None,
+    shard_label: str | None,
+) -> BatchSummary:
+    start = _compact(out_file, records, input_errors, shard_label)
+    previous = start.entries
     pending = [r for r in records if previous.get(r.key, {}).get("status") != "ok"]
-    summary = BatchSummary(in_path=str(in_file), out_path=str(out_file), dropped_lines=dropped)
+    summary = BatchSummary(in_path=str(in_file), out_path=str(out_file), dropped_lines=start.dropped)
     summary.records = len(records) + len(input_errors)
     summary.input_errors = len(input_errors)
     summary.skipped = len(records) - len(pending)
     summary.retried = sum(1 for r in pending if r.key in previous)
+    summary.shard = shard_label
+    summary.stale_lock = lock.previous
+    summary.changed = len(start.changed)
+    summary.changed_samples = [
+        f"line {r.line} (id {r.id}): input changed since its result was written; run again"
+        for r in start.changed[:20]
+    ]
 
     graph = _resolve_graph(graph_or_factory) if pending else None
     semaphore = asyncio.Semaphore(concurrency)
@@ -653,7 +930,11 @@ async def arun_batch(
     async def attempt(record: BatchRecord) -> dict[str, Any]:
         assert graph is not None
         run_config = dict(config or {})
-        run_config["metadata"] = {**run_config.get("metadata", {}), "batch_id": record.id}
+        run_config["metadata"] = {
+            **run_config.get("metadata", {}),
+            "batch_id": record.id,
+            "batch_input_hash": record.input_hash,
+        }
         coro = graph.ainvoke(record.graph_input(), run_config)
         result = await (asyncio.wait_for(coro, timeout_s) if timeout_s is not None else coro)
         if not isinstance(result, dict):
@@ -684,6 +965,8 @@ async def arun_batch(
                     entry = _ok_entry(record, result, number, seconds)
                 break  # a graph-reported error is deterministic enough: retried on the next run, not now
             assert entry is not None
+            if shard_label is not None:
+                entry["shard"] = shard_label
         # outside the semaphore: the next record starts while this one's entry is made durable (fsync-ed)
         await log.aappend(entry)
         results[record.key] = entry
@@ -696,7 +979,7 @@ async def arun_batch(
         log.close()
         bar.stop()
 
-    final, _ = _compact(out_file, records, input_errors)
+    final = _compact(out_file, records, input_errors, shard_label).entries
     summary.processed = len(results)
     summary.run_tokens = sum(_tokens(e) for e in results.values() if e["status"] == "ok")
     _fill_stats(summary, records, input_errors, final)
@@ -760,6 +1043,7 @@ def run_batch(
     retries: int = 0,
     progress: bool = True,
     config: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path``.
 
@@ -775,6 +1059,7 @@ def run_batch(
         retries: extra attempts within this run for a record that raised or timed out.
         progress: show a progress bar on stderr.
         config: a RunnableConfig passed to every ``ainvoke``.
+        shard: ``(I, N)`` to run only shard ``I`` of ``N`` (see `arun_batch`).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -802,5 +1087,149 @@ def run_batch(
             retries=retries,
             progress=progress,
             config=config,
+            shard=shard,
         )
     )
+
+
+# ---------------------------------------------------------------------------------------------------- merge
+
+
+class MergeError(ValueError):
+    """Shard outputs that cannot be merged: a missing shard or record, a duplicate, a file given twice."""
+
+
+def _shard_labels(path: Path, entries: list[dict[str, Any]]) -> tuple[int, int] | None:
+    labels = {e.get("shard") for e in entries if e.get("error_type") != "input"}
+    if not labels:
+        return None
+    if len(labels) > 1 or None in labels:
+        found = ", ".join(sorted(str(x) if x is not None else "unsharded" for x in labels))
+        raise MergeError(f"{path} mixes results of several runs ({found}); it is not one shard's output")
+    label = labels.pop()
+    try:
+        return parse_shard(str(label))
+    except ValueError:
+        raise MergeError(f"{path}: entries name an invalid shard {label!r}") from None
+
+
+def _names(keys: list[str], limit: int = 3) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def merge_outputs(
+    outputs: Sequence[str | os.PathLike[str]],
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    shards: int | None = None,
+) -> BatchSummary:
+    """Merge the outputs of ``batch --shard I/N`` runs into one ``OUT``, checking every record is there once.
+
+    Every record of ``in_path`` must have exactly one entry (``ok`` or ``error``) across the shard outputs, one
+    written for its current input. The shard of each output is read from its entries (``"shard": "I/N"``);
+    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing, in the order of
+    ``IN``, without the ``shard`` field (so a plain ``batch`` can resume it); entries for ids that are no longer in
+    ``IN`` and entries written for another input than the record's current one are left out.
+
+    Args:
+        outputs: the shard outputs, in any order.
+        in_path: the input all shards ran on.
+        out_path: where the merged JSONL goes (its summary goes to ``OUT.summary.json``).
+        shards: the shard count N, when no output has entries to tell it.
+
+    Returns:
+        The `BatchSummary` of the merged output.
+
+    Raises:
+        MergeError: a file given twice, two outputs of one shard, a missing shard or records missing from a
+            shard, a record in two outputs, or ``OUT`` among the inputs. The one-line message says which.
+        FileNotFoundError: ``in_path`` or an output does not exist.
+    """
+    started = time.perf_counter()
+    in_file, out_file = Path(in_path), Path(out_path)
+    paths = [Path(p) for p in outputs]
+    if not paths:
+        raise MergeError("no shard outputs given")
+    if not in_file.is_file():
+        raise FileNotFoundError(f"input file not found: {in_file}")
+    for i, path in enumerate(paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"shard output not found: {path}")
+        for other in paths[:i]:
+            if os.path.samefile(path, other):
+                raise MergeError(f"the same output file is given twice ({other} and {path})")
+        if out_file.exists() and os.path.samefile(path, out_file):
+            raise MergeError(
+                f"the merged output {out_file} is also one of the shard outputs; write it elsewhere"
+            )
+        if os.path.samefile(path, in_file):
+            raise MergeError(f"{path} is the input file, not a shard output")
+
+    by_file: dict[Path, dict[str, dict[str, Any]]] = {}
+    shard_files: dict[int, Path] = {}
+    count = shards
+    for path in paths:
+        entries, _ = read_output(path)
+        label = _shard_labels(path, entries)
+        records_only = [e for e in entries if e.get("error_type") != "input"]
+        by_file[path] = {slot[1]: e for slot, e in _merge(records_only).items()}
+        if label is None:
+            continue
+        index, n = label
+        if count is None:
+            count = n
+        elif n != count:
+            raise MergeError(f"{path} is shard {index}/{n}, but the other outputs are shards of {count}")
+        if index in shard_files:
+            raise MergeError(f"{shard_files[index]} and {path} are both shard {index}/{count}")
+        shard_files[index] = path
+
+    records, input_errors = read_input(in_file)
+    problems: list[str] = []
+    merged: dict[str, dict[str, Any]] = {}
+    missing: dict[int, list[str]] = {}
+    for record in records:
+        holders = [
+            path
+            for path, found in by_file.items()
+            if record.key in found and not _is_stale(found[record.key], record)
+        ]
+        if len(holders) > 1:
+            problems.append(f"record {record.key} is in both {holders[0]} and {holders[1]}")
+        elif holders:
+            merged[record.key] = {k: v for k, v in by_file[holders[0]][record.key].items() if k != "shard"}
+        else:
+            missing.setdefault(shard_of(record.id, count) if count else -1, []).append(record.key)
+    if missing and count is None:
+        problems.append(
+            f"{sum(map(len, missing.values()))} records have no entry and no output tells the shard count; pass --shards N"
+        )
+    for index in sorted(k for k in missing if k >= 0):
+        keys = missing[index]
+        if index not in shard_files:
+            problems.append(f"shard {index}/{count} is missing: no output given for it ({len(keys)} records)")
+        else:
+            problems.append(
+                f"shard {index}/{count} ({shard_files[index]}) lacks {len(keys)} records ({_names(keys)}); rerun it"
+            )
+    if problems:
+        raise MergeError("; ".join(problems))
+
+    lock = _OutputLock(out_file)
+    lock.acquire()
+    try:
+        lines = [(r.line, _dumps(merged[r.key])) for r in records]
+        lines += [(e.line, _dumps(e.entry())) for e in input_errors]
+        _atomic_write(out_file, [text for _, text in sorted(lines, key=lambda pair: pair[0])])
+        summary = BatchSummary(in_path=str(in_file), out_path=str(out_file))
+        summary.records = len(records) + len(input_errors)
+        summary.input_errors = len(input_errors)
+        summary.skipped = len(records)
+        _fill_stats(summary, records, input_errors, merged)
+        summary.seconds = round(time.perf_counter() - started, 3)
+        _atomic_write(summary_path(out_file), [json.dumps(summary.to_dict(), indent=2)])
+    finally:
+        lock.release()
+    return summary

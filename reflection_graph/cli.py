@@ -4,7 +4,9 @@
 round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
 reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
-and prints its summary; it is resumable (see `reflection_graph.batch`).
+and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
+input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
+every record on a LangGraph server instead of in this process.
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -639,6 +641,7 @@ def run(
 @app.command(cls=_OneLineErrors)
 @graph_options
 def batch(
+    ctx: typer.Context,
     in_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Records with a `task` (JSON Lines).")],
     out_path: Annotated[Path, typer.Argument(metavar="OUT.jsonl", help="Results; rerun to resume.")],
     options: GraphOptions,
@@ -647,9 +650,34 @@ def batch(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="Run only shard I of N (0-based; a stable hash of the record id picks it). "
+            "Give each shard its own OUT, then `reflection-graph merge`.",
+        ),
+    ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Run each record on this LangGraph server (langgraph dev, LangGraph Platform, an Agent Server) "
+            "instead of in this process; loop settings given here become each run's context.",
+            rich_help_panel="Server",
+        ),
+    ] = None,
+    graph_name: Annotated[
+        str,
+        typer.Option(
+            "--graph",
+            help="The graph to run on --server (a name in its langgraph.json).",
+            rich_help_panel="Server",
+        ),
+    ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.batch import run_batch
+    from reflection_graph.batch import BatchLocked, parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
@@ -661,6 +689,19 @@ def batch(
         _fail(f"--retries must be >= 0, got {retries}")
     if in_path.resolve() == out_path.resolve():
         _fail("OUT.jsonl must be a different file from IN.jsonl")
+    shard_pair = None
+    if shard is not None:
+        try:
+            shard_pair = parse_shard(shard)
+        except ValueError as exc:
+            _fail(f"--{exc}")
+    if server is not None:
+        summary = _server_batch(
+            ctx, options, server, graph_name, in_path, out_path,
+            concurrency=concurrency, timeout=timeout, retries=retries, progress=progress, shard=shard_pair,
+        )  # fmt: skip
+        _report_batch(summary, as_json)
+        return
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -676,17 +717,350 @@ def batch(
                 timeout_s=timeout,
                 retries=retries,
                 progress=progress,
+                shard=shard_pair,
             )
         except KeyboardInterrupt:
             _fail("interrupted; rerun the same command to resume", 130)
+        except BatchLocked as exc:
+            _fail(str(exc))
         except (OSError, ValueError) as exc:
             _fail(str(exc), EXIT_FAILED)
+    _report_batch(summary, as_json)
+
+
+def _report_batch(summary: Any, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
     else:
         _print_summary(summary, Console(highlight=False))
     if summary.error:
         raise typer.Exit(EXIT_FAILED)
+
+
+_CONTEXT_MODELS = {"model": "generator_model", "generator": "generator_model", "critic": "critic_model"}
+_CONTEXT_MODELS.update(reviser="reviser_model", base_url="base_url")
+
+
+def _server_context(ctx: typer.Context, options: GraphOptions) -> dict[str, Any]:
+    """The run context for `batch --server`: the model and loop options given on the command line.
+
+    Raises:
+        BadInput: an option the server's graph cannot take per run (it was built with it).
+    """
+    from reflection_graph.context import Context
+
+    def given(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+    per_run = set(Context.__dataclass_fields__)
+    context: dict[str, Any] = {}
+    for name in _MODEL_OPTIONS:
+        if not given(name):
+            continue
+        if name not in _CONTEXT_MODELS:
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(
+                f"{flag} is not available with --server (the server's graph is built with its own)"
+            )
+        context[_CONTEXT_MODELS[name]] = getattr(options, name)
+    for f in setting_fields(cli=True):
+        if not given(_PREFIX + f.name):
+            continue
+        flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        if f.name not in per_run:
+            raise BadInput(f"{flag} cannot be set per run on a server (the server's graph is built with it)")
+        context[f.name] = getattr(options.settings, f.name)
+    return context
+
+
+def _server_batch(
+    ctx: typer.Context,
+    options: GraphOptions,
+    server: str,
+    graph_name: str,
+    in_path: Path,
+    out_path: Path,
+    **kwargs: Any,
+) -> Any:
+    """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
+    import asyncio
+
+    from reflection_graph.batch import BatchLocked, ServerError, ServerGraph, arun_batch
+
+    try:
+        context = _server_context(ctx, options)
+    except BadInput as exc:
+        _fail(str(exc))
+    if not server.startswith(("http://", "https://")):
+        _fail(f"--server must be an http:// or https:// URL, got {server!r}")
+
+    async def main() -> Any:
+        graph = ServerGraph(server, graph_name, context=context)
+        await graph.connect()  # before anything is read or written: a bad URL or graph name fails at once
+        return await arun_batch(
+            graph,
+            in_path,
+            out_path,
+            concurrency=kwargs["concurrency"],
+            timeout_s=kwargs["timeout"],
+            retries=kwargs["retries"],
+            progress=kwargs["progress"],
+            shard=kwargs["shard"],
+        )
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        _fail(
+            "interrupted; rerun the same command to resume (runs still going on the server are picked up)",
+            130,
+        )
+    except (ServerError, BatchLocked) as exc:
+        _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+
+
+@app.command(cls=_OneLineErrors)
+def merge(
+    outputs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="OUT_0.jsonl ... OUT.jsonl", help="The shard outputs, then the merged output."
+        ),
+    ],
+    input_path: Annotated[
+        Path,
+        typer.Option("--input", "-i", metavar="IN.jsonl", help="The input every shard ran on (required)."),
+    ],
+    shards: Annotated[
+        int | None, typer.Option(min=1, help="The shard count N, if no shard output has entries to tell it.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Merge the outputs of `batch --shard I/N` runs into OUT.jsonl; fail if a record or shard is missing or doubled."""
+    from reflection_graph.batch import BatchLocked, MergeError, merge_outputs
+
+    if len(outputs) < 2:
+        _fail("give at least one shard output and the merged output: merge OUT_0 ... OUT --input IN")
+    *parts, out_path = outputs
+    try:
+        summary = merge_outputs(parts, input_path, out_path, shards=shards)
+    except (MergeError, BatchLocked, FileNotFoundError) as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
+    else:
+        _print_summary(summary, Console(highlight=False))
+    if summary.error:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _printable(text: str) -> str:
+    """`text` with lone surrogates (valid in JSON, not in UTF-8) escaped, so a terminal can show it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@app.command("eval", cls=_OneLineErrors)
+@graph_options
+def eval_command(
+    data: Annotated[
+        Path, typer.Argument(metavar="DATA.jsonl", help="Records with a `task` and ground truth.")
+    ],
+    options: GraphOptions,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the report files; rerun to resume.")
+    ],
+    scorer: Annotated[
+        str,
+        typer.Option(
+            help="Ground truth: exact, contains, regex, json-schema, tests, judge:<model> or module:function."
+        ),
+    ] = "contains",
+    pass_mark: Annotated[
+        float | None, typer.Option(help="A score at or above it passes (default: per scorer).", min=0, max=1)
+    ] = None,
+    field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field",
+            help="KEY=FIELD: take a record key from another field (repeatable), e.g. --field task=prompt.",
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
+    retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Score every round of the loop on DATA.jsonl against ground truth: does reflection pay off?
+
+    Writes rounds.jsonl, summary.csv, gain.png and report.html to --out, prints the per-round table and a
+    recommendation for --max-iterations.
+    """
+    from reflection_graph._scorers import make_scorer
+    from reflection_graph.eval import PLOT_INSTALL, _check_fields, evaluate
+
+    if not data.is_file():
+        _fail(f"data file not found: {data}")
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} is a file; give a directory")
+    fields: dict[str, str] = {}
+    for item in field or []:
+        key, eq, source = item.partition("=")
+        if not eq or not key.strip() or not source.strip():
+            _fail(f"--field expects KEY=FIELD (e.g. task=prompt), got {item!r}")
+        fields[key.strip()] = source.strip()
+    try:
+        _check_fields(fields)
+    except ValueError as exc:
+        _fail(f"--field: {exc}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail(f"the eval plot (gain.png) needs matplotlib: {PLOT_INSTALL}")
+    for folder in (
+        str(data.resolve().parent),
+        str(Path.cwd()),
+    ):  # `module:function` scorers: here or by the data
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        built = make_scorer(scorer, pass_mark=pass_mark)
+    except (ValueError, TypeError, ImportError) as exc:
+        _fail(f"--scorer: {exc}")
+    _same_runs(out, options, fields)
+    with ExitStack() as stack:
+        try:
+            _, store, reflexion = _open_persistence(options, stack)
+            graph = build_graph(options, store=store, memory=reflexion)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            _fail(str(exc))
+        try:
+            report = evaluate(
+                data,
+                out_dir=out,
+                graph=graph,
+                scorer=built,
+                select=options.settings.select,
+                fields=fields,
+                concurrency=concurrency,
+                timeout_s=timeout,
+                retries=retries,
+                progress=progress,
+            )
+        except KeyboardInterrupt:
+            _fail("interrupted; rerun the same command to resume", 130)
+        except (OSError, ValueError) as exc:
+            _fail(str(exc), EXIT_FAILED)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _print_eval(report, Console(highlight=False))
+    if report.errors:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None:
+    """Resume only runs made with the same graph options: ``--out`` remembers them in ``eval_options.json``.
+
+    Another ``--scorer`` or ``--pass-mark`` may re-score the stored runs (no model calls); other graph options may
+    not, since the stored rounds would not be what those options produce.
+    """
+    current = json.loads(
+        json.dumps(
+            {
+                "models": {k: getattr(options, k) for k in _MODEL_OPTIONS},
+                "settings": options.settings.as_kwargs(),
+                "fields": fields,
+            },
+            default=str,
+            sort_keys=True,
+        )
+    )
+    path = out / "eval_options.json"
+    if path.is_file() and (out / "runs.jsonl").is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            stored = None
+        if isinstance(stored, dict) and stored != current:
+            changed = sorted(
+                f"{group}.{key}"
+                for group in current
+                for key in set(current[group]) | set(stored.get(group) or {})
+                if current[group].get(key) != (stored.get(group) or {}).get(key)
+            )
+            _fail(
+                f"--out {out} holds runs made with other options ({', '.join(changed) or 'unknown'}); "
+                "use a new --out, or the same options to resume"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _print_eval(report: Any, console: Console) -> None:
+    table = Table(
+        title=f"eval per round ({report.scorer}, pass mark {report.pass_mark:g})", title_justify="left"
+    )
+    for column in (
+        "round",
+        "ran",
+        "mean score",
+        "pass share",
+        "selected",
+        "sel. pass",
+        "cum tokens",
+        "cum s",
+    ):
+        table.add_column(column, justify="right")
+    for r in report.rounds:
+        table.add_row(
+            str(r.round),
+            f"{r.ran}/{r.records}",
+            f"{r.mean_score:.3f}",
+            f"{r.pass_share:.0%}",
+            f"{r.mean_selected:.3f}",
+            f"{r.selected_pass_share:.0%}",
+            f"{r.cum_tokens:.0f}",
+            f"{r.cum_seconds:.1f}",
+        )
+    console.print(table)
+    compare = Table(show_edge=False)
+    for column in ("answer", "mean score", "pass share"):
+        compare.add_column(column, justify="left" if column == "answer" else "right")
+    for name, values in report.comparison.items():
+        mean, share = values.get("mean_score"), values.get("pass_share")
+        compare.add_row(
+            name, "-" if mean is None else f"{mean:.3f}", "-" if share is None else f"{share:.0%}"
+        )
+    console.print(compare)
+    flips, agree = report.flips, report.agreement
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    console.print(
+        f"flips first -> selected: right->wrong {flips.get('right_to_wrong', 0)}, "
+        f"wrong->right {flips.get('wrong_to_right', 0)}"
+    )
+    console.print(
+        f"critic agreement: precision {fmt(agree.get('precision'))}, recall {fmt(agree.get('recall'))}"
+    )
+    if report.errors:
+        kinds = ", ".join(f"{k} {v}" for k, v in report.errors_by_type.items())
+        console.print(f"[red]{report.errors} error rows[/] ({kinds})")
+        for sample in report.error_samples:
+            console.print(Text(f"  {sample}", style="red"))
+    console.print(Text(report.recommendation, style="bold"))
+    console.print(f"report: {report.files.get('html')}")
 
 
 def _print_summary(summary: Any, console: Console) -> None:
@@ -713,11 +1087,19 @@ def _print_summary(summary: Any, console: Console) -> None:
             else f"{gain:+.2f} (first {summary.mean_first_score} -> final {summary.mean_final_score})",
         ),
     ]
+    if summary.shard:
+        rows.insert(0, ("shard", summary.shard))
+    if summary.changed:
+        rows.append(("input changed (redone)", f"[yellow]{summary.changed}[/]"))
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
     for sample in summary.error_samples:
-        console.print(Text(f"  {sample}", style="red"))
+        console.print(Text(f"  {_printable(sample)}", style="red"))
+    for sample in summary.changed_samples:
+        console.print(Text(f"  {_printable(sample)}", style="yellow"))
+    if summary.stale_lock:
+        console.print(f"[dim]took over the lock of a run that had died ({escape(summary.stale_lock)})[/]")
     if summary.error:
         console.print("[yellow]some records failed; rerun the same command to retry them[/]")
 

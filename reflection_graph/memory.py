@@ -5,12 +5,13 @@ model call) and `save` stores them keyed to the task text. Before the first draf
 the lessons of *similar* earlier tasks, and `format_lessons` renders them for the `{lessons}` placeholder of
 `GENERATE_PROMPT`.
 
-Similarity is offline and needs no model: the Jaccard similarity of the two tasks' normalized word sets
-(lower-cased, stop words dropped, a light suffix stemmer), see `task_tokens` and `jaccard`. It stays fast with
-100,000 stored entries because a query never scans the store: every entry is also posted under each of its words
-in an inverted index kept as ordinary store items, and a query reads only the postings of a few of its own words.
-All writes are blind puts of new items (no read-modify-write of shared lists), so concurrent writers in several
-processes never lose a posting. The items, under `namespace`:
+Similarity is offline and needs no model: the Jaccard similarity of the two tasks' term sets, see `task_tokens`
+and `jaccard`. Terms are Unicode-aware: NFKC-normalized, case-folded words ("café" stays "café"; English words
+lose one suffix), and character bigrams for scripts written without spaces (Chinese, Japanese, Thai, ...). A task
+keeps at most `MAX_TASK_TERMS` (64) terms, its most frequent, so a 10,000-word task is as cheap to save and to
+search as a paragraph. It stays fast with 100,000 stored entries because a query never scans the store: every
+entry is also posted under each of its terms in an inverted index kept as ordinary store items, and a query reads
+only the postings of a few of its own terms. The items, under `namespace`:
 
 - `(*namespace, "entries")`, key = digest of the task: `{"task", "lessons", "tokens", "seq", "saved_at"}`.
 - `(*namespace, "index", "bNNNN")`, key = `WORD:ENTRY`: `{"t": WORD, "e": ENTRY, "w": the entry's words}`, one
@@ -37,15 +38,33 @@ score the store returns.
 The same code drives every backend through `BaseStore.batch` / `abatch`: `InMemoryStore`, `SqliteStore` (persists
 across processes) and `PostgresStore`. Stores without an async API (`SqliteStore`) run their sync `batch` in a
 worker thread from the async methods.
+
+Concurrency: a save reads the counters and the task's entry, then writes them back, so saves (and `clear`) on one
+store run one at a time: threads and the coroutines of any number of event loops share one lock per store (per
+database file for `SqliteStore`), and on a `SqliteStore` file an exclusive `flock` on `<file>.reflexion-lock`
+also orders saves from other processes (POSIX only; on Windows, within one process). Concurrent saves therefore
+keep `max_entries` and every lesson. Saves to one PostgresStore from several *processes* are not ordered, so
+those races remain possible there. Searches take no lock.
+
+Text is stored surrogate-safe: a lone UTF-16 surrogate (valid JSON `"\\ud800"`, but not encodable as UTF-8, so
+SQLite and Postgres refuse it) is replaced by U+FFFD in the stored task and lessons, and in the task that keys the
+entry; an escaped surrogate pair becomes the character it encodes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
+import os
 import re
-from collections.abc import Generator, Iterable, Mapping, Sequence
+import sqlite3
+import threading
+import unicodedata
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -69,6 +88,7 @@ from reflection_graph.critique import Critique, parse_critique
 __all__ = [
     "DEFAULT_NAMESPACE",
     "LESSONS_HEADER",
+    "MAX_TASK_TERMS",
     "Lesson",
     "ReflexionMemory",
     "format_lessons",
@@ -79,12 +99,14 @@ __all__ = [
 DEFAULT_NAMESPACE: tuple[str, ...] = ("reflection_graph", "lessons")
 LESSONS_HEADER = "Lessons from earlier similar tasks:"
 
+MAX_TASK_TERMS = 64  # most distinct terms per task (indexed per entry, and read per query)
 _MAX_LESSON_CHARS = 160
 _MAX_LESSONS_PER_RUN = 5
 _MAX_LESSONS_PER_ENTRY = 8
 _POSTINGS_LIMIT = (
     50_000  # postings read per word at most (such a common word is rarely among the rarest of Q)
 )
+_ROUND_POSTINGS = 256  # postings (by word count) read together in one round trip when the words are rare
 _LOAD_CHUNK = 256  # most entries read per round, best similarity first (rounds start small and double)
 _INDEX_BUCKETS = 1024  # posting namespaces; fixed for the life of a store (changing it needs clear())
 _PAGE = 1_000
@@ -98,7 +120,15 @@ _STOP_WORDS = frozenset(
     to too under until up very was we were what when where which while who whom why will with would you your yours
     please using use via make given""".split()
 )
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Hangul, kana, CJK ideographs): a run of
+# them is indexed as overlapping character bigrams, so "丁寧なメール" and "メールを丁寧に" share terms.
+_NO_SPACE = (
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+)
+_SCRIPT_RUN = re.compile(f"([{_NO_SPACE}]+)|([^{_NO_SPACE}]+)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 T = TypeVar("T")
 _Plan = Generator[list[Op], list[Result], T]
@@ -114,20 +144,51 @@ def _stem(word: str) -> str:
     return word
 
 
-def task_tokens(text: str) -> frozenset[str]:
-    """Return the normalized word set used for task similarity.
+def _clean_text(text: str) -> str:
+    """`text` safe to store in any backend: a lone surrogate (valid JSON "\\ud800", not encodable as UTF-8)
+    becomes U+FFFD; an escaped surrogate *pair* becomes the character it encodes."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
-    Lower-cases, keeps runs of letters and digits, drops stop words and one-letter words, and strips one common
-    suffix (`ing`, `ed`, `es`, `s`, `e`).
+
+def _normalize(text: str) -> str:
+    return unicodedata.normalize("NFKC", _clean_text(text)).casefold()
+
+
+def _terms(text: str) -> list[str]:
+    """All terms of `text` in order, repeats included (see `task_tokens`)."""
+    terms: list[str] = []
+    for word in _WORD.findall(_normalize(text)):
+        for no_space, spaced in _SCRIPT_RUN.findall(word):
+            if no_space:
+                pairs = [no_space[i : i + 2] for i in range(len(no_space) - 1)]
+                terms.extend(pairs or [no_space])
+            elif len(spaced) > 1 and spaced not in _STOP_WORDS:
+                terms.append(_stem(spaced) if spaced.isascii() else spaced)
+    return terms
+
+
+def task_tokens(text: str) -> frozenset[str]:
+    """Return the normalized term set used for task similarity.
+
+    The text is NFKC-normalized and case-folded ("ＣＡＦÉ" and "café" agree). Words are runs of Unicode letters
+    and digits; stop words and one-letter words are dropped, and English (ASCII) words lose one common suffix
+    (`ing`, `ed`, `es`, `s`, `e`); other words are kept as they are ("café" stays "café"). Scripts written
+    without spaces (Chinese, Japanese, Korean, Thai, ...) give overlapping character bigrams instead of words.
+    A lone surrogate counts as U+FFFD (no word). At most `MAX_TASK_TERMS` terms are kept: the most frequent
+    ones, earliest first among equals, so a 10,000-word task costs no more to save or search than a paragraph.
 
     Args:
         text: Any text, usually a task.
 
     Returns:
-        The set of normalized words (empty for text without content words).
+        The set of terms (empty for text without content words).
     """
-    words = _WORD.findall(text.lower())
-    return frozenset(_stem(w) for w in words if len(w) > 1 and w not in _STOP_WORDS)
+    counts = Counter(_terms(text))
+    if len(counts) <= MAX_TASK_TERMS:
+        return frozenset(counts)
+    return frozenset(term for term, _ in counts.most_common(MAX_TASK_TERMS))  # ties: first seen first
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:
@@ -139,12 +200,12 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
 
 
 def _task_key(task: str) -> str:
-    normalized = " ".join(task.lower().split())
+    normalized = " ".join(_clean_text(task).lower().split())
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:32]
 
 
 def _lesson_key(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
+    return " ".join(_WORD.findall(_normalize(text)))
 
 
 def _shorten(text: str, limit: int = _MAX_LESSON_CHARS) -> str:
@@ -381,7 +442,7 @@ class ReflexionMemory:
         lessons: list[str] = []
         kept_words: list[frozenset[str]] = []
         for text in candidates:
-            text = _shorten(text)
+            text = _shorten(_clean_text(text))
             words = frozenset(_lesson_key(text.removeprefix("Avoid: ")).split())
             if len(text) < 3 or not words:
                 continue
@@ -427,16 +488,20 @@ class ReflexionMemory:
             store: Store to use when the memory was created without one.
         """
         resolved = self._resolve_store(store)
+        lock = _save_lock(resolved)
         for chunk in _chunks(self._clean_records(records), self._chunk_size):
-            _run_sync(resolved, self._save_plan(chunk))
+            with lock.hold():
+                _run_sync(resolved, self._save_plan(chunk))
 
     async def asave_many(
         self, records: Iterable[tuple[str, Sequence[str]]], *, store: BaseStore | None = None
     ) -> None:
         """Async `save_many`."""
         resolved = self._resolve_store(store)
+        lock = _save_lock(resolved)
         for chunk in _chunks(self._clean_records(records), self._chunk_size):
-            await _run_async(resolved, self._save_plan(chunk))
+            async with lock.ahold():
+                await _run_async(resolved, self._save_plan(chunk))
 
     def search(self, task: str, *, store: BaseStore | None = None) -> list[Lesson]:
         """Return lessons from earlier tasks similar to `task`, best first, at most `top_k`.
@@ -461,11 +526,15 @@ class ReflexionMemory:
         Returns:
             How many items were deleted.
         """
-        return _run_sync(self._resolve_store(store), self._clear_plan())
+        resolved = self._resolve_store(store)
+        with _save_lock(resolved).hold():
+            return _run_sync(resolved, self._clear_plan())
 
     async def aclear(self, *, store: BaseStore | None = None) -> int:
         """Async `clear`."""
-        return await _run_async(self._resolve_store(store), self._clear_plan())
+        resolved = self._resolve_store(store)
+        async with _save_lock(resolved).ahold():
+            return await _run_async(resolved, self._clear_plan())
 
     def count(self, *, store: BaseStore | None = None) -> int:
         """Return how many task entries are stored (reads the entries namespace; meant for tests and tools)."""
@@ -479,9 +548,9 @@ class ReflexionMemory:
             _check_task(task)
             if isinstance(lessons, str):
                 raise ValueError("lessons must be a list of strings, not one string; wrap it: [lesson]")
-            cleaned = [_shorten(str(lesson)) for lesson in lessons if str(lesson).strip()]
+            cleaned = [_shorten(_clean_text(str(lesson))) for lesson in lessons if str(lesson).strip()]
             if cleaned:
-                yield task, cleaned
+                yield _clean_text(task), cleaned
 
     def _save_plan(self, records: list[tuple[str, list[str]]]) -> _Plan[None]:
         now = datetime.now(timezone.utc).isoformat()
@@ -629,9 +698,16 @@ class ReflexionMemory:
                 continue
             if new_bar is not None:
                 bar = max(bar, new_bar)
-            if fetched >= words_needed(bar):
+            needed = words_needed(bar)
+            if fetched >= needed:
                 break
-            step = 2 if fetched == 0 else 1  # the bar often rises after the rarest words
+            # The bar often rises after the rarest words, so read few at a time; but take words with short
+            # postings together (a long query has many), up to _ROUND_POSTINGS postings per round trip.
+            step = 2 if fetched == 0 else 1
+            budget = sum(df[t] for t in rare_first[fetched : fetched + step])
+            while fetched + step < needed and budget + df[rare_first[fetched + step]] <= _ROUND_POSTINGS:
+                budget += df[rare_first[fetched + step]]
+                step += 1
             words = rare_first[fetched : fetched + step]
             postings = yield [self._posting_search(t) for t in words]
             fetched += len(words)
@@ -654,7 +730,8 @@ class ReflexionMemory:
         return self._pick(scored)
 
     def _semantic_search_plan(self, task: str) -> _Plan[list[Lesson]]:
-        results = yield [SearchOp(self._entries_ns, query=task, limit=max(4 * self.top_k, 10))]
+        query = _clean_text(task)
+        results = yield [SearchOp(self._entries_ns, query=query, limit=max(4 * self.top_k, 10))]
         scored: list[tuple[float, Item]] = []
         for item in _search_items(results[0]):
             score = item.score
@@ -785,3 +862,122 @@ async def _run_async(store: BaseStore, plan: _Plan[T]) -> T:
             ops = plan.send(await _abatch(store, ops) if ops else [])
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------- one writer at a time per store
+
+try:
+    import fcntl
+except ImportError:  # Windows: saves are serialized within a process only
+    fcntl = None  # type: ignore[assignment]
+
+
+class _SaveLock:
+    """Serializes saves (and clears) on one store: a save reads counters and entries, then writes them back.
+
+    Threads queue on a `threading.Lock`; coroutines of one event loop queue on an `asyncio.Lock` first, and then
+    poll the thread lock without blocking their loop. For a `SqliteStore` on a file, the holder also takes an
+    exclusive `flock` on `<file>.reflexion-lock`, so saves from other processes wait too.
+    """
+
+    def __init__(self, lock_file: str | None) -> None:
+        self._thread = threading.Lock()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock_file = lock_file
+        self._fd: int | None = None
+
+    def _file_lock(self, *, blocking: bool) -> bool:
+        """Take the cross-process lock (the thread lock must be held); False when busy and not blocking.
+
+        The file is opened per hold, so a forked child never shares the parent's open lock.
+        """
+        if self._lock_file is None or fcntl is None:
+            return True
+        try:
+            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # e.g. a read-only directory: the database cannot be written there either
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def _file_unlock(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread:
+            self._file_lock(blocking=True)
+            try:
+                yield
+            finally:
+                self._file_unlock()
+
+    @contextlib.asynccontextmanager
+    async def ahold(self) -> AsyncIterator[None]:
+        with _LOCKS_GUARD:
+            gate = self._loops.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with gate:
+            delay = 0.0005
+            while not self._thread.acquire(blocking=False):
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 0.02)
+            try:
+                delay = 0.0005
+                while not self._file_lock(blocking=False):
+                    await asyncio.sleep(delay)
+                    delay = min(2 * delay, 0.05)
+                try:
+                    yield
+                finally:
+                    self._file_unlock()
+            finally:
+                self._thread.release()
+
+
+_LOCKS_GUARD = threading.Lock()
+_STORE_LOCKS: weakref.WeakKeyDictionary[BaseStore, _SaveLock] = weakref.WeakKeyDictionary()
+_FILE_LOCKS: dict[str, _SaveLock] = {}  # SQLite files: every store object on one file shares its lock
+_UNHASHABLE_LOCKS: dict[int, _SaveLock] = {}
+
+
+def _sqlite_file(store: BaseStore) -> str | None:
+    """The database file of a `SqliteStore` (None for other stores and in-memory databases)."""
+    conn = getattr(store, "conn", None)
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    store_lock = getattr(store, "lock", None)
+    with store_lock if isinstance(store_lock, type(threading.Lock())) else contextlib.nullcontext():
+        rows = conn.execute("PRAGMA database_list").fetchall()
+    path = next((str(row[2]) for row in rows if row[1] == "main"), "")
+    return os.path.realpath(path) if path else None
+
+
+def _save_lock(store: BaseStore) -> _SaveLock:
+    with _LOCKS_GUARD:
+        try:
+            lock = _STORE_LOCKS.get(store)
+        except TypeError:  # an unhashable store class: key it by identity
+            lock = _UNHASHABLE_LOCKS.get(id(store))
+        if lock is None:
+            path = _sqlite_file(store)
+            if path is None:
+                lock = _SaveLock(None)
+            else:
+                lock = _FILE_LOCKS.setdefault(path, _SaveLock(path + ".reflexion-lock"))
+            try:
+                _STORE_LOCKS[store] = lock
+            except TypeError:
+                _UNHASHABLE_LOCKS[id(store)] = lock
+        return lock

@@ -4,11 +4,16 @@ Usage:
     python tests/_memory_child.py --db PATH --task TEXT --mode save --lesson L [--lesson L ...]
     python tests/_memory_child.py --db PATH --task TEXT --mode search
     python tests/_memory_child.py --db PATH --task TEXT --mode graph
+    python tests/_memory_child.py --db PATH --task TEXT --mode race --lesson L --name NAME --count N
+        --max-entries M --barrier DIR --parties P
 
 Prints one JSON object on stdout:
 - save: {"saved": [...], "count": N}
 - search: {"lessons": [{"text", "task", "similarity"}, ...]}
 - graph: {"generate_prompts": [...], "critic_prompts": [...], "stop_reason": ..., "candidate": ..., "count": N}
+- race: {"count": N}. Waits until all `--parties` children are ready, saves `--count` distinct tasks of its own
+  one by one (racing the other children's saves), waits for all of them again, then saves `--task` with its
+  `--lesson` (so no later save evicts that task).
   The graph runs `create_reflection_graph` with a recording fake generator and a scripted fake critic, so the
   test can assert on the generate prompt the model *received*.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +64,46 @@ def _run_graph(memory: ReflexionMemory, store: SqliteStore, task: str) -> dict[s
     }
 
 
+def _barrier(directory: Path, stage: str, name: str, parties: int) -> None:
+    (directory / f"{stage}-{name}").touch()
+    deadline = time.monotonic() + 120
+    while len(list(directory.glob(f"{stage}-*"))) < parties:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"barrier {stage}: timed out")
+        time.sleep(0.01)
+
+
+def _race(memory: ReflexionMemory, args: argparse.Namespace) -> dict[str, Any]:
+    barrier = Path(args.barrier)
+    _barrier(barrier, "start", args.name, args.parties)
+    for i in range(args.count):
+        memory.save(f"{args.name} describes planet {i} orbiting star{i}", [f"{args.name} lesson {i}"])
+    _barrier(barrier, "saved", args.name, args.parties)
+    memory.save(args.task, args.lesson)
+    return {"count": memory.count()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="SQLite file shared by the processes")
     parser.add_argument("--task", required=True)
-    parser.add_argument("--mode", choices=["save", "search", "graph"], required=True)
+    parser.add_argument("--mode", choices=["save", "search", "graph", "race"], required=True)
     parser.add_argument("--lesson", action="append", default=[])
+    parser.add_argument("--name", default="child")
+    parser.add_argument("--count", type=int, default=0)
+    parser.add_argument("--max-entries", type=int, default=1000)
+    parser.add_argument("--barrier", default="")
+    parser.add_argument("--parties", type=int, default=1)
     args = parser.parse_args(argv)
 
     with SqliteStore.from_conn_string(args.db) as store:
         store.setup()
-        memory = ReflexionMemory(store)
-        if args.mode == "save":
+        memory = ReflexionMemory(store, max_entries=args.max_entries)
+        if args.mode == "race":
+            out: dict[str, Any] = _race(memory, args)
+        elif args.mode == "save":
             memory.save(args.task, args.lesson)
-            out: dict[str, Any] = {"saved": args.lesson, "count": memory.count()}
+            out = {"saved": args.lesson, "count": memory.count()}
         elif args.mode == "search":
             out = {
                 "lessons": [

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reflection_graph.memory import LESSONS_HEADER
+from langgraph.store.sqlite import SqliteStore
+
+from reflection_graph.memory import LESSONS_HEADER, ReflexionMemory
 
 CHILD = Path(__file__).resolve().parent / "_memory_child.py"
 TASK_A = "Write a polite email declining a job offer for a data engineer role"
@@ -63,3 +65,42 @@ def test_graph_run_in_one_process_teaches_the_next(tmp_path: Path) -> None:
     unrelated = _child(db, TASK_UNRELATED, "graph")
     assert LESSONS_HEADER not in unrelated["generate_prompts"][0]
     assert "recruiter" not in unrelated["generate_prompts"][0]
+
+
+def test_concurrent_saves_from_processes_keep_the_cap_and_every_lesson(tmp_path: Path) -> None:
+    """Four processes race 40 saves each into one SQLite file with max_entries=50, then all save one task."""
+    db = tmp_path / "memory.sqlite"
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    names = ["alpha", "beta", "gamma", "delta"]
+    procs = []
+    for name in names:
+        cmd = [sys.executable, str(CHILD), "--db", str(db), "--task", TASK_A, "--mode", "race"]
+        cmd += ["--name", name, "--count", "40", "--max-entries", "50", "--lesson", f"Lesson from {name}."]
+        cmd += ["--barrier", str(barrier), "--parties", str(len(names))]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{err[-3000:]}"
+        assert json.loads(out.strip().splitlines()[-1])["count"] <= 50
+
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()
+        memory = ReflexionMemory(store, max_entries=50, top_k=10)
+        entries = store.search(("reflection_graph", "lessons", "entries"), limit=1000)
+        assert 40 <= len(entries) <= 50  # 164 saves; the last 50 slots hold TASK_A 4 times
+        assert sorted(lesson.text for lesson in memory.search(TASK_A)) == sorted(
+            f"Lesson from {name}." for name in names
+        )
+        for i in range(60):  # later saves still evict, down to exactly the cap
+            memory.save(f"Parent task number {i} about subject{i}", [f"parent lesson {i}"])
+        assert memory.count() == 50
+        assert memory.search(TASK_A) == []  # evicted with its postings
+        postings = [
+            item
+            for ns in store.list_namespaces(prefix=("reflection_graph", "lessons", "index"), limit=2000)
+            for item in store.search(ns, limit=1000)
+        ]
+        assert {item.value["e"] for item in postings} == {
+            e.key for e in store.search(("reflection_graph", "lessons", "entries"), limit=1000)
+        }

@@ -248,8 +248,14 @@ def _server_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple[str, float]]:
-    """Run `langgraph dev` on a free loopback port; yield its URL and the seconds it took to answer `/ok`."""
+def langgraph_dev(
+    cwd: Path = ROOT, *, timeout: float = 120.0, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, float]]:
+    """Run `langgraph dev` on a free loopback port; yield its URL and the seconds it took to answer `/ok`.
+
+    `env` adds to (or overrides) the server's environment, e.g. `REFLECTION_GRAPH_MODEL` for its models; `args`
+    are extra `langgraph dev` options, e.g. `("--n-jobs-per-worker", "16")`.
+    """
     pytest.importorskip("langgraph_api", reason='needs pip install "reflection-graph[studio]"')
     port = free_port()
     command = [
@@ -263,6 +269,7 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
         "127.0.0.1",
         "--port",
         str(port),
+        *args,
     ]
     log = Path(tempfile.mkstemp(prefix="langgraph-dev-", suffix=".log")[1])
     state_dir = cwd / ".langgraph_api"  # the in-memory server's pickled threads; removed if this run made it
@@ -270,7 +277,12 @@ def langgraph_dev(cwd: Path = ROOT, *, timeout: float = 120.0) -> Iterator[tuple
     start = time.monotonic()
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, cwd=cwd, env=_server_env(), stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=cwd,
+            env={**_server_env(), **(env or {})},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from reflection_graph._sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from tests.test_hostile_code import require_isolation
 
 PY = [sys.executable, "-I", "main.py"]
 
@@ -92,20 +94,36 @@ def test_sandbox_kills_infinite_loop_within_the_limit_and_cleans_up() -> None:
     assert not Path(result.stdout.strip()).exists()
 
 
-def test_sandbox_kills_the_whole_process_group() -> None:
+def _alive_with(mark: str) -> list[int]:
+    """Live (non-zombie) processes whose environment holds `mark`, seen from this (the host's) pid namespace."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes() and not _gone(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("isolation", ["off", "required"])
+def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
+    if isolation == "required":
+        require_isolation()
+    mark = f"RG_MARK_{uuid.uuid4().hex}"
     code = (
         "import subprocess, sys\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "print(child.pid, flush=True)\n"
         "child.wait()\n"
     )
-    result = run_sandboxed({"main.py": code}, PY, timeout_s=1)
-    assert result.timed_out
-    grandchild = int(result.stdout.strip())
+    result = run_sandboxed({"main.py": code}, PY, timeout_s=1, env={mark: "1"}, isolation=isolation)  # type: ignore[arg-type]
+    assert result.timed_out and result.stdout.strip().isdigit()
     deadline = time.monotonic() + 3
-    while not _gone(grandchild) and time.monotonic() < deadline:
+    while _alive_with(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _gone(grandchild), "a process spawned by the sandboxed code survived the timeout"
+    assert not _alive_with(mark), "a process spawned by the sandboxed code survived the timeout"
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,16 @@
-"""Critics: the `Critic` protocol, the LLM critic, and critics that need no model."""
+"""Critics: the `Critic` protocol, the LLM critic, the token-probability critic, and critics that need no model."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
-from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from reflection_graph.critics.tool import (
+    CodeTestCritic,
+    CommandCritic,
+    IsolationUnavailableError,
+    extract_code,
+)
 
 __all__ = [
     "BaseCritic",
@@ -13,9 +19,11 @@ __all__ = [
     "CompositeCritic",
     "Critic",
     "CritiqueRequest",
+    "IsolationUnavailableError",
     "JSONSchemaCritic",
     "LLMCritic",
     "LengthCritic",
+    "LogprobCritic",
     "RequiredTermsCritic",
     "RuleCritic",
     "extract_code",

@@ -1,14 +1,18 @@
 """Tool critics: run the candidate's code against tests (and optionally ruff) in a limited subprocess.
 
 `CodeTestCritic` judges code by running it. The candidate's code is taken out of its ```python fence (or used as is),
-written as `solution.py` next to your tests, and the tests run in `reflection_graph._sandbox` (fresh temp dir,
-deleted afterwards; time, CPU, memory and file-size limits; the whole process group killed on timeout). Nothing
-of the candidate ever runs in this process.
+written as `solution.py` next to your tests, and the tests run in `reflection_graph._sandbox` (isolated where the
+OS allows it, see `isolation`; fresh temp dir, deleted afterwards; time, CPU, memory and file-size limits; the whole
+process tree killed on timeout). Nothing of the candidate ever runs in this process.
 
 Tests are plain-assert functions, as for pytest, but no pytest is needed in the sandbox: a small stdlib runner
-(written into the sandbox next to the code) imports the tests module, runs every top-level `test*` function in file
-order and reports each failing test by name with its assertion, including the values involved
-(`assert add(2, 2) == 4 failed (add(2, 2) was 5)`), or with its exception and the line that raised it.
+(`reflection_graph/_runner.py`, copied into the sandbox next to the code) imports the tests module, runs every
+top-level `test*` function in file order and reports each failing test by name with its assertion, including the
+values involved (`assert add(2, 2) == 4 failed (add(2, 2) was 5)`), or with its exception and the line that raised
+it. Results come over a pipe, each signed with a per-run secret that the runner reads and closes before the
+candidate is imported; this process requires exactly one result per test function that it finds in the tests file
+itself. Printed or unsigned results, a run that exits early, or a test with no result fail the candidate
+(`critical`, score 0).
 
 Severities and score (`CodeTestCritic`):
 
@@ -26,229 +30,37 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from reflection_graph._extract import extract_code
-from reflection_graph._sandbox import SandboxResult, arun_sandboxed, run_sandboxed
+from reflection_graph._sandbox import (
+    Isolation,
+    IsolationUnavailableError,
+    SandboxResult,
+    arun_sandboxed,
+    resolve_isolation,
+    run_sandboxed,
+)
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique, Finding
 
-__all__ = ["CodeTestCritic", "CommandCritic", "extract_code"]
+__all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extract_code"]
 
-_MARKER = "@@reflection-graph-runner@@ "
 _RUNNER_FILE = "_reflection_graph_runner.py"
-
-_RUNNER_SOURCE = r"""
-import ast
-import asyncio
-import contextlib
-import gc
-import inspect
-import io
-import json
-import os
-import reprlib
-import sys
-import traceback
-import types
-
-MARKER = "@@reflection-graph-runner@@ "
-_OUT = os.dup(1)
-SOLUTION, TESTS = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.getcwd())
-sys.dont_write_bytecode = True
-
-_repr = reprlib.Repr()
-_repr.maxstring = 160
-_repr.maxother = 160
-_repr.maxlong = 80
-_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 12
-
-
-def _emit(**event):
-    os.write(_OUT, (MARKER + json.dumps(event, default=str) + "\n").encode("utf-8", "replace"))
-
-
-def _show(value):
-    try:
-        return _repr.repr(value)
-    except Exception:
-        return "<unrepresentable " + type(value).__name__ + ">"
-
-
-def _explain(text, parts):
-    shown = ", ".join(src + " was " + _show(val) for src, val, literal in parts if not literal)
-    return "assert " + text + " failed" + (" (" + shown + ")" if shown else "")
-
-
-_OPS = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
-}
-
-
-class _Rewrite(ast.NodeTransformer):
-    def __init__(self, source):
-        self.source = source
-
-    def _segment(self, node):
-        return ast.get_source_segment(self.source, node) or "<expr>"
-
-    def visit_Assert(self, node):
-        if node.msg is not None:
-            return node
-        text = self._segment(node.test)
-        test = node.test
-        pre = []
-        parts = []
-
-        def bind(name, expr):
-            pre.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=expr))
-            parts.append((self._segment(expr), name, isinstance(expr, ast.Constant)))
-            return ast.Name(id=name, ctx=ast.Load())
-
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPS:
-            left = bind("_rg_left", test.left)
-            right = bind("_rg_right", test.comparators[0])
-            new_test = ast.Compare(left=left, ops=test.ops, comparators=[right])
-        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            new_test = ast.UnaryOp(op=ast.Not(), operand=bind("_rg_value", test.operand))
-        else:
-            new_test = bind("_rg_value", test)
-        tuples = ast.List(
-            elts=[
-                ast.Tuple(
-                    elts=[ast.Constant(src), ast.Name(id=name, ctx=ast.Load()), ast.Constant(literal)],
-                    ctx=ast.Load(),
-                )
-                for src, name, literal in parts
-            ],
-            ctx=ast.Load(),
-        )
-        msg = ast.Call(
-            func=ast.Name(id="_rg_explain", ctx=ast.Load()), args=[ast.Constant(text), tuples], keywords=[]
-        )
-        nodes = [*pre, ast.Assert(test=new_test, msg=msg)]
-        for new in nodes:
-            ast.copy_location(new, node)
-            ast.fix_missing_locations(new)
-        return nodes
-
-
-def _where(exc):
-    frames = traceback.extract_tb(exc.__traceback__)
-    in_tests = [f for f in frames if os.path.basename(f.filename) == TESTS]
-    at = in_tests[-1] if in_tests else (frames[-1] if frames else None)
-    last = frames[-1] if frames else None
-    info = {}
-    if at is not None:
-        info["file"] = os.path.basename(at.filename)
-        info["line"] = at.lineno
-        info["source"] = (at.line or "").strip()
-    if last is not None and last is not at:
-        info["raised_at"] = os.path.basename(last.filename) + ":" + str(last.lineno)
-        info["raised_source"] = (last.line or "").strip()
-    return info
-
-
-def _describe(exc):
-    try:
-        info = {"type": type(exc).__name__, "message": str(exc).replace(os.getcwd() + os.sep, "")[:600]}
-        info.update(_where(exc))
-    except MemoryError:
-        info = {"type": "MemoryError", "message": ""}
-    return info
-
-
-def _free(exc):
-    with contextlib.suppress(Exception):
-        traceback.clear_frames(exc.__traceback__)
-    exc.__traceback__ = None
-    gc.collect()
-
-
-def main():
-    with open(SOLUTION, encoding="utf-8") as handle:
-        solution_source = handle.read()
-    try:
-        compile(solution_source, SOLUTION, "exec")
-    except (SyntaxError, ValueError) as exc:
-        _emit(
-            event="syntax_error",
-            file=SOLUTION,
-            line=getattr(exc, "lineno", None),
-            message=getattr(exc, "msg", str(exc)),
-            text=(getattr(exc, "text", "") or "").strip(),
-        )
-        return
-    with open(TESTS, encoding="utf-8") as handle:
-        tests_source = handle.read()
-    tree = _Rewrite(tests_source).visit(ast.parse(tests_source, TESTS))
-    code = compile(tree, TESTS, "exec")
-    module_name = os.path.splitext(TESTS)[0]
-    module = types.ModuleType(module_name)
-    module.__file__ = os.path.join(os.getcwd(), TESTS)
-    module.__dict__["_rg_explain"] = _explain
-    sys.modules[module_name] = module
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            exec(code, module.__dict__)
-    except BaseException as exc:
-        info = _describe(exc)
-        kind = "memory" if isinstance(exc, MemoryError) else "import"
-        _free(exc)
-        _emit(event="import_error", kind=kind, output=captured.getvalue()[-500:], **info)
-        return
-    tests = [
-        (name, obj)
-        for name, obj in list(module.__dict__.items())
-        if name.startswith("test") and inspect.isfunction(obj) and obj.__module__ == module_name
-    ]
-    tests.sort(key=lambda item: item[1].__code__.co_firstlineno)
-    _emit(event="collected", tests=[name for name, _ in tests])
-    for name, func in tests:
-        _emit(event="start", test=name)
-        captured = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-                params = [
-                    p for p in inspect.signature(func).parameters.values()
-                    if p.default is inspect.Parameter.empty
-                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                ]
-                if params:
-                    raise TypeError(
-                        "test functions must take no arguments (pytest fixtures are not available here); "
-                        "it takes " + ", ".join(p.name for p in params)
-                    )
-                result = func()
-                if inspect.isawaitable(result):
-                    asyncio.run(result)
-        except BaseException as exc:
-            info = _describe(exc)
-            kind = "memory" if isinstance(exc, MemoryError) else "fail"
-            _free(exc)
-            _emit(event="fail", test=name, kind=kind, output=captured.getvalue()[-500:], **info)
-        else:
-            _emit(event="pass", test=name)
-    _emit(event="done")
-
-
-main()
-# Do not wait for threads the code under test may have left running.
-os._exit(0)
-"""
+_RUNNER_SOURCE = (Path(__file__).parent.parent / "_runner.py").read_text(encoding="utf-8")
 
 
 def _check_timeout(value: float) -> float:
@@ -292,18 +104,38 @@ class _Run:
     done: bool = False
     syntax_error: dict[str, Any] | None = None
     import_error: dict[str, Any] | None = None
+    tampered: str | None = None
 
 
-def _parse_events(stdout: str) -> _Run:
+def _verified_events(channel: bytes, secret: bytes) -> tuple[list[dict[str, Any]], str | None]:
+    """The runner's events from the result channel, each checked against its HMAC and sequence number.
+
+    Returns the events up to the first bad line, and why that line was rejected (None when all were good).
+    """
+    events: list[dict[str, Any]] = []
+    lines = channel.split(b"\n")
+    lines.pop()  # empty, or a line cut off when the run was killed: it proves nothing either way
+    for line in lines:
+        tag, _, body = line.partition(b" ")
+        expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode("ascii")
+        if not hmac.compare_digest(tag, expected):
+            return events, "a result line that the test runner did not sign"
+        try:
+            event = json.loads(body)
+        except ValueError:
+            return events, "a signed result line that is not JSON"
+        if not isinstance(event, dict) or event.get("seq") != len(events):
+            return events, "a result out of sequence"
+        events.append(event)
+    return events, None
+
+
+def _parse_events(channel: bytes, secret: bytes, expected: Sequence[str]) -> _Run:
+    """Rebuild the run from the signed events; require exactly one result per test function in `expected`."""
     run = _Run(passed=[], failures=[])
     assert run.passed is not None and run.failures is not None
-    for line in stdout.splitlines():
-        if not line.startswith(_MARKER):
-            continue
-        try:
-            event = json.loads(line[len(_MARKER) :])
-        except json.JSONDecodeError:
-            continue
+    events, run.tampered = _verified_events(channel, secret)
+    for event in events:
         kind = event.get("event")
         if kind == "collected":
             run.collected = [str(name) for name in event.get("tests", [])]
@@ -321,6 +153,16 @@ def _parse_events(stdout: str) -> _Run:
             run.import_error = event
         elif kind == "done":
             run.done = True
+    results = run.passed + [str(e.get("test")) for e in run.failures]
+    counts = {name: results.count(name) for name in set(results)}
+    if run.tampered is None and any(n > 1 for n in counts.values()):
+        run.tampered = "more than one result for " + ", ".join(sorted(t for t, n in counts.items() if n > 1))
+    if run.tampered is None and run.done:
+        missing = [name for name in expected if name not in counts]
+        if run.collected is None or missing:
+            run.tampered = "no result for " + ", ".join(missing or expected) + " (did the code interfere?)"
+    if run.tampered is not None:
+        run.done = False
     return run
 
 
@@ -360,9 +202,13 @@ class CodeTestCritic(BaseCritic):
             pycodestyle errors, independent of the installed ruff version's defaults).
         python: interpreter that runs the tests (in isolated mode, `-I`).
         name: the critic's name (shown as the source of its findings in a composite critic).
+        isolation: `"auto"` (default: isolate the code where the OS allows it, else warn once and run it
+            unisolated), `"required"` (raise `IsolationUnavailableError` now where it cannot be isolated) or
+            `"off"`. See `reflection_graph._sandbox` for what is isolated.
 
     Raises:
         ValueError: on bad arguments; the message says what to change.
+        IsolationUnavailableError: `isolation="required"` where this OS cannot isolate generated code.
 
     Example:
         >>> critic = CodeTestCritic("from solution import add\\n\\ndef test_add():\\n    assert add(2, 2) == 4\\n")
@@ -382,6 +228,7 @@ class CodeTestCritic(BaseCritic):
         ruff_select: Sequence[str] = ("E4", "E7", "E9", "F"),
         python: str = sys.executable,
         name: str = "code_tests",
+        isolation: Isolation = "auto",
     ) -> None:
         if not isinstance(tests, str) or not tests.strip():
             raise ValueError(
@@ -429,11 +276,30 @@ class CodeTestCritic(BaseCritic):
                     "run_ruff=True but the ruff executable was not found; `pip install ruff` or pass run_ruff=False"
                 )
         self.name = name
+        resolve_isolation(isolation)
+        self.isolation: Isolation = isolation
+
+    @property
+    def _limits(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "isolation": self.isolation}
+
+    @property
+    def _ruff_limits(self) -> dict[str, Any]:
+        return {"timeout_s": max(self.timeout_s, 30.0), "memory_mb": None, "isolation": self.isolation}
 
     # -- building the runs ---------------------------------------------------------------------------------
     def _test_job(self, code: str) -> tuple[dict[str, str], list[str]]:
         files = {self.entrypoint: code, self.tests_file: self.tests, _RUNNER_FILE: _RUNNER_SOURCE}
-        argv = [self.python, "-I", "-B", _RUNNER_FILE, self.entrypoint, self.tests_file]
+        argv = [
+            self.python,
+            "-I",
+            "-B",
+            _RUNNER_FILE,
+            self.entrypoint,
+            self.tests_file,
+            "{secret_fd}",
+            "{result_fd}",
+        ]
         return files, argv
 
     def _ruff_job(self, code: str) -> tuple[dict[str, str], list[str]] | None:
@@ -455,14 +321,23 @@ class CodeTestCritic(BaseCritic):
             findings=[finding],
         )
 
-    def _interpret(self, result: SandboxResult, ruff: SandboxResult | None) -> Critique:
-        run = _parse_events(result.stdout)
+    def _interpret(self, result: SandboxResult, ruff: SandboxResult | None, secret: bytes) -> Critique:
+        run = _parse_events(result.channel, secret, self.test_names)
         assert run.passed is not None and run.failures is not None
         findings: list[Finding] = []
         suggestions: list[str] = []
-        total = len(run.collected) if run.collected is not None else len(self.test_names)
+        total = len(set(run.collected or ()) | set(self.test_names))
+        if run.tampered is not None:
+            findings.append(
+                Finding(
+                    message=f"the test results cannot be trusted: {run.tampered}",
+                    severity="critical",
+                    source="sandbox",
+                )
+            )
+            suggestions.append("Do not write to the test runner's result channel or fake test results.")
         passed = len(run.passed)
-        zero_score = False
+        zero_score = run.tampered is not None
         limit = f"{self.timeout_s:g}s"
         memory = f"{self.memory_mb} MB" if self.memory_mb else "available"
 
@@ -555,6 +430,7 @@ class CodeTestCritic(BaseCritic):
             )
         elif (
             not run.done
+            and run.tampered is None
             and run.syntax_error is None
             and run.import_error is None
             and not result.memory_exceeded
@@ -636,12 +512,13 @@ class CodeTestCritic(BaseCritic):
         if not code.strip():
             return self._no_code()
         files, argv = self._test_job(code)
-        result = run_sandboxed(files, argv, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        secret = secrets.token_bytes(32)
+        result = run_sandboxed(files, argv, **self._limits, channel_secret=secret)
         ruff_job = self._ruff_job(code)
         ruff = None
         if ruff_job is not None:
-            ruff = run_sandboxed(*ruff_job, timeout_s=max(self.timeout_s, 30.0), memory_mb=None)
-        return self._interpret(result, ruff)
+            ruff = run_sandboxed(*ruff_job, **self._ruff_limits)
+        return self._interpret(result, ruff, secret)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Async twin of `critique`: the subprocesses run without blocking the event loop (ruff concurrently)."""
@@ -649,14 +526,13 @@ class CodeTestCritic(BaseCritic):
         if not code.strip():
             return self._no_code()
         files, argv = self._test_job(code)
-        tests = arun_sandboxed(files, argv, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        secret = secrets.token_bytes(32)
+        tests = arun_sandboxed(files, argv, **self._limits, channel_secret=secret)
         ruff_job = self._ruff_job(code)
         if ruff_job is None:
-            return self._interpret(await tests, None)
-        result, ruff = await asyncio.gather(
-            tests, arun_sandboxed(*ruff_job, timeout_s=max(self.timeout_s, 30.0), memory_mb=None)
-        )
-        return self._interpret(result, ruff)
+            return self._interpret(await tests, None, secret)
+        result, ruff = await asyncio.gather(tests, arun_sandboxed(*ruff_job, **self._ruff_limits))
+        return self._interpret(result, ruff, secret)
 
 
 class CommandCritic(BaseCritic):
@@ -675,9 +551,11 @@ class CommandCritic(BaseCritic):
         timeout_s: wall-clock limit.
         memory_mb: address-space limit in MiB (`None` for none).
         name: the critic's name.
+        isolation: `"auto"`, `"required"` or `"off"`, as for `CodeTestCritic`.
 
     Raises:
         ValueError: on bad arguments (an empty command, a program that cannot be found, ...).
+        IsolationUnavailableError: `isolation="required"` where this OS cannot isolate generated code.
     """
 
     def __init__(
@@ -690,6 +568,7 @@ class CommandCritic(BaseCritic):
         timeout_s: float = 10,
         memory_mb: int | None = 512,
         name: str = "command",
+        isolation: Isolation = "auto",
     ) -> None:
         if isinstance(argv, str) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise ValueError(
@@ -712,6 +591,8 @@ class CommandCritic(BaseCritic):
         self.timeout_s = _check_timeout(timeout_s)
         self.memory_mb = _check_memory(memory_mb)
         self.name = name
+        resolve_isolation(isolation)
+        self.isolation: Isolation = isolation
 
     def _files(self, request: CritiqueRequest) -> dict[str, str]:
         text = self.extract(request.candidate) if self.extract is not None else request.candidate
@@ -755,13 +636,21 @@ class CommandCritic(BaseCritic):
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Run the command on the candidate in the sandbox."""
         result = run_sandboxed(
-            self._files(request), self.argv, timeout_s=self.timeout_s, memory_mb=self.memory_mb
+            self._files(request),
+            self.argv,
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+            isolation=self.isolation,
         )
         return self._interpret(result)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Async twin of `critique` (does not block the event loop)."""
         result = await arun_sandboxed(
-            self._files(request), self.argv, timeout_s=self.timeout_s, memory_mb=self.memory_mb
+            self._files(request),
+            self.argv,
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+            isolation=self.isolation,
         )
         return self._interpret(result)

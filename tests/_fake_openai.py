@@ -1,0 +1,113 @@
+"""A fake OpenAI-compatible chat server on loopback, for fast tests of real HTTP model paths.
+
+`fake_openai_server(latency=...)` serves `POST /v1/chat/completions` (and `GET /v1/models`) from a thread in the
+test process and yields its `/v1` base URL. A request that asks for structured output (`response_format` or
+`tools`) gets a critique that accepts with score 9; any other request gets a short draft. Each answer waits
+`latency` seconds first. Point a model at it with `REFLECTION_GRAPH_MODEL=openai:fake` and
+`OPENAI_BASE_URL=<url>` (plus any `OPENAI_API_KEY`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAI", "fake_openai_server"]
+
+CRITIQUE = {
+    "issues": [],
+    "suggestions": [],
+    "is_acceptable": True,
+    "score": 9.0,
+    "feedback": "Clear and complete.",
+}
+
+
+class FakeOpenAI:
+    """What the server saw: `requests` counts chat completions, by kind (``draft`` / ``critique``)."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.requests = {"draft": 0, "critique": 0}
+        self._lock = threading.Lock()
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.latency)
+        structured = bool(body.get("response_format") or body.get("tools"))
+        with self._lock:
+            self.requests["critique" if structured else "draft"] += 1
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if body.get("tools"):
+            name = body["tools"][0]["function"]["name"]
+            message["tool_calls"] = [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(CRITIQUE)},
+                }
+            ]
+        elif structured:
+            message["content"] = json.dumps(CRITIQUE)
+        else:
+            prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+            message["content"] = f"A short answer to: {prompt[-60:]}"
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if body.get("tools") else "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
+        }
+
+
+@contextlib.contextmanager
+def fake_openai_server(latency: float = 0.0) -> Iterator[tuple[str, FakeOpenAI]]:
+    """Serve the fake on 127.0.0.1 (a free port) and yield ``(base_url, fake)``; ``base_url`` ends in ``/v1``."""
+    fake = FakeOpenAI(latency)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, payload: dict[str, Any], status: int = 200) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._send({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not self.path.endswith("/chat/completions"):
+                self._send({"error": {"message": f"no route {self.path}"}}, 404)
+                return
+            self._send(fake.answer(body))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", fake
+    finally:
+        server.shutdown()
+        server.server_close()

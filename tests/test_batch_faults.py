@@ -1,0 +1,184 @@
+"""Batch faults found by a probe (issue 13): lone surrogates, line-number ids that move, two runs on one OUT."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from reflection_graph.batch import BatchLocked, lock_path, read_output, run_batch
+from tests.test_batch import FakeGraph, out_entries, write_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- fault 4: a lone surrogate must not abort its group commit -------------------------------------------------
+def test_lone_surrogate_task_does_not_lose_its_group(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [json.dumps({"id": f"r{i}", "task": f"task {i}"}) for i in range(12)]
+    lines[5] = '{"id": "bad", "task": "caf\\u00e9 \\ud800 lone surrogate"}'  # valid JSON, not valid UTF-8
+    lines[6] = json.dumps({"id": "r6", "task": "café"}, ensure_ascii=False)
+    in_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    graph = FakeGraph(delay=0.01)  # all 12 finish together, so their entries share one group commit
+
+    summary = run_batch(graph, in_path, out_path, concurrency=12, progress=False)
+
+    assert (summary.ok, summary.error, summary.processed) == (12, 0, 12)
+    entries = out_entries(out_path)
+    assert [e["id"] for e in entries] == [f"r{i}" if i != 5 else "bad" for i in range(12)]
+    assert (
+        entries[5]["task"] == "café \ud800 lone surrogate" and entries[6]["task"] == "café"
+    )  # read back exactly, surrogate included
+    assert entries[5]["candidate"] == "draft for café \ud800 lone surrogate (revised)"
+    raw = out_path.read_text(encoding="utf-8").splitlines()
+    assert "\\ud800" in raw[5] and "é" not in raw[5] and "é" in raw[6]  # only that entry is escaped
+
+    graph.calls.clear()  # the rerun reads the file back and has nothing to redo
+    again = run_batch(graph, in_path, out_path, progress=False)
+    assert graph.calls == [] and (again.ok, again.skipped) == (12, 12)
+
+
+def test_lone_surrogate_in_an_error_message_is_written(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_text('{"id": "\\udcff", "task": "x"}\n{"id": "ok", "task": "y"}\n', encoding="utf-8")
+    summary = run_batch(FakeGraph({"\udcff": "raise"}), in_path, out_path, progress=False)
+    assert (summary.ok, summary.error) == (1, 1)
+    entries = out_entries(out_path)
+    assert entries[0]["id"] == "\udcff" and "injected failure for \udcff" in entries[0]["error"]
+    assert json.loads(Path(str(out_path) + ".summary.json").read_text())["error_samples"][0].startswith(
+        "\udcff"
+    )
+
+
+# -- fault 5: a line-number id whose input changed is redone, and reported -------------------------------------
+def test_line_inserted_at_top_redoes_moved_records_and_says_which(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_text('{"task": "alpha"}\n{"task": "beta"}\n')
+    run_batch(FakeGraph(), in_path, out_path, progress=False)
+    assert [(e["id"], e["task"]) for e in out_entries(out_path)] == [(1, "alpha"), (2, "beta")]
+
+    in_path.write_text('{"task": "new first"}\n{"task": "alpha"}\n{"task": "beta"}\n')
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+
+    assert sorted(graph.calls) == [1, 2, 3]  # nothing is mapped onto another task, the new one is run
+    assert summary.changed == 2 and summary.skipped == 0
+    assert summary.changed_samples == [
+        "line 1 (id 1): input changed since its result was written; run again",
+        "line 2 (id 2): input changed since its result was written; run again",
+    ]
+    entries = out_entries(out_path)
+    assert [(e["id"], e["task"]) for e in entries] == [(1, "new first"), (2, "alpha"), (3, "beta")]
+    assert all(e["candidate"] == f"draft for {e['task']} (revised)" for e in entries)
+    moved = [json.loads(x) for x in Path(str(out_path) + ".stale.jsonl").read_text().splitlines()]
+    assert [(e["id"], e["task"]) for e in moved] == [(1, "alpha"), (2, "beta")]  # old results kept aside
+
+
+def test_changed_input_whose_rerun_fails_keeps_no_stale_result(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_text('{"id": "a", "task": "one"}\n{"id": "b", "task": "two"}\n')
+    run_batch(FakeGraph(), in_path, out_path, progress=False)
+    in_path.write_text('{"id": "a", "task": "one, edited"}\n{"id": "b", "task": "two"}\n')
+    summary = run_batch(FakeGraph({"a": "raise"}), in_path, out_path, progress=False)
+    assert summary.changed == 1 and summary.changed_samples[0].startswith("line 1 (id a): input changed")
+    entry = out_entries(out_path)[0]
+    assert entry["status"] == "error" and entry["task"] == "one, edited"  # the old "ok" does not win
+    assert (summary.ok, summary.error, summary.skipped) == (1, 1, 1)
+
+
+def test_candidate_change_counts_as_an_input_change(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_text('{"id": "a", "task": "t", "candidate": "v1"}\n')
+    run_batch(FakeGraph(), in_path, out_path, progress=False)
+    in_path.write_text('{"id": "a", "task": "t", "candidate": "v2", "note": "metadata is not input"}\n')
+    graph = FakeGraph()
+    assert run_batch(graph, in_path, out_path, progress=False).changed == 1 and graph.calls == ["a"]
+    in_path.write_text('{"id": "a", "task": "t", "candidate": "v2", "note": "changed metadata"}\n')
+    graph = FakeGraph()
+    assert run_batch(graph, in_path, out_path, progress=False).changed == 0 and graph.calls == []
+
+
+# -- fault 12: one run per output file ---------------------------------------------------------------------------
+def _runner(tmp_path: Path, in_path: Path, out_path: Path, delay: float) -> subprocess.Popen[bytes]:
+    script = tmp_path / "runner.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(ROOT)!r})
+            from tests.test_batch import FakeGraph
+            from reflection_graph.batch import run_batch
+            run_batch(FakeGraph(delay={delay}), {str(in_path)!r}, {str(out_path)!r}, concurrency=2, progress=False)
+            """
+        )
+    )
+    return subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+
+
+def _wait_for_lines(proc: subprocess.Popen[bytes], path: Path, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_bytes().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"runner exited early with code {proc.returncode}")
+        time.sleep(0.02)
+    pytest.fail("the runner wrote nothing in 60s")
+
+
+def test_second_run_on_the_same_output_refuses_and_names_the_first(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    ids = write_tasks(in_path, 120)
+    proc = _runner(tmp_path, in_path, out_path, delay=0.05)
+    try:
+        _wait_for_lines(proc, out_path, 4)
+        graph = FakeGraph()
+        with pytest.raises(BatchLocked) as caught:
+            run_batch(graph, in_path, out_path, progress=False)
+        message = str(caught.value)
+        assert "\n" not in message and "is being written by another batch run" in message
+        assert f"pid {proc.pid} on host {socket.gethostname()}, started 20" in message
+        assert graph.calls == []  # refused before touching anything
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    entries = out_entries(out_path)
+    assert [e["id"] for e in entries] == ids and all(e["status"] == "ok" for e in entries)
+    assert not lock_path(out_path).exists()  # released at the end
+
+
+def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    ids = write_tasks(in_path, 200)
+    proc = _runner(tmp_path, in_path, out_path, delay=0.05)
+    try:
+        _wait_for_lines(proc, out_path, 3)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert lock_path(out_path).exists()  # left behind by the killed run
+    done, _ = read_output(out_path)
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, concurrency=16, progress=False)
+    assert summary.stale_lock is not None and f"pid {proc.pid} on host" in summary.stale_lock
+    assert len(graph.calls) == 200 - len({e["id"] for e in done if e["status"] == "ok"})
+    assert [e["id"] for e in out_entries(out_path)] == ids and not lock_path(out_path).exists()
+
+
+def test_lock_file_without_a_holder_is_taken_over(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_tasks(in_path, 2)
+    lock_path(out_path).write_text(json.dumps({"pid": 999999, "host": "elsewhere", "started": "2020-01-01"}))
+    summary = run_batch(FakeGraph(), in_path, out_path, progress=False)
+    assert summary.ok == 2 and summary.stale_lock == "pid 999999 on host elsewhere, started 2020-01-01"
