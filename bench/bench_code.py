@@ -9,7 +9,10 @@ way, on the held-out tests, run in the sandbox by `CodeTestCritic`'s runner:
   `\\n#`); the answer is the stub plus the completion;
 - **loop one-shot**: `create_reflection_graph(..., focus="code", max_iterations=1)`, one greedy draft;
 - **loop best-of-4**: `n_drafts=4`, judged by a `CodeTestCritic` built from the docstring's examples only
-  (`docstring_tests`), `score_threshold=10`, and up to `--rounds` rounds (revisions after a failing best draft).
+  (`docstring_tests`), `score_threshold=10`; while no draft passes them, up to `--rounds` rounds in all, each
+  revision round sampling `n_revisions=4` revisions of the best candidate so far (they see its failing tests).
+  The "some draft solves" column counts the problems where any first-round draft passes the held-out tests: the
+  most that picking among the drafts could reach.
 
 The loop never sees the held-out tests. All three use the same GGUF (Gemma 3 270M Q4_K_M), the same token budget
 and the same stop sequences. Prints solved counts side by side with tokens and seconds.
