@@ -58,7 +58,7 @@ def judge(row: dict[str, Any], code: str) -> bool:
     from reflection_graph.critics.tool import CodeTestCritic
 
     critic = CodeTestCritic(with_solution_import(row["tests"], row["entry_point"]), timeout_s=10)
-    return critic.critique(CritiqueRequest(task=row["task"], candidate=code)).is_acceptable
+    return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
 
 
 def raw_variant(rows: list[dict[str, Any]], max_tokens: int, threads: int) -> dict[str, Any]:
@@ -73,8 +73,8 @@ def raw_variant(rows: list[dict[str, Any]], max_tokens: int, threads: int) -> di
         )
     solved, tokens, start, answers = 0, 0, time.monotonic(), []
     for row in rows:
-        out = llama.create_completion(row["task"], max_tokens=max_tokens, temperature=0.0, stop=STOP)
-        code = row["task"] + out["choices"][0]["text"]
+        out = llama.create_completion(row["prompt"], max_tokens=max_tokens, temperature=0.0, stop=STOP)
+        code = row["prompt"] + out["choices"][0]["text"]
         tokens += int(out["usage"]["total_tokens"])
         ok = judge(row, code)
         solved += ok
@@ -103,14 +103,14 @@ def loop_variant(
     for row in rows:
         graph = create_reflection_graph(
             model,
-            critic=CodeTestCritic(docstring_tests(row["task"]), timeout_s=10),
+            critic=CodeTestCritic(docstring_tests(row["prompt"]), timeout_s=10),
             focus="code",
             n_drafts=n_drafts,
             n_revisions=n_revisions,
             max_iterations=rounds,
             score_threshold=10,
         )
-        result = graph.invoke({"task": row["task"]})
+        result = graph.invoke({"task": row["prompt"]})
         tokens += int(result["usage"]["total"]["total_tokens"])
         ok = judge(row, result["candidate"] or "")
         solved += ok

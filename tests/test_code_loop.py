@@ -175,12 +175,12 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "datasets" / "code.jsonl").open()]
     model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0)
     for row in [r for r in rows if r["entry_point"] in {"add", "reverse_string"}]:
-        critic = CodeTestCritic(docstring_tests(row["task"]), timeout_s=10)
+        critic = CodeTestCritic(docstring_tests(row["prompt"]), timeout_s=10)
         graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=1)
-        result = graph.invoke({"task": row["task"]})
+        result = graph.invoke({"task": row["prompt"]})
 
         candidate = result["candidate"]
-        assert result["error"] is None and candidate.startswith(row["task"].rstrip()), candidate
+        assert result["error"] is None and candidate.startswith(row["prompt"].rstrip()), candidate
         tree = ast.parse(candidate)  # a syntactically valid module ...
         (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         assert func.name == row["entry_point"] and len(func.body) >= 2, candidate  # ... with a body

@@ -40,15 +40,15 @@ def test_the_set_has_about_forty_distinct_problems() -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["entry_point"] for r in ROWS])
 def test_each_problem_is_a_stub_with_examples_held_out_tests_and_a_solution(row: dict[str, Any]) -> None:
-    stub = find_stub(row["task"])
+    stub = find_stub(row["prompt"])
     assert stub is not None and stub.name == row["entry_point"]
-    examples = docstring_tests(row["task"])
-    docstring = ast.get_docstring(ast.parse(row["task"]).body[0]) or ""
+    examples = docstring_tests(row["prompt"])
+    docstring = ast.get_docstring(ast.parse(row["prompt"]).body[0]) or ""
     calls = [e.source.strip() for e in doctest.DocTestParser().get_examples(docstring)]
     held_out = row["tests"]
     assert held_out.count("def test_") >= 3
     assert not any(call in held_out for call in calls), "a held-out test repeats a docstring example"
-    solution = row["task"] + row["solution"]
+    solution = row["prompt"] + row["solution"]
     assert _failures(solution, held_out, row["entry_point"]) == []
     assert _failures(solution, examples, row["entry_point"]) == []
-    assert _failures(row["task"], held_out, row["entry_point"]), "the bare stub passes the held-out tests"
+    assert _failures(row["prompt"], held_out, row["entry_point"]), "the bare stub passes the held-out tests"
