@@ -6,11 +6,17 @@ afterwards, also on timeout, cancellation or error.
 
 Isolation (`isolation="auto"`, the default; Linux only):
 
-- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; the whole file
-  system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and `/root` hidden
-  (except the Python installation that runs the command); a fresh `/proc` that shows only the sandbox's processes.
+- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; no capabilities;
+  the whole file system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and
+  `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
+  `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
 - else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
-  every mount remounted read-only except the run dir; a fresh `/proc`.
+  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir; a
+  minimal `/dev`; a fresh, read-only `/proc`.
+
+When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
+of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
+not hidden.
 - else (macOS, Windows, Linux without either): no isolation, with a one-time `RuntimeWarning`. `"required"` raises
   `IsolationUnavailableError` instead; `"off"` never isolates.
 
@@ -81,6 +87,7 @@ _EXIT_GRACE_S = 0.2
 """After the command exits, how long its pipes are still read (children holding them are then killed)."""
 _LAUNCHER = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
 _HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/acpi", "/proc/irq", "/proc/bus")
 _BACKEND_ORDER: tuple[str, ...] = ("bwrap", "unshare")
 _HOW_TO_ISOLATE = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) or enable "
@@ -146,8 +153,11 @@ def _exposed_paths(program: str) -> list[str]:
 
 
 def _bwrap_prefix(bwrap: str, workdir: str, program: str) -> list[str]:
-    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for writable in _PROC_KNOBS:  # host-wide kernel settings: root in the sandbox must not write them
+        if os.path.exists(writable):
+            args += ["--ro-bind", writable, writable]
     for hidden in _HIDDEN_DIRS:
         if os.path.isdir(hidden) and not os.path.islink(hidden):
             args += ["--tmpfs", hidden]
@@ -439,12 +449,20 @@ def _kill(pid: int, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
 
 
-def _kill_tree(pid: int, token: bytes) -> None:
-    """SIGKILL the command, its process group, its descendants and every process tagged with the run token."""
+def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
+    """SIGKILL the command, its process group, its descendants and every process tagged with the run token.
+
+    The pid and the group id are used only while the command is not reaped yet (so they cannot have been reused);
+    after that, the token finds whatever it left behind.
+    """
     linux = os.path.isdir("/proc/self")
-    victims = _descendants(pid) | _tagged(token) if linux else set()
-    _kill(pid, group=True)
-    _kill(pid)
+    ours = proc.returncode is None
+    victims = _tagged(token) if linux else set()
+    if ours:
+        if linux:
+            victims |= _descendants(proc.pid)
+        _kill(proc.pid, group=True)
+        _kill(proc.pid)
     for _ in range(20):  # forks made meanwhile carry the token too; repeat until none is left
         victims.discard(os.getpid())
         for victim in victims:
@@ -502,7 +520,7 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         if channel_read >= 0:
             streams[channel_read] = chan
         timed_out = _pump(proc, streams, start + plan.timeout_s, cancel)
-        _kill_tree(proc.pid, f"{_TOKEN_VAR}={token}".encode())
+        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode())
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.5)
         _drain(streams)

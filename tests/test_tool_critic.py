@@ -14,6 +14,7 @@ import pytest
 from reflection_graph._sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from tests.test_hostile_code import require_isolation
 
 PY = [sys.executable, "-I", "main.py"]
 
@@ -108,6 +109,8 @@ def _alive_with(mark: str) -> list[int]:
 
 @pytest.mark.parametrize("isolation", ["off", "required"])
 def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
+    if isolation == "required":
+        require_isolation()
     mark = f"RG_MARK_{uuid.uuid4().hex}"
     code = (
         "import subprocess, sys\n"
