@@ -537,6 +537,19 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         _remove_tree(workdir)
 
 
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Has the command exited? Without reaping it where the OS allows, so that its pid and process group id stay
+    reserved (as a zombie) until the tree has been killed."""
+    if proc.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            pass
+    return proc.poll() is not None
+
+
 def _pump(
     proc: subprocess.Popen[bytes],
     streams: dict[int, _Capture],
@@ -552,7 +565,7 @@ def _pump(
     try:
         while True:
             now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and _exited(proc):
                 exited_at = now
             if exited_at is not None and (now >= exited_at + _EXIT_GRACE_S or not selector.get_map()):
                 return False

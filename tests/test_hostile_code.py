@@ -158,6 +158,14 @@ ESCAPED_WRITES_AFTER_S = 1.5
 """The escaped child writes its file this long after it starts: after the critique's 1 s timeout."""
 
 
+def _survivors(needle: str, within_s: float = 1.0) -> list[int]:
+    """Processes with `needle` still alive after `within_s` (a SIGKILL takes a moment to be delivered)."""
+    deadline = time.monotonic() + within_s
+    while (found := _processes_with(needle)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def escaper(needle: str, target: Path, main_sleeps: bool) -> str:
     """Code that forks a child which calls setsid(), execs a sleeper that later writes `target`.
 
@@ -195,9 +203,23 @@ def test_setsid_escape_is_killed_and_the_critique_returns_on_time(
     elapsed = time.monotonic() - start
     assert elapsed < timeout_s + 1, f"the critique took {elapsed:.2f}s for timeout_s={timeout_s}"
     assert critique.is_acceptable is not main_sleeps
-    assert not _processes_with(needle), "the escaped child survived the critique"
+    assert not _survivors(needle), "the escaped child survived the critique"
     time.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists(), "the escaped child wrote a file after the critique returned"
+
+
+@pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
+def test_a_child_that_drops_the_run_token_is_killed_through_its_process_group(isolation: str) -> None:
+    """Without isolation the process group is killed after the command exits too (its id is kept reserved)."""
+    needle = f"rg-clean-env-{uuid.uuid4().hex}"
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        f"    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30) # {needle}'], {{}})\n"
+    )
+    result = run_sandboxed({"main.py": code}, [sys.executable, "-I", "main.py"], isolation=isolation)  # type: ignore[arg-type]
+    assert result.ok
+    assert not _survivors(needle)
 
 
 def test_escape_control_without_the_tree_kill_the_child_survives(tmp_path: Path) -> None:
@@ -451,7 +473,7 @@ async def test_async_critique_kills_the_escaped_child_on_time(isolation: str, tm
     elapsed = time.monotonic() - start
     assert elapsed < 1.0 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1"
     assert not critique.is_acceptable and any("timed out" in i for i in critique.issues)
-    assert not _processes_with(needle)
+    assert not _survivors(needle)
     await asyncio.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists()
 
