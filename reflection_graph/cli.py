@@ -4,7 +4,9 @@
 round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
 reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
-and prints its summary; it is resumable (see `reflection_graph.batch`).
+and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
+input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
+every record on a LangGraph server instead of in this process.
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -784,8 +786,7 @@ def _server_batch(
     """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
     import asyncio
 
-    from reflection_graph._server_runs import ServerError, ServerGraph
-    from reflection_graph.batch import BatchLocked, arun_batch
+    from reflection_graph.batch import BatchLocked, ServerError, ServerGraph, arun_batch
 
     try:
         context = _server_context(ctx, options)
@@ -935,6 +936,7 @@ def eval_command(
         built = make_scorer(scorer, pass_mark=pass_mark)
     except (ValueError, TypeError, ImportError) as exc:
         _fail(f"--scorer: {exc}")
+    _same_runs(out, options, fields)
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -964,6 +966,44 @@ def eval_command(
         _print_eval(report, Console(highlight=False))
     if report.errors:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None:
+    """Resume only runs made with the same graph options: ``--out`` remembers them in ``eval_options.json``.
+
+    Another ``--scorer`` or ``--pass-mark`` may re-score the stored runs (no model calls); other graph options may
+    not, since the stored rounds would not be what those options produce.
+    """
+    current = json.loads(
+        json.dumps(
+            {
+                "models": {k: getattr(options, k) for k in _MODEL_OPTIONS},
+                "settings": options.settings.as_kwargs(),
+                "fields": fields,
+            },
+            default=str,
+            sort_keys=True,
+        )
+    )
+    path = out / "eval_options.json"
+    if path.is_file() and (out / "runs.jsonl").is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            stored = None
+        if isinstance(stored, dict) and stored != current:
+            changed = sorted(
+                f"{group}.{key}"
+                for group in current
+                for key in set(current[group]) | set(stored.get(group) or {})
+                if current[group].get(key) != (stored.get(group) or {}).get(key)
+            )
+            _fail(
+                f"--out {out} holds runs made with other options ({', '.join(changed) or 'unknown'}); "
+                "use a new --out, or the same options to resume"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _print_eval(report: Any, console: Console) -> None:
