@@ -541,3 +541,58 @@ def test_hostile_tests_fail_loudly_under_ci_where_isolation_is_missing(
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception, match="no-such-isolator is not installed"):
         require_isolation()
+
+
+# -- the CLI: --isolation with --tests --------------------------------------------------------------------------
+
+CLAMP = 'def clamp(x, low, high):\n    """Return x limited to [low, high]."""\n'
+
+
+@pytest.fixture
+def cli_with_fake_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from reflection_graph import cli
+    from reflection_graph.models import resolve_model
+
+    calls: list[str] = []
+    replies = ["return max(low, min(x, high))"]
+    monkeypatch.setattr(
+        cli,
+        "_resolve_model",
+        lambda spec, options, role: resolve_model(lambda p: calls.append(p) or replies[0], role=role),
+    )
+    tests = tmp_path / "tests.py"
+    tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")
+
+    def invoke(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli.app, ["run", CLAMP, *args])
+
+    return invoke, tests, calls
+
+
+def test_cli_isolation_required_runs_isolated_or_is_a_one_line_error(  # type: ignore[no-untyped-def]
+    cli_with_fake_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    invoke, tests, calls = cli_with_fake_model
+    require_isolation()
+    ok = invoke("--tests", str(tests), "--isolation", "required", "--json")
+    assert ok.exit_code == 0, ok.stderr
+    assert json.loads(ok.stdout)["stop_reason"] == "accepted"
+    monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("no-such-isolator",))
+    monkeypatch.setattr(_sandbox, "_probed", {})
+    calls.clear()
+    bad = invoke("--tests", str(tests), "--isolation", "required")
+    assert bad.exit_code == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: isolation='required'") and "bubblewrap" in lines[0]
+    assert calls == []  # failed before any model call
+
+
+def test_cli_isolation_needs_tests_and_a_known_mode(cli_with_fake_model) -> None:  # type: ignore[no-untyped-def]
+    invoke, tests, _calls = cli_with_fake_model
+    alone = invoke("--isolation", "off")
+    assert alone.exit_code == 2 and alone.stderr.strip() == "error: --isolation needs --tests FILE"
+    unknown = invoke("--tests", str(tests), "--isolation", "strict")
+    assert unknown.exit_code == 2 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+    assert "--isolation" in unknown.stderr
