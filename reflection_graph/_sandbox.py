@@ -42,6 +42,7 @@ closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -479,6 +480,8 @@ def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
 
 
 def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResult:
+    if cancel is not None and cancel.is_set():  # cancelled while waiting for a thread: do not start
+        raise concurrent.futures.CancelledError()
     workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
     opened: list[int] = []
     try:
@@ -683,6 +686,19 @@ def run_sandboxed(
     return _run_plan(plan)
 
 
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _probe_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4 * (os.cpu_count() or 1), thread_name_prefix="reflection-graph-sandbox"
+            )
+        return _pool
+
+
 async def arun_sandboxed(
     files: Mapping[str, str],
     argv: Sequence[str],
@@ -698,15 +714,16 @@ async def arun_sandboxed(
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
-    The run happens in a worker thread. If the awaiting task is cancelled, the process tree is killed and the temp
-    dir removed before the cancellation propagates.
+    The run happens in a thread of a pool of its own (4 per CPU, so that many concurrent runs neither thrash the
+    machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
+    task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
     backend = resolve_isolation(isolation)
     plan = _validate(
         files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
     )
     cancel = threading.Event()
-    task = asyncio.ensure_future(asyncio.to_thread(_run_plan, plan, cancel))
+    task = asyncio.get_running_loop().run_in_executor(_executor(), _run_plan, plan, cancel)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
