@@ -67,6 +67,7 @@ __all__ = [
     "IsolationUnavailableError",
     "SandboxResult",
     "arun_sandboxed",
+    "check_isolation",
     "isolation_backend",
     "resolve_isolation",
     "run_sandboxed",
@@ -240,6 +241,22 @@ def isolation_backend() -> tuple[str | None, str]:
                 return backend, ""
             reasons.append(reason)
     return None, "; ".join(reasons) or "no isolation backend is configured"
+
+
+def check_isolation(isolation: str) -> None:
+    """Validate an `isolation` setting when a critic is built: probe (and raise) only for "required".
+
+    "auto" is resolved when code first runs, so that building a critic costs nothing and the one-time warning
+    appears only when code really runs without isolation.
+
+    Raises:
+        ValueError: `isolation` is not one of "auto", "required", "off".
+        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
+    """
+    if isolation not in get_args(Isolation):
+        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
+    if isolation == "required":
+        resolve_isolation(isolation)
 
 
 def resolve_isolation(isolation: str) -> str | None:
