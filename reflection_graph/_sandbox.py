@@ -333,8 +333,10 @@ def _validate(
         raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
     if max_file_mb <= 0:
         raise ValueError(f"max_file_mb must be positive, got {max_file_mb!r}")
-    if channel_secret is not None and (not isinstance(channel_secret, bytes) or len(channel_secret) < 16):
-        raise ValueError("channel_secret must be at least 16 random bytes (secrets.token_bytes(32))")
+    if channel_secret is not None and (
+        not isinstance(channel_secret, bytes) or not 16 <= len(channel_secret) <= 4096
+    ):
+        raise ValueError("channel_secret must be 16 to 4096 random bytes, e.g. secrets.token_bytes(32)")
     clean_files: dict[str, str] = {}
     for name, content in files.items():
         path = PurePosixPath(name)
