@@ -698,11 +698,10 @@ def run_sandboxed(
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
-    return _run_plan(plan)
+    return _run_plan(dataclasses.replace(plan, backend=resolve_isolation(isolation)))
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -737,12 +736,15 @@ async def arun_sandboxed(
     machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
     task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
+    loop = asyncio.get_running_loop()
+    # the first call probes the backends (a subprocess each): keep that off the event loop too
+    backend = await loop.run_in_executor(_executor(), resolve_isolation, isolation)
+    plan = dataclasses.replace(plan, backend=backend)
     cancel = threading.Event()
-    task = asyncio.get_running_loop().run_in_executor(_executor(), _run_plan, plan, cancel)
+    task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
