@@ -11,8 +11,9 @@ Isolation (`isolation="auto"`, the default; Linux only):
   `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
   `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
 - else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
-  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir; a
-  minimal `/dev`; a fresh, read-only `/proc`.
+  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir;
+  `/tmp`, `/var/tmp`, `/run`, `/home` and `/root` covered by empty (read-only) tmpfs, except the Python
+  installation; a minimal `/dev`; a fresh, read-only `/proc`.
 
 When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
 of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
@@ -45,6 +46,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import os
 import secrets
 import selectors
@@ -174,29 +176,26 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan) -> list[str]:
     if backend == "bwrap":
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        return [
-            *_bwrap_prefix(bwrap, workdir, plan.argv[0]),
-            *launcher,
-            "plain",
-            workdir,
-            *limits,
-            *plan.argv,
-        ]
+        prefix = _bwrap_prefix(bwrap, workdir, plan.argv[0])
+        return [*prefix, *launcher, "plain", workdir, "[]", *limits, *plan.argv]
     if backend == "unshare":
         unshare = shutil.which("unshare")
         assert unshare is not None
-        flags = [
-            "--user",
-            "--map-root-user",
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount",
-            "--mount-proc",
+        flags = ["--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"]
+        hide = json.dumps([list(_HIDDEN_DIRS), _exposed_paths(plan.argv[0])])
+        return [
+            unshare,
+            *flags,
             "--kill-child",
+            "--",
+            *launcher,
+            "unshare",
+            workdir,
+            hide,
+            *limits,
+            *plan.argv,
         ]
-        return [unshare, *flags, "--", *launcher, "unshare", workdir, *limits, *plan.argv]
-    return [*launcher, "plain", workdir, *limits, *plan.argv]
+    return [*launcher, "plain", workdir, "[]", *limits, *plan.argv]
 
 
 def _probe(backend: str) -> str | None:

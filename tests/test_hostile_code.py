@@ -298,6 +298,33 @@ def test_file_control_without_isolation_the_files_are_written(outside) -> None: 
     assert all(t.read_text() == "vandalised" for t in targets) and not victim.exists()
 
 
+def reader(path: Path) -> str:
+    return textwrap.dedent(
+        f"""
+        def add(a, b):
+            return a + b
+        def report():
+            try:
+                return ["read " + open({str(path)!r}).read()]
+            except OSError as exc:
+                return ["blocked " + type(exc).__name__]
+        """
+    )
+
+
+@pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
+def test_files_in_tmp_and_home_dirs_are_hidden(isolation: str, tmp_path: Path) -> None:
+    """/tmp, /var/tmp, /run, /home and /root are empty in the sandbox: a secret in the test's temp dir is not read."""
+    secret = f"secret-{uuid.uuid4().hex}"
+    (tmp_path / "token.txt").write_text(secret)
+    critique = judge(reader(tmp_path / "token.txt"), isolation, tests=REPORT_TESTS)
+    issues = " ".join(critique.issues)
+    if isolation == "off":  # the control: without isolation the file is read
+        assert secret in issues
+    else:
+        assert secret not in issues and "blocked FileNotFoundError" in issues, issues
+
+
 ROOT_TRICKS = textwrap.dedent(
     """
     import ctypes, os, stat
