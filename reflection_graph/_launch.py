@@ -1,10 +1,11 @@
 """Launcher that runs inside the sandbox just before the sandboxed command (stdlib only, `python -I -S -c`).
 
-    python -I -S -c <this file> MODE WORKDIR AS_BYTES CPU_S FSIZE_BYTES COMMAND...
+    python -I -S -c <this file> MODE WORKDIR HIDE AS_BYTES CPU_S FSIZE_BYTES COMMAND...
 
 - MODE `plain` (no isolation, or inside bubblewrap): set the resource limits and `execv` the command.
 - MODE `unshare`: we were started by `unshare --user --map-root-user --net --pid --mount --fork` and are process 1
-  of the new pid namespace. Put a fresh `/dev` in place (a tmpfs holding only null, zero, full, random, urandom and
+  of the new pid namespace. HIDE is JSON `[dirs to hide, paths to keep visible in them]`: each of those dirs gets
+  an empty tmpfs, with only WORKDIR and the kept paths bound back in. Put a fresh `/dev` in place (a tmpfs holding only null, zero, full, random, urandom and
   tty, so no disk device is reachable), make every mount read-only except WORKDIR, then fork: the child drops every
   capability (bounding set included, and `no_new_privs`, so that neither remounting nor an `execve` as root gives
   any back), sets the limits and `execv`s the command; we reap children until the command ends and exit with its
@@ -15,6 +16,7 @@
 """
 
 import ctypes
+import json
 import os
 import resource
 import sys
@@ -97,11 +99,30 @@ def _drop_capabilities(libc: ctypes.CDLL) -> None:
     _check(libc.capset(header, data), "capset")
 
 
-def _read_only_except(workdir: str) -> None:
+def _hide(libc: ctypes.CDLL, hidden: list[str], keep: list[str]) -> None:
+    """Cover each dir in `hidden` with an empty tmpfs, then bind the paths in `keep` that were inside it back."""
+    for directory in hidden:
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            continue
+        inside = [p for p in keep if p.startswith(directory.rstrip("/") + "/") and os.path.exists(p)]
+        handles = {path: os.open(path, os.O_PATH) for path in inside}  # reachable after the cover, by fd
+        _mount(libc, directory, _MS_NOSUID | _MS_NODEV, source="tmpfs", fstype="tmpfs")
+        for path in sorted(handles, key=len):
+            if os.path.isdir(f"/proc/self/fd/{handles[path]}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()
+            _mount(libc, path, _MS_BIND | _MS_REC, source=f"/proc/self/fd/{handles[path]}")
+            os.close(handles[path])
+
+
+def _read_only_except(workdir: str, hidden: list[str], keep: list[str]) -> None:
     """Remount every mount read-only (keeping its locked flags), except a fresh bind mount of `workdir`."""
     libc = ctypes.CDLL(None, use_errno=True)
     _mount(libc, "/", _MS_REC | _MS_PRIVATE)
     _fresh_dev(libc, workdir)
+    _hide(libc, hidden, [workdir, *keep])
     _mount(libc, workdir, _MS_BIND | _MS_REC, source=workdir)
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
         points = [line.split()[4] for line in handle]
@@ -151,11 +172,11 @@ def _init(argv: list[str], memory: int, cpu: int, fsize: int) -> int:
 
 
 def main() -> None:
-    mode, workdir = sys.argv[1], sys.argv[2]
-    memory, cpu, fsize = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    command = sys.argv[6:]
+    mode, workdir, hide = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    memory, cpu, fsize = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+    command = sys.argv[7:]
     if mode == "unshare":
-        _read_only_except(workdir)
+        _read_only_except(workdir, *hide)
         sys.stdout.flush()
         os._exit(_init(command, memory, cpu, fsize))
     _exec(command, memory, cpu, fsize)

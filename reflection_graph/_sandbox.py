@@ -11,8 +11,9 @@ Isolation (`isolation="auto"`, the default; Linux only):
   `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
   `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
 - else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
-  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir; a
-  minimal `/dev`; a fresh, read-only `/proc`.
+  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir;
+  `/tmp`, `/var/tmp`, `/run`, `/home` and `/root` covered by empty (read-only) tmpfs, except the Python
+  installation; a minimal `/dev`; a fresh, read-only `/proc`.
 
 When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
 of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
@@ -42,8 +43,10 @@ closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import os
 import secrets
 import selectors
@@ -66,6 +69,7 @@ __all__ = [
     "IsolationUnavailableError",
     "SandboxResult",
     "arun_sandboxed",
+    "check_isolation",
     "isolation_backend",
     "resolve_isolation",
     "run_sandboxed",
@@ -172,29 +176,26 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan) -> list[str]:
     if backend == "bwrap":
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        return [
-            *_bwrap_prefix(bwrap, workdir, plan.argv[0]),
-            *launcher,
-            "plain",
-            workdir,
-            *limits,
-            *plan.argv,
-        ]
+        prefix = _bwrap_prefix(bwrap, workdir, plan.argv[0])
+        return [*prefix, *launcher, "plain", workdir, "[]", *limits, *plan.argv]
     if backend == "unshare":
         unshare = shutil.which("unshare")
         assert unshare is not None
-        flags = [
-            "--user",
-            "--map-root-user",
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount",
-            "--mount-proc",
+        flags = ["--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"]
+        hide = json.dumps([list(_HIDDEN_DIRS), _exposed_paths(plan.argv[0])])
+        return [
+            unshare,
+            *flags,
             "--kill-child",
+            "--",
+            *launcher,
+            "unshare",
+            workdir,
+            hide,
+            *limits,
+            *plan.argv,
         ]
-        return [unshare, *flags, "--", *launcher, "unshare", workdir, *limits, *plan.argv]
-    return [*launcher, "plain", workdir, *limits, *plan.argv]
+    return [*launcher, "plain", workdir, "[]", *limits, *plan.argv]
 
 
 def _probe(backend: str) -> str | None:
@@ -239,6 +240,22 @@ def isolation_backend() -> tuple[str | None, str]:
                 return backend, ""
             reasons.append(reason)
     return None, "; ".join(reasons) or "no isolation backend is configured"
+
+
+def check_isolation(isolation: str) -> None:
+    """Validate an `isolation` setting when a critic is built: probe (and raise) only for "required".
+
+    "auto" is resolved when code first runs, so that building a critic costs nothing and the one-time warning
+    appears only when code really runs without isolation.
+
+    Raises:
+        ValueError: `isolation` is not one of "auto", "required", "off".
+        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
+    """
+    if isolation not in get_args(Isolation):
+        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
+    if isolation == "required":
+        resolve_isolation(isolation)
 
 
 def resolve_isolation(isolation: str) -> str | None:
@@ -315,8 +332,10 @@ def _validate(
         raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
     if max_file_mb <= 0:
         raise ValueError(f"max_file_mb must be positive, got {max_file_mb!r}")
-    if channel_secret is not None and (not isinstance(channel_secret, bytes) or len(channel_secret) < 16):
-        raise ValueError("channel_secret must be at least 16 random bytes (secrets.token_bytes(32))")
+    if channel_secret is not None and (
+        not isinstance(channel_secret, bytes) or not 16 <= len(channel_secret) <= 4096
+    ):
+        raise ValueError("channel_secret must be 16 to 4096 random bytes, e.g. secrets.token_bytes(32)")
     clean_files: dict[str, str] = {}
     for name, content in files.items():
         path = PurePosixPath(name)
@@ -479,6 +498,8 @@ def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
 
 
 def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResult:
+    if cancel is not None and cancel.is_set():  # cancelled while waiting for a thread: do not start
+        raise concurrent.futures.CancelledError()
     workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
     opened: list[int] = []
     try:
@@ -537,6 +558,19 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         _remove_tree(workdir)
 
 
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Has the command exited? Without reaping it where the OS allows, so that its pid and process group id stay
+    reserved (as a zombie) until the tree has been killed."""
+    if proc.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            pass
+    return proc.poll() is not None
+
+
 def _pump(
     proc: subprocess.Popen[bytes],
     streams: dict[int, _Capture],
@@ -552,7 +586,7 @@ def _pump(
     try:
         while True:
             now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and _exited(proc):
                 exited_at = now
             if exited_at is not None and (now >= exited_at + _EXIT_GRACE_S or not selector.get_map()):
                 return False
@@ -663,11 +697,23 @@ def run_sandboxed(
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
-    return _run_plan(plan)
+    return _run_plan(dataclasses.replace(plan, backend=resolve_isolation(isolation)))
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _probe_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4 * (os.cpu_count() or 1), thread_name_prefix="reflection-graph-sandbox"
+            )
+        return _pool
 
 
 async def arun_sandboxed(
@@ -685,15 +731,19 @@ async def arun_sandboxed(
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
-    The run happens in a worker thread. If the awaiting task is cancelled, the process tree is killed and the temp
-    dir removed before the cancellation propagates.
+    The run happens in a thread of a pool of its own (4 per CPU, so that many concurrent runs neither thrash the
+    machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
+    task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
+    loop = asyncio.get_running_loop()
+    # the first call probes the backends (a subprocess each): keep that off the event loop too
+    backend = await loop.run_in_executor(_executor(), resolve_isolation, isolation)
+    plan = dataclasses.replace(plan, backend=backend)
     cancel = threading.Event()
-    task = asyncio.ensure_future(asyncio.to_thread(_run_plan, plan, cancel))
+    task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -39,6 +39,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand
 
+from reflection_graph._sandbox import Isolation, IsolationUnavailableError
 from reflection_graph.settings import Settings, default, setting_fields
 
 __all__ = ["GraphOptions", "app", "build_graph", "main"]
@@ -76,6 +77,7 @@ class GraphOptions:
         memory: SQLite file for the Reflexion memory store, or None.
         tests: test source (checked, importing from `solution`) that judges the candidates through a
             `CodeTestCritic` instead of a critic model, or None.
+        isolation: how that critic isolates the generated code (`auto`, `required`, `off`).
         settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
     """
 
@@ -89,6 +91,7 @@ class GraphOptions:
     checkpoint: Path | None = None
     memory: Path | None = None
     tests: str | None = None
+    isolation: Isolation = "auto"
     settings: Settings = field(default_factory=Settings)
 
     def validate(self) -> None:
@@ -176,7 +179,7 @@ def build_graph(
 
         if critic is not None:
             raise BadInput("--tests and --critic cannot be combined: the tests are the critic")
-        critic = CodeTestCritic(options.tests)
+        critic = CodeTestCritic(options.tests, isolation=options.isolation)
     return create_reflection_graph(
         generator,
         critic=critic,
@@ -592,12 +595,23 @@ def run(
             rich_help_panel="Code",
         ),
     ] = None,
+    isolation: Annotated[
+        Isolation,
+        typer.Option(
+            help="Isolate the code run by --tests: auto (where the OS allows it, else warn), required (fail "
+            "where it cannot), off.",
+            rich_help_panel="Code",
+        ),
+    ] = "auto",
 ) -> None:
     """Run the draft -> critique -> revise loop on one TASK and show each round live."""
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
     if entry_point is not None and tests is None:
         _fail("--entry-point needs --tests FILE")
+    if isolation != "auto" and tests is None:
+        _fail("--isolation needs --tests FILE")
+    options.isolation = isolation
     if tests is not None:
         options.tests = _read_tests(tests, task, entry_point)
         if options.settings.focus == default("focus"):
@@ -618,7 +632,7 @@ def run(
         try:
             checkpointer, store, reflexion = _open_persistence(options, stack)
             graph = build_graph(options, checkpointer=checkpointer, store=store, memory=reflexion)
-        except (ValueError, TypeError, ImportError, OSError) as exc:
+        except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
             _fail(str(exc))
         run_input: dict[str, Any] | None = inputs
         if checkpointer is not None and thread_id is not None:
