@@ -31,6 +31,9 @@ Shards: ``shard=(I, N)`` runs only the records whose id hashes to shard ``I`` (`
 share one ``IN``; each writes its own ``OUT`` and `merge_outputs` combines them, checking that no record is
 missing or doubled.
 
+On a LangGraph server: pass a `ServerGraph` (``ServerGraph(url, graph_name)``) as the graph, and every record
+runs as a run on the server, on a thread found again by a rerun (see `reflection_graph._server_runs`).
+
 Durability: while running, entries are appended one line at a time and each is flushed and ``fsync``-ed. At the
 start of a run (and at its end) ``OUT`` is compacted atomically (temp file + ``os.replace``) so each record
 appears exactly once, ``ok`` winning over ``error``. A process killed at any point leaves at worst a truncated
@@ -64,12 +67,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from reflection_graph._server_runs import ServerError, ServerGraph
+
 __all__ = [
     "BatchLocked",
     "BatchRecord",
     "BatchSummary",
     "InputError",
     "MergeError",
+    "ServerError",
+    "ServerGraph",
     "SupportsAinvoke",
     "arun_batch",
     "lock_path",
@@ -1122,7 +1129,9 @@ def merge_outputs(
 
     Every record of ``in_path`` must have exactly one entry (``ok`` or ``error``) across the shard outputs, one
     written for its current input. The shard of each output is read from its entries (``"shard": "I/N"``);
-    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing.
+    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing, in the order of
+    ``IN``, without the ``shard`` field (so a plain ``batch`` can resume it); entries for ids that are no longer in
+    ``IN`` and entries written for another input than the record's current one are left out.
 
     Args:
         outputs: the shard outputs, in any order.

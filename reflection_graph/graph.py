@@ -33,6 +33,7 @@ from reflection_graph._nodes import Node, Roles, Setup
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.prompts import CRITIQUE_PROMPT
 from reflection_graph.settings import MAX_ITERATIONS, Settings
 from reflection_graph.state import InputState, OutputState, ReflectionState
@@ -57,12 +58,22 @@ def _as_critic(
     base_url: str | None,
     guidelines: str | None,
 ) -> Critic:
-    """A `Critic` as given, or an `LLMCritic` on the named model (default: the generator's, at temperature 0)."""
+    """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
+
+    With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
+    prompt override, the critic is a `LogprobCritic` (the embedded base model's next-token probabilities: on
+    `datasets/pairs.jsonl` it ranks good above bad far more often than JSON verdicts; see bench/bench_critic.py).
+    Every other case gets an `LLMCritic`.
+    """
     if isinstance(critic, Critic):
         return critic
+    from reflection_graph.local_model import EmbeddedChatModel
     from reflection_graph.models import critic_model
 
     model = generator if critic is None else _resolve(critic, "critic", base_url)
+    plain = guidelines is None and not settings.prompts.get("critique")
+    if critic is None and isinstance(model, EmbeddedChatModel) and plain:
+        return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
     return LLMCritic(
         critic_model(model),
         prompt=settings.prompts.get("critique", CRITIQUE_PROMPT),
@@ -85,11 +96,14 @@ def _role_maker(
         reviser = _resolve(ctx.reviser_model, "reviser", url) if ctx.reviser_model else generator
         critic = built.critic
         if ctx.critic_model or generator is not None:
-            spec = ctx.critic_model or generator
             critic = _as_critic(
-                spec, generator or built.generator, settings, base_url=url, guidelines=guidelines
+                ctx.critic_model or None,  # None: the default critic on the (new) generator
+                generator or built.generator,
+                settings,
+                base_url=url,
+                guidelines=guidelines,
             )
-        elif isinstance(critic, LLMCritic) and settings.prompts.get("critique"):
+        elif isinstance(critic, (LLMCritic, LogprobCritic)) and settings.prompts.get("critique"):
             critic = _as_critic(critic.model, built.generator, settings, base_url=url, guidelines=guidelines)
         return Roles(generator or built.generator, reviser or built.reviser, critic)
 

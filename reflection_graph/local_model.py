@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -424,6 +424,67 @@ class EmbeddedChatModel(BaseChatModel):
         """Load the GGUF now (it is otherwise loaded at the first call)."""
         self._loaded()
 
+    def next_token_logprobs(
+        self, prompt: str, *, top: int = 20, tokens: Sequence[str] = ()
+    ) -> dict[str, float]:
+        """Log-probabilities of the token that would follow `prompt` (no sampling, no stop sequences).
+
+        Returns the `top` most likely next tokens (as text) plus each entry of `tokens` that is a single token
+        (for example `" Yes"`), mapped to natural-log probabilities over the whole vocabulary.
+
+        Args:
+            prompt: the text to continue (rendered as is, with a BOS token).
+            top: how many of the most likely tokens to return.
+            tokens: texts whose log-probability is wanted even outside the top list.
+        """
+        if top < 0:
+            raise ValueError(f"top must be >= 0, got {top}")
+        loaded = self._loaded()
+        llama = loaded.llama
+        ids = self._prompt_ids(llama, prompt)
+        with loaded.lock:
+            _eval_from_cache(llama, ids)
+            logprobs = _last_logprobs(llama)
+        picks = [int(i) for i in logprobs.argsort()[::-1][:top]]
+        out = {_piece(llama, i): float(logprobs[i]) for i in picks}
+        for text in tokens:
+            ids_of = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            if len(ids_of) == 1:
+                out.setdefault(text, float(logprobs[ids_of[0]]))
+        return out
+
+    def continuation_logprobs(self, prompt: str, continuation: str, *, max_tokens: int = 128) -> list[float]:
+        """Log-probability of each token of `continuation` right after `prompt` (at most `max_tokens` tokens).
+
+        One forward pass over the text; the shared prefix of the previous call is reused from llama.cpp's cache.
+        Used by `LogprobCritic` as the answer's likelihood under a judge prompt.
+        """
+        if not continuation:
+            raise ValueError("continuation must not be empty")
+        loaded = self._loaded()
+        llama = loaded.llama
+        head = self._prompt_ids(llama, prompt)
+        full = self._prompt_ids(llama, prompt + continuation)
+        shared = 0
+        for a, b in zip(head, full, strict=False):
+            if a != b:
+                break
+            shared += 1
+        shared = max(1, min(shared, len(full) - 1))  # tokens can merge across the boundary
+        targets = full[shared : shared + max_tokens]
+        with loaded.lock:
+            _eval_from_cache(llama, full[:shared])
+            return _continuation_logprobs(llama, targets)
+
+    def _prompt_ids(self, llama: Any, prompt: str) -> list[int]:
+        ids: list[int] = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        if len(ids) + 1 >= self.n_ctx:
+            raise ValueError(
+                f"the prompt has {len(ids)} tokens, too many for n_ctx={self.n_ctx}; raise n_ctx on "
+                "EmbeddedChatModel or shorten the task/context"
+            )
+        return ids
+
     def _sampling(self, stop: list[str] | None, overrides: dict[str, Any]) -> dict[str, Any]:
         unknown = set(overrides) - {
             "temperature",
@@ -435,6 +496,9 @@ class EmbeddedChatModel(BaseChatModel):
             "repeat_penalty",
             "stop",
             "json_schema",
+            "logprobs",
+            "top_logprobs",
+            "score_text",
         }
         if unknown:
             raise TypeError(f"EmbeddedChatModel does not take {sorted(unknown)} as call options")
@@ -480,7 +544,11 @@ class EmbeddedChatModel(BaseChatModel):
         params = self._sampling(stop, kwargs)
         loaded = self._loaded()
         json_schema = kwargs.get("json_schema")
-        if json_schema is not None:
+        if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
+            text, usage, meta = self._generate_logprobs(
+                prompt, int(kwargs.get("top_logprobs") or 1), kwargs.get("score_text")
+            )
+        elif json_schema is not None:
             text, usage, meta = self._generate_json(
                 loaded, prompt, json_schema, params, kwargs.get("max_tokens")
             )
@@ -507,6 +575,43 @@ class EmbeddedChatModel(BaseChatModel):
             "finish_reason": result["choices"][0].get("finish_reason"),
             "attempts": attempts,
         }
+
+    def _generate_logprobs(
+        self, prompt: str, top: int, score_text: str | None
+    ) -> tuple[str, UsageMetadata, dict[str, Any]]:
+        """One next token, reported the way OpenAI's chat completions report `logprobs=True, top_logprobs=K`.
+
+        With `score_text` (a piece of the prompt, such as the answer under review) the reply's metadata also
+        holds `prompt_logprobs`: the log-probability of each of its tokens (at most 128) where it last occurs.
+        """
+        if top < 1 or top > 100:
+            raise ValueError(f"top_logprobs must be between 1 and 100, got {top}")
+        scored: list[float] | None = None
+        if score_text:
+            at = prompt.rfind(score_text)
+            if at < 0:
+                raise ValueError("score_text must be a part of the prompt")
+            scored = self.continuation_logprobs(prompt[:at], score_text)
+        top_logprobs = self.next_token_logprobs(prompt, top=top)
+        token, logprob = next(iter(top_logprobs.items()))
+        n_prompt = len(self._loaded().llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))
+        usage = UsageMetadata(input_tokens=n_prompt, output_tokens=1, total_tokens=n_prompt + 1)
+        content = [
+            {
+                "token": token,
+                "logprob": logprob,
+                "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top_logprobs.items()],
+            }
+        ]
+        meta: dict[str, Any] = {
+            "model_name": os.path.basename(self.resolved_model_path),
+            "model_provider": "llama-cpp",
+            "finish_reason": "length",
+            "logprobs": {"content": content},
+        }
+        if scored is not None:
+            meta["prompt_logprobs"] = scored
+        return token, usage, meta
 
     def _generate_text(
         self, loaded: _Loaded, prompt: str, params: dict[str, Any]
@@ -657,3 +762,71 @@ def _starter(prompt: str) -> str:
     if "code" in lowered or "function" in lowered or "python" in lowered:
         return "def"
     return "Here"
+
+
+def _eval_from_cache(llama: Any, ids: list[int]) -> None:
+    """Evaluate `ids`, reusing the longest prefix already in llama.cpp's KV cache (at least one token is run)."""
+    cached = llama.input_ids[: llama.n_tokens].tolist()
+    shared = 0
+    for a, b in zip(cached, ids, strict=False):
+        if a != b:
+            break
+        shared += 1
+    llama.n_tokens = min(shared, len(ids) - 1)
+    llama.eval(ids[llama.n_tokens :])
+
+
+def _logits_row(llama: Any, index: int) -> Any:
+    import numpy as np  # a dependency of llama-cpp-python, so present whenever a model is loaded
+
+    llama_cpp = _import_llama_cpp()
+    row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama.ctx, index), shape=(llama.n_vocab(),))
+    return row.astype(np.float64)
+
+
+def _log_softmax(row: Any) -> Any:
+    import numpy as np
+
+    shifted = row - row.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def _last_logprobs(llama: Any) -> Any:
+    return _log_softmax(_logits_row(llama, -1))
+
+
+def _continuation_logprobs(llama: Any, targets: list[int], *, batched: bool = True) -> list[float]:
+    """Log-probabilities of `targets` following what is evaluated; the targets are evaluated too, except the last.
+
+    The first comes from the last logits; the rest from one batch decoded with logits for every position
+    (llama-cpp-python's own `eval` keeps only the last row unless the model was loaded with `logits_all`,
+    which would cost n_ctx x vocabulary floats per model). Without that batch API, tokens are run one by one.
+    """
+    out = [float(_last_logprobs(llama)[targets[0]])]
+    rest = targets[:-1]
+    if not rest:
+        return out
+    batch: Any = getattr(llama, "_batch", None)
+    ctx: Any = getattr(llama, "_ctx", None)
+    batched = (
+        batched and hasattr(batch, "set_batch") and hasattr(ctx, "decode") and len(rest) <= llama.n_batch
+    )
+    if batched:
+        start = llama.n_tokens
+        ctx.kv_cache_seq_rm(-1, start, -1)
+        batch.set_batch(batch=rest, n_past=start, logits_all=True)
+        ctx.decode(batch)
+        llama.input_ids[start : start + len(rest)] = rest
+        llama.n_tokens = start + len(rest)
+        for i, token in enumerate(targets[1:]):
+            out.append(float(_log_softmax(_logits_row(llama, i))[token]))
+        return out
+    for token, following in zip(rest, targets[1:], strict=True):
+        llama.eval([token])
+        out.append(float(_last_logprobs(llama)[following]))
+    return out
+
+
+def _piece(llama: Any, token: int) -> str:
+    text: str = llama.detokenize([token]).decode("utf-8", errors="replace")
+    return text

@@ -6,6 +6,7 @@ models ignore it, and small *base* models (the embedded Gemma 3 270M) need it to
 Placeholders:
 - GENERATE_PROMPT: {task}, {context}, {lessons}
 - CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
+- JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 """
 
@@ -23,6 +24,8 @@ __all__ = [
     "FOCUS_PROMPTS",
     "GENERATE_PROMPT",
     "GENERATE_SYSTEM",
+    "JUDGE_EXAMPLES",
+    "JUDGE_PROMPT",
     "PRESERVE_CORRECT_RULE",
     "PromptOverride",
     "REVISE_PROMPT",
@@ -62,6 +65,42 @@ Review the candidate. List concrete issues and concrete suggestions. Score it fr
 {threshold_rule}{guidelines}
 JSON verdict:
 """
+
+JUDGE_EXAMPLES = """Task: What is 2 + 3?
+Answer: 2 + 3 = 5.
+Correct: Yes
+
+Task: Name a primary colour.
+Answer: A bicycle has two wheels.
+Correct: No
+Problem: The answer is off topic; it should name a colour such as red.
+
+Task: Write a short, friendly greeting for a neighbour.
+Answer: Good morning! I hope you have a lovely day.
+Correct: Yes
+
+Task: What is the capital of Italy?
+Answer: The capital of Italy is Madrid.
+Correct: No
+Problem: Madrid is the capital of Spain; the capital of Italy is Rome.
+
+Task: Write a Python function double(x) that returns x times two.
+Answer: def double(x):
+    return x * 2
+Correct: Yes
+
+Task: Write a polite note asking a colleague to review a document.
+Answer: Read my document now, I don't have all day.
+Correct: No
+Problem: The note is rude; it should ask politely and thank the colleague.
+"""
+"""Few-shot examples of the `LogprobCritic`: a verdict line after each answer, and a problem line after a No."""
+
+JUDGE_PROMPT = """{examples}
+Task: {task}
+{context}Answer: {candidate}
+Correct:"""
+"""The `LogprobCritic` reads the next-token probabilities of " Yes" and " No" after this prompt."""
 
 REVISE_SYSTEM = "You are a careful writer who improves a draft using a reviewer's critique."
 

@@ -97,6 +97,10 @@ def test_shard_and_merge_round_trip(tmp_path: Path) -> None:
     )
     assert json.loads(Path(str(merged) + ".summary.json").read_text())["ok"] == 90
 
+    graph = FakeGraph()  # a plain batch resumes the merged output: only the failed record runs again
+    again = run_batch(graph, in_path, merged, progress=False)
+    assert graph.calls == [ids[4]] and (again.ok, again.error, again.skipped) == (91, 1, 90)
+
 
 def test_merge_reports_a_missing_shard_and_writes_nothing(tmp_path: Path) -> None:
     in_path = tmp_path / "in.jsonl"

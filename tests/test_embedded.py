@@ -141,3 +141,56 @@ def test_runnable_semantics_async_batch_and_callbacks(model: EmbeddedChatModel) 
     assert recorder.starts == 2 and recorder.ends == 2
     reply = asyncio.run(model.ainvoke(_draft_messages(), max_tokens=32))
     assert reply.text
+
+
+# -- the default critic on the embedded model: token probabilities (LogprobCritic) ------------------------------
+
+OBVIOUS_PAIRS = [
+    ("What is the capital of France?", "The capital of France is Paris.", "The capital of France is Berlin."),
+    ("What is 12 x 12?", "12 x 12 = 144.", "12 x 12 = 124."),
+    (
+        "Write a one-sentence polite reply declining a job offer.",
+        "Thank you very much for the offer; after careful thought I have decided to decline.",
+        "lol no, not interested.",
+    ),
+    (
+        "Write a Python function add(a, b) that returns a + b.",
+        "def add(a, b):\n    return a + b",
+        "print('hi')",
+    ),
+]
+
+
+def test_the_logprob_critic_ranks_obvious_pairs(model: EmbeddedChatModel) -> None:
+    """The issue's examples. The critic is a 270M model: 3 of 4 ranked right (bench/bench_critic.py has rates)."""
+    from reflection_graph.critics import CritiqueRequest, LogprobCritic
+
+    critic = LogprobCritic(critic_model(model), explain=False)
+    right, accepted_bad = [], []
+    for task, good, bad in OBVIOUS_PAIRS:
+        high = critic.critique(CritiqueRequest(task=task, candidate=good))
+        low = critic.critique(CritiqueRequest(task=task, candidate=bad))
+        right.append(high.score > low.score)
+        accepted_bad.append(low.is_acceptable)
+    assert sum(right) >= 3, right
+    assert sum(accepted_bad) <= 1, accepted_bad
+
+
+def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) -> None:
+    from reflection_graph import local_model
+
+    prompt, answer = "Task: What is 2 + 2?\nAnswer:", " 2 + 2 = 4."
+    batched = model.continuation_logprobs(prompt, answer)
+    llama = model._loaded().llama
+    head = llama.tokenize(prompt.encode(), add_bos=True, special=False)
+    full = llama.tokenize((prompt + answer).encode(), add_bos=True, special=False)
+    with model._loaded().lock:
+        local_model._eval_from_cache(llama, head)
+        one_by_one = local_model._continuation_logprobs(llama, full[len(head) :], batched=False)
+    assert len(batched) == len(full) - len(head) >= 5
+    # llama.cpp's sums differ slightly with the batch split (quantized matmuls), a few hundredths of a nat.
+    assert batched == pytest.approx(one_by_one, abs=0.15)
+    assert max(batched) > min(batched) + 0.5  # not a constant
+    top = model.next_token_logprobs(prompt + " 2 + 2 = ", top=3, tokens=["4", "four hundred"])
+    assert len(top) >= 3 and all(v <= 0 for v in top.values())
+    assert "4" in top and "four hundred" not in top  # only single tokens are looked up

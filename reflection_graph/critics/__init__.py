@@ -1,8 +1,9 @@
-"""Critics: the `Critic` protocol, the LLM critic, and critics that need no model."""
+"""Critics: the `Critic` protocol, the LLM critic, the token-probability critic, and critics that need no model."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
 from reflection_graph.critics.tool import (
     CodeTestCritic,
@@ -22,6 +23,7 @@ __all__ = [
     "JSONSchemaCritic",
     "LLMCritic",
     "LengthCritic",
+    "LogprobCritic",
     "RequiredTermsCritic",
     "RuleCritic",
     "extract_code",
