@@ -59,6 +59,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -1047,8 +1048,9 @@ def run_batch(
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path``.
 
-    The synchronous wrapper of `arun_batch` (same arguments); it starts its own event loop, so call
-    `arun_batch` instead from code that is already inside one.
+    The synchronous wrapper of `arun_batch` (same arguments). It runs on an event loop of its own that it keeps
+    for later calls on the same thread (so cached async HTTP clients stay usable); call `arun_batch` instead from
+    code that is already inside a running loop.
 
     Args:
         graph_or_factory: a compiled graph (anything with ``ainvoke``) or a zero-argument callable returning one.
@@ -1077,7 +1079,7 @@ def run_batch(
         raise RuntimeError(
             "run_batch was called inside a running event loop; use `await arun_batch(...)` instead"
         )
-    return asyncio.run(
+    return _run_in_thread_loop(
         arun_batch(
             graph_or_factory,
             in_path,
@@ -1090,6 +1092,32 @@ def run_batch(
             shard=shard,
         )
     )
+
+
+_THREAD_LOOPS = threading.local()
+
+
+def _run_in_thread_loop(coro: Awaitable[BatchSummary]) -> BatchSummary:
+    """Run ``coro`` on this thread's long-lived event loop (made on first use, reused by later calls).
+
+    Not `asyncio.run`, which closes its loop: model clients that cache async HTTP connections process-wide (such
+    as langchain-openai's default client, langchain-ai/langchain#35783) would then fail the next `run_batch` in
+    the same process with "Event loop is closed". A loop interrupted by an exception is closed and replaced.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_THREAD_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _THREAD_LOOPS.loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+        _THREAD_LOOPS.loop = None
+        raise
 
 
 # ---------------------------------------------------------------------------------------------------- merge
