@@ -275,10 +275,16 @@ def _validate_namespace(namespace: Any) -> tuple[str, ...]:
         )
     labels = tuple(namespace)
     for label in labels:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+        if (
+            not isinstance(label, str)
+            or not label
+            or "." in label
+            or "\x00" in label
+            or _SURROGATE.search(label)
+        ):
             raise ValueError(
-                f"namespace labels must be non-empty strings without '.', got {label!r} in {labels!r}; "
-                f"use e.g. {DEFAULT_NAMESPACE!r}"
+                f"namespace labels must be non-empty strings without '.' (or NUL or lone surrogates), "
+                f"got {label!r} in {labels!r}; use e.g. {DEFAULT_NAMESPACE!r}"
             )
     if labels[0] == "langgraph":
         raise ValueError(f"namespace may not start with 'langgraph' (reserved by LangGraph), got {labels!r}")
