@@ -710,9 +710,8 @@ def test_threads_and_event_loops_share_one_lock(tmp_path: Path) -> None:
     with _sqlite(tmp_path) as store:
         store.setup()
         memory = ReflexionMemory(store, max_entries=30, top_k=20)
-        others_done = threading.Barrier(
-            3, timeout=120
-        )  # TASK_A is saved last by all three, so no later save evicts it
+        # TASK_A is saved last by all three, so no later save evicts it
+        others_done = threading.Barrier(3, timeout=120)
 
         def sync_part() -> None:
             for i in range(40):
