@@ -4,7 +4,9 @@
    `--slow` (200 ms) simulated latency per model call. Every record's critical path is `rounds * 2` calls, so
    the ideal wall time is `rounds * 2 * latency * ceil(records / concurrency)`. Target: reflection-graph within
    1.25x of the ideal. At this latency the figure measures the batch design (bounded concurrency, group-committed
-   fsyncs), not LangGraph's CPU.
+   fsyncs), not LangGraph's CPU. It also runs the design's answer for more than one core: `--shards` (2)
+   processes of `batch --shard I/N`, each with its share of the concurrency, then `merge_outputs`; its wall time
+   counts from the first process start (Python and LangGraph imports included) to the merged output.
 2. **cpu** - the same records at `--fast` (20 ms) latency, where the run is CPU-bound on small machines: CPU
    seconds per run (`time.process_time` over the whole batch / records) of reflection-graph beside the lean
    LangGraph loop (`bench/_common.lean_langgraph_loop`: plain node functions, `json.loads` of the critic's
@@ -49,7 +51,7 @@ from _common import (  # noqa: E402
 )
 
 from reflection_graph import create_reflection_graph  # noqa: E402
-from reflection_graph.batch import arun_batch, read_output  # noqa: E402
+from reflection_graph.batch import arun_batch, read_output, summary_path  # noqa: E402
 
 VARIANTS = ("asyncio floor", "lean LangGraph", "minimal LangGraph", "reflection-graph")
 
@@ -115,17 +117,89 @@ async def timed_batch(graph: Any, in_path: Path, out_path: Path, concurrency: in
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+SHARD_BATCH_SECONDS: list[float] = []
+
+
+def sharded_variant(args: argparse.Namespace) -> str:
+    return f"reflection-graph, {args.shards} shard processes + merge"
+
+
+async def sharded(
+    args: argparse.Namespace, in_path: Path, workdir: Path, latency: float
+) -> tuple[float, float]:
+    """`--shards` processes, each `batch --shard I/N` (concurrency split between them), then `merge_outputs`.
+
+    Returns (wall seconds from the first process start to the merged output, children's CPU seconds).
+    """
+    import resource
+
+    from reflection_graph.batch import merge_outputs
+
+    outs = [workdir / f"shard-{i}-{time.monotonic_ns()}.jsonl" for i in range(args.shards)]
+    per_shard = max(1, args.concurrency // args.shards)
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--as-shard",
+            f"{i}/{args.shards}",
+            "--in",
+            str(in_path),
+            "--out",
+            str(out),
+            "--latency",
+            str(latency),
+            "--rounds",
+            str(args.rounds),
+            "--concurrency",
+            str(per_shard),
+        )  # fmt: skip
+        for i, out in enumerate(outs)
+    ]
+    codes = [await proc.wait() for proc in procs]
+    assert codes == [0] * args.shards, codes
+    merged = workdir / f"merged-{time.monotonic_ns()}.jsonl"
+    merge_outputs(outs, in_path, merged)
+    wall = time.perf_counter() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check(merged, args.records, args.rounds)
+    slowest = max(json.loads(summary_path(out).read_text())["seconds"] for out in outs)
+    SHARD_BATCH_SECONDS.append(slowest)  # the slowest shard's own batch time, imports excluded
+    return wall, (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+
+
+def run_shard(args: argparse.Namespace) -> int:
+    """One shard process of the sharded variant (`--as-shard I/N`)."""
+    from reflection_graph.batch import parse_shard, run_batch
+
+    graph = make_graph("reflection-graph", args.rounds, args.latency)
+    run_batch(
+        graph,
+        args.in_path,
+        args.out_path,
+        concurrency=args.concurrency,
+        progress=False,
+        shard=parse_shard(args.as_shard),
+    )
+    return 0
+
+
 async def in_process(
-    args: argparse.Namespace, workdir: Path, latency: float
+    args: argparse.Namespace, workdir: Path, latency: float, with_shards: bool = False
 ) -> dict[str, list[tuple[float, float]]]:
     in_path = workdir / "in.jsonl"
     write_input(in_path, args.records)
-    variants = list(args.variants)
+    variants = list(args.variants) + ([sharded_variant(args)] if with_shards and args.shards > 1 else [])
     out: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     rng = random.Random(0)
     for _ in range(args.reps):
         rng.shuffle(variants)
         for variant in variants:
+            if variant == sharded_variant(args):
+                out[variant].append(await sharded(args, in_path, workdir, latency))
+                continue
             path = workdir / f"out-{variant.replace(' ', '_')}-{time.monotonic_ns()}.jsonl"
             graph = make_graph(variant, args.rounds, latency)
             out[variant].append(await timed_batch(graph, in_path, path, args.concurrency))
@@ -142,13 +216,21 @@ def part_wall(args: argparse.Namespace, results: dict[str, list[tuple[float, flo
     )
     rows = []
     for variant, runs in sorted(results.items(), key=lambda kv: median([w for w, _ in kv[1]])):
-        wall = median([w for w, _ in runs])
-        rows.append([variant, round(wall, 2), round(wall / ideal, 3), round(args.records / wall, 1)])
-    print_table(["variant", "wall s", "x ideal", "records/s"], rows)
+        wall, cpu = median([w for w, _ in runs]), median([c for _, c in runs])
+        rows.append(
+            [variant, round(wall, 2), round(wall / ideal, 3), round(args.records / wall, 1), round(cpu, 2)]
+        )
+    print_table(["variant", "wall s", "x ideal", "records/s", "process CPU s"], rows)
     if "reflection-graph" in results:
         ours = median([w for w, _ in results["reflection-graph"]])
         verdict = "met" if ours / ideal <= 1.25 else "MISSED"
         print(f"\nreflection-graph / ideal = {ours / ideal:.3f}x (target <= 1.25x: {verdict})")
+    if SHARD_BATCH_SECONDS:
+        slowest = median(SHARD_BATCH_SECONDS)
+        print(
+            f"{args.shards} shard processes: the slowest shard's batch took {slowest:.2f} s = {slowest / ideal:.3f}x "
+            "the ideal; the rest of their wall time is process start-up (imports) and the merge"
+        )
 
 
 def part_cpu(args: argparse.Namespace, results: dict[str, list[tuple[float, float]]]) -> None:
@@ -188,7 +270,7 @@ async def bare_waits(url: str, n: int) -> float:
 
 
 async def part_server(args: argparse.Namespace, workdir: Path) -> None:
-    from reflection_graph._server_runs import ServerGraph
+    from reflection_graph.batch import ServerGraph
     from tests._fake_openai import fake_openai_server
     from tests.test_studio import langgraph_dev
 
@@ -271,7 +353,7 @@ async def main_async(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         workdir = Path(tmp)
         if "wall" in args.parts:
-            part_wall(args, await in_process(args, workdir, args.slow))
+            part_wall(args, await in_process(args, workdir, args.slow, with_shards=True))
         if "cpu" in args.parts:
             part_cpu(args, await in_process(args, workdir, args.fast))
         if "server" in args.parts:
@@ -300,9 +382,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-records", type=int, default=200)
     parser.add_argument("--server-concurrency", type=int, default=32)
     parser.add_argument("--dir", default=None, help="where to write the JSONL files (default: the temp dir)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=2,
+        help="part 1 also runs this many `--shard` processes + merge (1: not)",
+    )
+    parser.add_argument("--as-shard", default=None, help=argparse.SUPPRESS)  # internal: one shard process
+    parser.add_argument("--in", dest="in_path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", dest="out_path", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--latency", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    if args.as_shard:
+        return run_shard(args)
     return asyncio.run(main_async(args))
 
 

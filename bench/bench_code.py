@@ -42,6 +42,12 @@ def load(limit: int | None, skip: int = 0) -> list[dict[str, Any]]:
     return rows[:limit] if limit else rows
 
 
+def _progress(variant: str, row: dict[str, Any], ok: bool) -> None:
+    print(
+        f"{variant:>16} {row['entry_point']:<22} {'solved' if ok else 'failed'}", file=sys.stderr, flush=True
+    )
+
+
 def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
     from reflection_graph._code import with_solution_import
@@ -52,14 +58,16 @@ def judge(row: dict[str, Any], code: str) -> bool:
     return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
 
 
-def raw_variant(rows: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+def raw_variant(rows: list[dict[str, Any]], max_tokens: int, threads: int) -> dict[str, Any]:
     """A greedy completion of each stub with llama.cpp alone."""
     import llama_cpp
 
     from reflection_graph.local_model import default_model_path, llama_load_guard
 
     with llama_load_guard(llama_cpp):  # only works around a crash of llama.cpp's extra buffers on some CPUs
-        llama = llama_cpp.Llama(model_path=default_model_path(), n_ctx=2048, seed=0, verbose=False)
+        llama = llama_cpp.Llama(
+            model_path=default_model_path(), n_ctx=2048, n_threads=threads, seed=0, verbose=False
+        )
     solved, tokens, start, answers = 0, 0, time.monotonic(), []
     for row in rows:
         out = llama.create_completion(row["prompt"], max_tokens=max_tokens, temperature=0.0, stop=STOP)
@@ -68,11 +76,12 @@ def raw_variant(rows: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
         ok = judge(row, code)
         solved += ok
         answers.append({"task_id": row["task_id"], "solved": ok, "code": code})
+        _progress("raw", row, ok)
     return {"solved": solved, "tokens": tokens, "seconds": time.monotonic() - start, "answers": answers}
 
 
 def loop_variant(
-    rows: list[dict[str, Any]], max_tokens: int, *, n_drafts: int, rounds: int
+    rows: list[dict[str, Any]], max_tokens: int, threads: int, *, n_drafts: int, rounds: int
 ) -> dict[str, Any]:
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
@@ -80,7 +89,7 @@ def loop_variant(
     from reflection_graph.critics.tool import CodeTestCritic
     from reflection_graph.local_model import EmbeddedChatModel
 
-    model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP)
+    model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)
     solved, tokens, start, answers = 0, 0, time.monotonic(), []
     for row in rows:
         graph = create_reflection_graph(
@@ -103,6 +112,7 @@ def loop_variant(
                 "rounds": result["iterations"],
             }
         )
+        _progress(f"loop n_drafts={n_drafts}", row, ok)
     return {"solved": solved, "tokens": tokens, "seconds": time.monotonic() - start, "answers": answers}
 
 
@@ -113,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="Only the first N problems.")
     parser.add_argument("--skip", type=int, default=0, help="Skip the first N problems.")
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads, the same for every variant (1 is steadiest when the cores are shared).",
+    )
     parser.add_argument("--drafts", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="Rounds of the best-of-N loop.")
     parser.add_argument("--answers", type=Path, default=None, help="Write every answer here (JSON).")
@@ -127,12 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     wanted = args.only or ["raw", "one-shot", "best-of-n"]
     results: dict[str, dict[str, Any]] = {}
     if "raw" in wanted:
-        results["raw greedy completion (llama.cpp only)"] = raw_variant(rows, args.max_tokens)
+        results["raw greedy completion (llama.cpp only)"] = raw_variant(rows, args.max_tokens, args.threads)
     if "one-shot" in wanted:
-        results["loop, one-shot"] = loop_variant(rows, args.max_tokens, n_drafts=1, rounds=1)
+        results["loop, one-shot"] = loop_variant(rows, args.max_tokens, args.threads, n_drafts=1, rounds=1)
     if "best-of-n" in wanted:
         name = f"loop, n_drafts={args.drafts}, docstring tests, {args.rounds} rounds"
-        results[name] = loop_variant(rows, args.max_tokens, n_drafts=args.drafts, rounds=args.rounds)
+        results[name] = loop_variant(
+            rows, args.max_tokens, args.threads, n_drafts=args.drafts, rounds=args.rounds
+        )
     print(f"{len(rows)} problems from {DATASET.name}, judged on held-out tests\n")
     base = next(iter(results.values()))["solved"] if "raw" in wanted else None
     table = []

@@ -37,6 +37,19 @@ __all__ = [
     "with_solution_import",
 ]
 
+EXAMPLE = '''def word_lengths(text: str) -> list:
+    """Return the length of every word of text.
+
+    >>> word_lengths("to be or")
+    [2, 2, 2]
+    """
+    lengths = []
+    for word in text.split():
+        lengths.append(len(word))
+    return lengths
+'''
+"""A solved stub shown before the task's stub: a base model then writes a body, not a comment or a TODO."""
+
 DRAFT_HEADER = "# Complete the function below. Reply with the code only.\n"
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 _ISSUES_SHOWN = 4
@@ -134,7 +147,7 @@ def code_messages(
     stub = find_stub(task, entry_point)
     if stub is None:
         return None
-    parts = []
+    parts = [] if stub.name == "word_lengths" else ["# An example of a completed function:\n" + EXAMPLE]
     if context:
         parts.append("# Context:\n" + _comment(context) + "\n")
     if candidate is None:

@@ -6,11 +6,18 @@ afterwards, also on timeout, cancellation or error.
 
 Isolation (`isolation="auto"`, the default; Linux only):
 
-- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; the whole file
-  system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and `/root` hidden
-  (except the Python installation that runs the command); a fresh `/proc` that shows only the sandbox's processes.
+- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; no capabilities;
+  the whole file system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and
+  `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
+  `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
 - else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
-  every mount remounted read-only except the run dir; a fresh `/proc`.
+  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir;
+  `/tmp`, `/var/tmp`, `/run`, `/home` and `/root` covered by empty (read-only) tmpfs, except the Python
+  installation; a minimal `/dev`; a fresh, read-only `/proc`.
+
+When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
+of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
+not hidden.
 - else (macOS, Windows, Linux without either): no isolation, with a one-time `RuntimeWarning`. `"required"` raises
   `IsolationUnavailableError` instead; `"off"` never isolates.
 
@@ -36,8 +43,10 @@ closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import os
 import secrets
 import selectors
@@ -60,6 +69,7 @@ __all__ = [
     "IsolationUnavailableError",
     "SandboxResult",
     "arun_sandboxed",
+    "check_isolation",
     "isolation_backend",
     "resolve_isolation",
     "run_sandboxed",
@@ -81,6 +91,7 @@ _EXIT_GRACE_S = 0.2
 """After the command exits, how long its pipes are still read (children holding them are then killed)."""
 _LAUNCHER = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
 _HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/home", "/root")
+_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/acpi", "/proc/irq", "/proc/bus")
 _BACKEND_ORDER: tuple[str, ...] = ("bwrap", "unshare")
 _HOW_TO_ISOLATE = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) or enable "
@@ -146,8 +157,11 @@ def _exposed_paths(program: str) -> list[str]:
 
 
 def _bwrap_prefix(bwrap: str, workdir: str, program: str) -> list[str]:
-    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for writable in _PROC_KNOBS:  # host-wide kernel settings: root in the sandbox must not write them
+        if os.path.exists(writable):
+            args += ["--ro-bind", writable, writable]
     for hidden in _HIDDEN_DIRS:
         if os.path.isdir(hidden) and not os.path.islink(hidden):
             args += ["--tmpfs", hidden]
@@ -162,29 +176,26 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan) -> list[str]:
     if backend == "bwrap":
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        return [
-            *_bwrap_prefix(bwrap, workdir, plan.argv[0]),
-            *launcher,
-            "plain",
-            workdir,
-            *limits,
-            *plan.argv,
-        ]
+        prefix = _bwrap_prefix(bwrap, workdir, plan.argv[0])
+        return [*prefix, *launcher, "plain", workdir, "[]", *limits, *plan.argv]
     if backend == "unshare":
         unshare = shutil.which("unshare")
         assert unshare is not None
-        flags = [
-            "--user",
-            "--map-root-user",
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount",
-            "--mount-proc",
+        flags = ["--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"]
+        hide = json.dumps([list(_HIDDEN_DIRS), _exposed_paths(plan.argv[0])])
+        return [
+            unshare,
+            *flags,
             "--kill-child",
+            "--",
+            *launcher,
+            "unshare",
+            workdir,
+            hide,
+            *limits,
+            *plan.argv,
         ]
-        return [unshare, *flags, "--", *launcher, "unshare", workdir, *limits, *plan.argv]
-    return [*launcher, "plain", workdir, *limits, *plan.argv]
+    return [*launcher, "plain", workdir, "[]", *limits, *plan.argv]
 
 
 def _probe(backend: str) -> str | None:
@@ -229,6 +240,22 @@ def isolation_backend() -> tuple[str | None, str]:
                 return backend, ""
             reasons.append(reason)
     return None, "; ".join(reasons) or "no isolation backend is configured"
+
+
+def check_isolation(isolation: str) -> None:
+    """Validate an `isolation` setting when a critic is built: probe (and raise) only for "required".
+
+    "auto" is resolved when code first runs, so that building a critic costs nothing and the one-time warning
+    appears only when code really runs without isolation.
+
+    Raises:
+        ValueError: `isolation` is not one of "auto", "required", "off".
+        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
+    """
+    if isolation not in get_args(Isolation):
+        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
+    if isolation == "required":
+        resolve_isolation(isolation)
 
 
 def resolve_isolation(isolation: str) -> str | None:
@@ -305,8 +332,10 @@ def _validate(
         raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
     if max_file_mb <= 0:
         raise ValueError(f"max_file_mb must be positive, got {max_file_mb!r}")
-    if channel_secret is not None and (not isinstance(channel_secret, bytes) or len(channel_secret) < 16):
-        raise ValueError("channel_secret must be at least 16 random bytes (secrets.token_bytes(32))")
+    if channel_secret is not None and (
+        not isinstance(channel_secret, bytes) or not 16 <= len(channel_secret) <= 4096
+    ):
+        raise ValueError("channel_secret must be 16 to 4096 random bytes, e.g. secrets.token_bytes(32)")
     clean_files: dict[str, str] = {}
     for name, content in files.items():
         path = PurePosixPath(name)
@@ -439,12 +468,20 @@ def _kill(pid: int, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
 
 
-def _kill_tree(pid: int, token: bytes) -> None:
-    """SIGKILL the command, its process group, its descendants and every process tagged with the run token."""
+def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
+    """SIGKILL the command, its process group, its descendants and every process tagged with the run token.
+
+    The pid and the group id are used only while the command is not reaped yet (so they cannot have been reused);
+    after that, the token finds whatever it left behind.
+    """
     linux = os.path.isdir("/proc/self")
-    victims = _descendants(pid) | _tagged(token) if linux else set()
-    _kill(pid, group=True)
-    _kill(pid)
+    ours = proc.returncode is None
+    victims = _tagged(token) if linux else set()
+    if ours:
+        if linux:
+            victims |= _descendants(proc.pid)
+        _kill(proc.pid, group=True)
+        _kill(proc.pid)
     for _ in range(20):  # forks made meanwhile carry the token too; repeat until none is left
         victims.discard(os.getpid())
         for victim in victims:
@@ -461,6 +498,8 @@ def _kill_tree(pid: int, token: bytes) -> None:
 
 
 def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResult:
+    if cancel is not None and cancel.is_set():  # cancelled while waiting for a thread: do not start
+        raise concurrent.futures.CancelledError()
     workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
     opened: list[int] = []
     try:
@@ -502,7 +541,7 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         if channel_read >= 0:
             streams[channel_read] = chan
         timed_out = _pump(proc, streams, start + plan.timeout_s, cancel)
-        _kill_tree(proc.pid, f"{_TOKEN_VAR}={token}".encode())
+        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode())
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.5)
         _drain(streams)
@@ -517,6 +556,19 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
             with contextlib.suppress(OSError):
                 os.close(fd)
         _remove_tree(workdir)
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Has the command exited? Without reaping it where the OS allows, so that its pid and process group id stay
+    reserved (as a zombie) until the tree has been killed."""
+    if proc.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            pass
+    return proc.poll() is not None
 
 
 def _pump(
@@ -534,7 +586,7 @@ def _pump(
     try:
         while True:
             now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and _exited(proc):
                 exited_at = now
             if exited_at is not None and (now >= exited_at + _EXIT_GRACE_S or not selector.get_map()):
                 return False
@@ -645,11 +697,23 @@ def run_sandboxed(
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
-    return _run_plan(plan)
+    return _run_plan(dataclasses.replace(plan, backend=resolve_isolation(isolation)))
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _probe_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4 * (os.cpu_count() or 1), thread_name_prefix="reflection-graph-sandbox"
+            )
+        return _pool
 
 
 async def arun_sandboxed(
@@ -667,15 +731,19 @@ async def arun_sandboxed(
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
-    The run happens in a worker thread. If the awaiting task is cancelled, the process tree is killed and the temp
-    dir removed before the cancellation propagates.
+    The run happens in a thread of a pool of its own (4 per CPU, so that many concurrent runs neither thrash the
+    machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
+    task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
-    backend = resolve_isolation(isolation)
     plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, backend, channel_secret
+        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
     )
+    loop = asyncio.get_running_loop()
+    # the first call probes the backends (a subprocess each): keep that off the event loop too
+    backend = await loop.run_in_executor(_executor(), resolve_isolation, isolation)
+    plan = dataclasses.replace(plan, backend=backend)
     cancel = threading.Event()
-    task = asyncio.ensure_future(asyncio.to_thread(_run_plan, plan, cancel))
+    task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -31,6 +31,9 @@ Shards: ``shard=(I, N)`` runs only the records whose id hashes to shard ``I`` (`
 share one ``IN``; each writes its own ``OUT`` and `merge_outputs` combines them, checking that no record is
 missing or doubled.
 
+On a LangGraph server: pass a `ServerGraph` (``ServerGraph(url, graph_name)``) as the graph, and every record
+runs as a run on the server, on a thread found again by a rerun (see `reflection_graph._server_runs`).
+
 Durability: while running, entries are appended one line at a time and each is flushed and ``fsync``-ed. At the
 start of a run (and at its end) ``OUT`` is compacted atomically (temp file + ``os.replace``) so each record
 appears exactly once, ``ok`` winning over ``error``. A process killed at any point leaves at worst a truncated
@@ -56,6 +59,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -64,12 +68,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from reflection_graph._server_runs import ServerError, ServerGraph
+
 __all__ = [
     "BatchLocked",
     "BatchRecord",
     "BatchSummary",
     "InputError",
     "MergeError",
+    "ServerError",
+    "ServerGraph",
     "SupportsAinvoke",
     "arun_batch",
     "lock_path",
@@ -1040,8 +1048,9 @@ def run_batch(
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path``.
 
-    The synchronous wrapper of `arun_batch` (same arguments); it starts its own event loop, so call
-    `arun_batch` instead from code that is already inside one.
+    The synchronous wrapper of `arun_batch` (same arguments). It runs on an event loop of its own that it keeps
+    for later calls on the same thread (so cached async HTTP clients stay usable); call `arun_batch` instead from
+    code that is already inside a running loop.
 
     Args:
         graph_or_factory: a compiled graph (anything with ``ainvoke``) or a zero-argument callable returning one.
@@ -1070,7 +1079,7 @@ def run_batch(
         raise RuntimeError(
             "run_batch was called inside a running event loop; use `await arun_batch(...)` instead"
         )
-    return asyncio.run(
+    return _run_in_thread_loop(
         arun_batch(
             graph_or_factory,
             in_path,
@@ -1083,6 +1092,32 @@ def run_batch(
             shard=shard,
         )
     )
+
+
+_THREAD_LOOPS = threading.local()
+
+
+def _run_in_thread_loop(coro: Awaitable[BatchSummary]) -> BatchSummary:
+    """Run ``coro`` on this thread's long-lived event loop (made on first use, reused by later calls).
+
+    Not `asyncio.run`, which closes its loop: model clients that cache async HTTP connections process-wide (such
+    as langchain-openai's default client, langchain-ai/langchain#35783) would then fail the next `run_batch` in
+    the same process with "Event loop is closed". A loop interrupted by an exception is closed and replaced.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_THREAD_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _THREAD_LOOPS.loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+        _THREAD_LOOPS.loop = None
+        raise
 
 
 # ---------------------------------------------------------------------------------------------------- merge
@@ -1122,7 +1157,9 @@ def merge_outputs(
 
     Every record of ``in_path`` must have exactly one entry (``ok`` or ``error``) across the shard outputs, one
     written for its current input. The shard of each output is read from its entries (``"shard": "I/N"``);
-    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing.
+    bad lines of ``IN`` are recomputed from ``IN``. ``OUT`` is written only when nothing is missing, in the order of
+    ``IN``, without the ``shard`` field (so a plain ``batch`` can resume it); entries for ids that are no longer in
+    ``IN`` and entries written for another input than the record's current one are left out.
 
     Args:
         outputs: the shard outputs, in any order.

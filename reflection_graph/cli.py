@@ -4,7 +4,9 @@
 round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
 reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
-and prints its summary; it is resumable (see `reflection_graph.batch`).
+and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
+input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
+every record on a LangGraph server instead of in this process.
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -37,6 +39,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand
 
+from reflection_graph._sandbox import Isolation, IsolationUnavailableError
 from reflection_graph.settings import Settings, default, setting_fields
 
 __all__ = ["GraphOptions", "app", "build_graph", "main"]
@@ -74,6 +77,7 @@ class GraphOptions:
         memory: SQLite file for the Reflexion memory store, or None.
         tests: test source (checked, importing from `solution`) that judges the candidates through a
             `CodeTestCritic` instead of a critic model, or None.
+        isolation: how that critic isolates the generated code (`auto`, `required`, `off`).
         settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
     """
 
@@ -87,6 +91,7 @@ class GraphOptions:
     checkpoint: Path | None = None
     memory: Path | None = None
     tests: str | None = None
+    isolation: Isolation = "auto"
     settings: Settings = field(default_factory=Settings)
 
     def validate(self) -> None:
@@ -174,7 +179,7 @@ def build_graph(
 
         if critic is not None:
             raise BadInput("--tests and --critic cannot be combined: the tests are the critic")
-        critic = CodeTestCritic(options.tests)
+        critic = CodeTestCritic(options.tests, isolation=options.isolation)
     return create_reflection_graph(
         generator,
         critic=critic,
@@ -590,12 +595,23 @@ def run(
             rich_help_panel="Code",
         ),
     ] = None,
+    isolation: Annotated[
+        Isolation,
+        typer.Option(
+            help="Isolate the code run by --tests: auto (where the OS allows it, else warn), required (fail "
+            "where it cannot), off.",
+            rich_help_panel="Code",
+        ),
+    ] = "auto",
 ) -> None:
     """Run the draft -> critique -> revise loop on one TASK and show each round live."""
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
     if entry_point is not None and tests is None:
         _fail("--entry-point needs --tests FILE")
+    if isolation != "auto" and tests is None:
+        _fail("--isolation needs --tests FILE")
+    options.isolation = isolation
     if tests is not None:
         options.tests = _read_tests(tests, task, entry_point)
         if options.settings.focus == default("focus"):
@@ -616,7 +632,7 @@ def run(
         try:
             checkpointer, store, reflexion = _open_persistence(options, stack)
             graph = build_graph(options, checkpointer=checkpointer, store=store, memory=reflexion)
-        except (ValueError, TypeError, ImportError, OSError) as exc:
+        except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
             _fail(str(exc))
         run_input: dict[str, Any] | None = inputs
         if checkpointer is not None and thread_id is not None:
@@ -784,8 +800,7 @@ def _server_batch(
     """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
     import asyncio
 
-    from reflection_graph._server_runs import ServerError, ServerGraph
-    from reflection_graph.batch import BatchLocked, arun_batch
+    from reflection_graph.batch import BatchLocked, ServerError, ServerGraph, arun_batch
 
     try:
         context = _server_context(ctx, options)
@@ -935,6 +950,7 @@ def eval_command(
         built = make_scorer(scorer, pass_mark=pass_mark)
     except (ValueError, TypeError, ImportError) as exc:
         _fail(f"--scorer: {exc}")
+    _same_runs(out, options, fields)
     with ExitStack() as stack:
         try:
             _, store, reflexion = _open_persistence(options, stack)
@@ -964,6 +980,44 @@ def eval_command(
         _print_eval(report, Console(highlight=False))
     if report.errors:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None:
+    """Resume only runs made with the same graph options: ``--out`` remembers them in ``eval_options.json``.
+
+    Another ``--scorer`` or ``--pass-mark`` may re-score the stored runs (no model calls); other graph options may
+    not, since the stored rounds would not be what those options produce.
+    """
+    current = json.loads(
+        json.dumps(
+            {
+                "models": {k: getattr(options, k) for k in _MODEL_OPTIONS},
+                "settings": options.settings.as_kwargs(),
+                "fields": fields,
+            },
+            default=str,
+            sort_keys=True,
+        )
+    )
+    path = out / "eval_options.json"
+    if path.is_file() and (out / "runs.jsonl").is_file():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            stored = None
+        if isinstance(stored, dict) and stored != current:
+            changed = sorted(
+                f"{group}.{key}"
+                for group in current
+                for key in set(current[group]) | set(stored.get(group) or {})
+                if current[group].get(key) != (stored.get(group) or {}).get(key)
+            )
+            _fail(
+                f"--out {out} holds runs made with other options ({', '.join(changed) or 'unknown'}); "
+                "use a new --out, or the same options to resume"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _print_eval(report: Any, console: Console) -> None:

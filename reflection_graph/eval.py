@@ -484,7 +484,7 @@ def _recommend(rounds: list[RoundStats]) -> tuple[int | None, str]:
         f"Use max_iterations={r.round}: the mean score rises from {first.mean_selected:.3f} to "
         f"{r.mean_selected:.3f} (+{r.mean_selected - first.mean_selected:.3f}) for "
         f"{r.cum_tokens - first.cum_tokens:.0f} extra tokens per record "
-        f"(+{per_k * 1000:.4f} per 1000 tokens), the best gain per token of the rounds run."
+        f"({per_k * 1000:.3f} score points per 1,000 extra tokens), the best gain per token of the rounds run."
     )
 
 
@@ -689,12 +689,14 @@ def _flips_html(scored: list[_Scored], pass_mark: float, limit: int = 5) -> str:
     return "".join(parts)
 
 
-def _write_html(path: Path, report: EvalReport, scored: list[_Scored], png: bytes | None) -> None:
-    image = (
-        f'<img id="gain" alt="gain per round" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
-        if png
-        else f"<p>No plot: matplotlib is not installed ({html.escape(PLOT_INSTALL)}).</p>"
-    )
+def _write_html(path: Path, report: EvalReport, scored: list[_Scored], png: bytes | None, plot: bool) -> None:
+    if png:
+        data = base64.b64encode(png).decode("ascii")
+        image = f'<img id="gain" alt="gain per round" src="data:image/png;base64,{data}">'
+    elif not plot:
+        image = f"<p>No plot: drawing was turned off (it needs matplotlib: {html.escape(PLOT_INSTALL)}).</p>"
+    else:
+        image = "<p>No plot: no record was scored.</p>"
     errors = "".join(f"<li>{html.escape(e)}</li>" for e in report.error_samples)
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -921,7 +923,7 @@ async def aevaluate(
     files["html"] = out / "report.html"
     files["summary_json"] = out / "summary.json"
     report.files = {k: str(v) for k, v in files.items()}
-    _write_html(files["html"], report, ordered, png)
+    _write_html(files["html"], report, ordered, png, plot)
     report.seconds = round(time.perf_counter() - started, 3)
     _atomic_text(files["summary_json"], json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return report

@@ -701,11 +701,15 @@ class ReflexionMemory:
             needed = words_needed(bar)
             if fetched >= needed:
                 break
-            # The bar often rises after the rarest words, so read few at a time; but take words with short
-            # postings together (a long query has many), up to _ROUND_POSTINGS postings per round trip.
+            # The bar often rises after the rarest words, so read one at a time; past the first 8 (only a long
+            # query gets there), take words with short postings together, up to _ROUND_POSTINGS per round trip.
             step = 2 if fetched == 0 else 1
             budget = sum(df[t] for t in rare_first[fetched : fetched + step])
-            while fetched + step < needed and budget + df[rare_first[fetched + step]] <= _ROUND_POSTINGS:
+            while (
+                fetched >= 8
+                and fetched + step < needed
+                and budget + df[rare_first[fetched + step]] <= _ROUND_POSTINGS
+            ):
                 budget += df[rare_first[fetched + step]]
                 step += 1
             words = rare_first[fetched : fetched + step]

@@ -136,7 +136,7 @@ def _wait_for_lines(proc: subprocess.Popen[bytes], path: Path, n: int) -> None:
 
 def test_second_run_on_the_same_output_refuses_and_names_the_first(tmp_path: Path) -> None:
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    ids = write_tasks(in_path, 60)
+    ids = write_tasks(in_path, 120)
     proc = _runner(tmp_path, in_path, out_path, delay=0.05)
     try:
         _wait_for_lines(proc, out_path, 4)

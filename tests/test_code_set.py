@@ -1,0 +1,54 @@
+"""datasets/code.jsonl: every problem is a stub with docstring examples, held-out tests and a reference solution."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reflection_graph._code import docstring_tests, find_stub
+
+ROWS = [
+    json.loads(line)
+    for line in (Path(__file__).parents[1] / "datasets" / "code.jsonl").read_text().splitlines()
+]
+
+
+def _failures(code: str, tests: str, entry_point: str) -> list[str]:
+    """Run the test functions of `tests` against `code` in a fresh namespace; the names of those that fail."""
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "solution", "exec"), namespace)
+    exec(compile(tests.replace(f"from solution import {entry_point}\n", ""), "tests", "exec"), namespace)
+    failed = []
+    for name, func in list(namespace.items()):
+        if name.startswith("test") and callable(func):
+            try:
+                func()
+            except Exception:
+                failed.append(name)
+    return failed
+
+
+def test_the_set_has_about_forty_distinct_problems() -> None:
+    assert 35 <= len(ROWS) <= 45
+    assert len({r["task_id"] for r in ROWS}) == len({r["entry_point"] for r in ROWS}) == len(ROWS)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r["entry_point"] for r in ROWS])
+def test_each_problem_is_a_stub_with_examples_held_out_tests_and_a_solution(row: dict[str, Any]) -> None:
+    stub = find_stub(row["prompt"])
+    assert stub is not None and stub.name == row["entry_point"]
+    examples = docstring_tests(row["prompt"])
+    docstring = ast.get_docstring(ast.parse(row["prompt"]).body[0]) or ""
+    calls = [e.source.strip() for e in doctest.DocTestParser().get_examples(docstring)]
+    held_out = row["tests"]
+    assert held_out.count("def test_") >= 3
+    assert not any(call in held_out for call in calls), "a held-out test repeats a docstring example"
+    solution = row["prompt"] + row["solution"]
+    assert _failures(solution, held_out, row["entry_point"]) == []
+    assert _failures(solution, examples, row["entry_point"]) == []
+    assert _failures(row["prompt"], held_out, row["entry_point"]), "the bare stub passes the held-out tests"
