@@ -300,6 +300,7 @@ def test_bound_store_wins_over_call_store() -> None:
         ({"similarity_threshold": 1.5}, "similarity_threshold"),
         ({"namespace": "lessons"}, "namespace"),
         ({"namespace": ("a.b",)}, "without '.'"),
+        ({"namespace": ("lessons\ud800",)}, "without '.'"),
         ({"namespace": ("langgraph", "x")}, "reserved"),
         ({"store": object()}, "BaseStore"),
         ({"store": InMemoryStore(), "index": True}, "embedding index"),
