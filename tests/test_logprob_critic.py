@@ -269,3 +269,15 @@ def test_the_embedded_model_accepts_the_logprob_call_options_and_rejects_others(
     )
     with pytest.raises(TypeError, match="frobnicate"):
         model._sampling(None, {"frobnicate": 1})
+
+
+def test_the_embedded_logprob_options_are_checked_before_the_model_loads() -> None:
+    model = EmbeddedChatModel()
+    with pytest.raises(ValueError, match="top_logprobs"):
+        model._generate_logprobs("Correct:", 0, None)
+    with pytest.raises(ValueError, match="score_text"):
+        model._generate_logprobs("Task: x\nAnswer: y\nCorrect:", 5, " not in the prompt")
+    with pytest.raises(ValueError, match="continuation"):
+        model.continuation_logprobs("Task:", "")
+    with pytest.raises(ValueError, match="top"):
+        model.next_token_logprobs("Task:", top=-1)

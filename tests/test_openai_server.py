@@ -116,3 +116,42 @@ def test_reflection_graph_end_to_end_through_chat_openai(base_url: str) -> None:
         assert round_["critique"]["parsed"] is True and 0 <= round_["score"] <= 10
     assert result["usage"]["critique"]["calls"] >= 2 and result["usage"]["critique"]["total_tokens"] > 0
     assert result["usage"]["revise"]["calls"] == 1
+
+
+class _MustNotFallBack:
+    """A fallback critic that fails the test: the server returns logprobs, so the LogprobCritic must use them."""
+
+    name = "must-not-fall-back"
+
+    def critique(self, request: object, config: object = None) -> object:
+        raise AssertionError("LogprobCritic fell back although the server returns logprobs")
+
+    async def acritique(self, request: object, config: object = None) -> object:
+        raise AssertionError("LogprobCritic fell back although the server returns logprobs")
+
+
+def test_logprob_critic_reads_chat_completion_logprobs_from_the_server(base_url: str) -> None:
+    """`logprobs=True, top_logprobs=K` on chat completions: the verdict comes from the server's next-token
+    probabilities (the answer-likelihood signal is embedded-only), and a rejection gets a problem line."""
+    import asyncio
+
+    from reflection_graph.critics import CritiqueRequest, LogprobCritic
+
+    model = resolve_model("gemma", role="critic", base_url=base_url)
+    critic = LogprobCritic(model, fallback=_MustNotFallBack(), retries=0)  # type: ignore[arg-type]
+    judge, messages = critic._judge_input(
+        CritiqueRequest(task="What is the capital of France?", candidate="Paris.")
+    )
+    reply = judge.invoke(messages)
+    top = reply.response_metadata["logprobs"]["content"][0]["top_logprobs"]
+    assert len(top) >= 2 and all(t["logprob"] <= 0 for t in top)
+    assert reply.usage_metadata is not None and reply.usage_metadata["output_tokens"] <= 2
+    results = [
+        critic.critique(CritiqueRequest(task="What is 12 x 12?", candidate="12 x 12 = 144.")),
+        asyncio.run(critic.acritique(CritiqueRequest(task="What is 12 x 12?", candidate="12 x 12 = 124."))),
+    ]
+    for result in results:
+        assert 0 <= result.score <= 10 and result.parsed
+        assert result.is_acceptable == (result.score >= 5)
+        assert result.is_acceptable or result.issues[0].strip()
+    assert not critic._no_logprobs
