@@ -320,12 +320,19 @@ def run_long(words: int, reps: int, background: int, seed: int) -> dict[str, flo
         memory.save_many((task, lessons_for(task, rng, 2)) for task in shorts)
         memory.save_many((long_task(words, seed + 100 + i), [f"long lesson {i}"]) for i in range(10))
 
+    texts = {  # (task to save, task to search) per step, made before any timing
+        "long": [
+            (long_task(words, seed + 1000 + i), long_task(words, seed + 2000 + i)) for i in range(reps + 1)
+        ],
+        "short": [
+            (next(synthetic_tasks(1, seed=seed + 3000 + i)), next(synthetic_tasks(1, seed=seed + 4000 + i)))
+            for i in range(reps + 1)
+        ],
+    }
+
     def step(memory: ReflexionMemory, kind: str, i: int) -> object:
-        if kind == "long":
-            memory.save(long_task(words, seed + 1000 + i), [f"new long lesson {i}"])
-            return memory.search(long_task(words, seed + 2000 + i))
-        task, query = make_queries(list(synthetic_tasks(1, seed=seed + 3000 + i)), 2, seed=seed + i)
-        memory.save(task, [f"new short lesson {i}"])
+        task, query = texts[kind][i]
+        memory.save(task, [f"new {kind} lesson {i}"])
         return memory.search(query)
 
     with tempfile.TemporaryDirectory() as tmp:

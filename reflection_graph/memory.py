@@ -8,10 +8,11 @@ the lessons of *similar* earlier tasks, and `format_lessons` renders them for th
 Similarity is offline and needs no model: the Jaccard similarity of the two tasks' term sets, see `task_tokens`
 and `jaccard`. Terms are Unicode-aware: NFKC-normalized, case-folded words ("café" stays "café"; English words
 lose one suffix), and character bigrams for scripts written without spaces (Chinese, Japanese, Thai, ...). A task
-keeps at most `MAX_TASK_TERMS` (64) terms, its most frequent, so a 10,000-word task is as cheap to save and to
-search as a paragraph. It stays fast with 100,000 stored entries because a query never scans the store: every
-entry is also posted under each of its terms in an inverted index kept as ordinary store items, and a query reads
-only the postings of a few of its own terms. The items, under `namespace`:
+keeps at most `MAX_TASK_TERMS` (64) terms, its most frequent, so a 10,000-word task costs a bounded number of
+store operations to save and to search (a few times a short task; see `bench/bench_memory.py`). It stays fast
+with 100,000 stored entries because a query never scans the store: every entry is also posted under each of its
+terms in an inverted index kept as ordinary store items, and a query reads only the postings of a few of its own
+terms. The items, under `namespace`:
 
 - `(*namespace, "entries")`, key = digest of the task: `{"task", "lessons", "tokens", "seq", "saved_at"}`.
 - `(*namespace, "index", "bNNNN")`, key = `WORD:ENTRY`: `{"t": WORD, "e": ENTRY, "w": the entry's words}`, one
@@ -177,7 +178,7 @@ def task_tokens(text: str) -> frozenset[str]:
     (`ing`, `ed`, `es`, `s`, `e`); other words are kept as they are ("café" stays "café"). Scripts written
     without spaces (Chinese, Japanese, Korean, Thai, ...) give overlapping character bigrams instead of words.
     A lone surrogate counts as U+FFFD (no word). At most `MAX_TASK_TERMS` terms are kept: the most frequent
-    ones, earliest first among equals, so a 10,000-word task costs no more to save or search than a paragraph.
+    ones, earliest first among equals, so a 10,000-word task costs no more store operations than a paragraph.
 
     Args:
         text: Any text, usually a task.
@@ -274,10 +275,16 @@ def _validate_namespace(namespace: Any) -> tuple[str, ...]:
         )
     labels = tuple(namespace)
     for label in labels:
-        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+        if (
+            not isinstance(label, str)
+            or not label
+            or "." in label
+            or "\x00" in label
+            or _SURROGATE.search(label)
+        ):
             raise ValueError(
-                f"namespace labels must be non-empty strings without '.', got {label!r} in {labels!r}; "
-                f"use e.g. {DEFAULT_NAMESPACE!r}"
+                f"namespace labels must be non-empty strings without '.' (or NUL or lone surrogates), "
+                f"got {label!r} in {labels!r}; use e.g. {DEFAULT_NAMESPACE!r}"
             )
     if labels[0] == "langgraph":
         raise ValueError(f"namespace may not start with 'langgraph' (reserved by LangGraph), got {labels!r}")
@@ -706,7 +713,7 @@ class ReflexionMemory:
             step = 2 if fetched == 0 else 1
             budget = sum(df[t] for t in rare_first[fetched : fetched + step])
             while (
-                fetched >= 8
+                (fetched >= 8 or size_q > 16)
                 and fetched + step < needed
                 and budget + df[rare_first[fetched + step]] <= _ROUND_POSTINGS
             ):
