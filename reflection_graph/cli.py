@@ -6,7 +6,8 @@ reason, the chosen answer and the token/time usage per role. ``--json`` prints o
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
 and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
 input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
-every record on a LangGraph server instead of in this process.
+every record on a LangGraph server instead of in this process. ``reflection-graph eval DATA.jsonl --out DIR``
+scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.eval`).
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
