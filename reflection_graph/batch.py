@@ -62,13 +62,15 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from reflection_graph._server_runs import ServerError, ServerGraph
+
+_T = TypeVar("_T")
 
 __all__ = [
     "BatchLocked",
@@ -1071,15 +1073,8 @@ def run_batch(
         summary = run_batch(graph, "in.jsonl", "out.jsonl", concurrency=4, timeout_s=120)
         ```
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RuntimeError(
-            "run_batch was called inside a running event loop; use `await arun_batch(...)` instead"
-        )
-    return _run_in_thread_loop(
+    return run_sync(
+        "run_batch",
         arun_batch(
             graph_or_factory,
             in_path,
@@ -1090,20 +1085,30 @@ def run_batch(
             progress=progress,
             config=config,
             shard=shard,
-        )
+        ),
     )
 
 
 _THREAD_LOOPS = threading.local()
 
 
-def _run_in_thread_loop(coro: Awaitable[BatchSummary]) -> BatchSummary:
+def run_sync(name: str, coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` on this thread's long-lived event loop (made on first use, reused by later calls).
+
+    The sync twins (`run_batch`, `evaluate`) call this; inside a running event loop they refuse, naming their
+    async twin (``name`` is the sync one's).
 
     Not `asyncio.run`, which closes its loop: model clients that cache async HTTP connections process-wide (such
     as langchain-openai's default client, langchain-ai/langchain#35783) would then fail the next `run_batch` in
     the same process with "Event loop is closed". A loop interrupted by an exception is closed and replaced.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        coro.close()
+        raise RuntimeError(f"{name} was called inside a running event loop; use `await a{name}(...)` instead")
     loop: asyncio.AbstractEventLoop | None = getattr(_THREAD_LOOPS, "loop", None)
     if loop is None or loop.is_closed():
         loop = _THREAD_LOOPS.loop = asyncio.new_event_loop()

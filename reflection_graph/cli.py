@@ -6,7 +6,8 @@ reason, the chosen answer and the token/time usage per role. ``--json`` prints o
 JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
 and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
 input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
-every record on a LangGraph server instead of in this process.
+every record on a LangGraph server instead of in this process. ``reflection-graph eval DATA.jsonl --out DIR``
+scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.eval`).
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -229,6 +230,27 @@ def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any
             raise BadInput(f"--memory: cannot use {options.memory} as a SQLite database: {exc}") from None
         memory = ReflexionMemory(store)
     return checkpointer, store, memory
+
+
+def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = False) -> Any:
+    """The compiled graph of a command, with its SQLite persistence opened on `stack`; bad options exit in one line."""
+    try:
+        checkpointer, store, reflexion = _open_persistence(options, stack)
+        return build_graph(
+            options, checkpointer=checkpointer if checkpoint else None, store=store, memory=reflexion
+        )
+    except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
+        _fail(str(exc))
+
+
+def _check_job_limits(concurrency: int, timeout: float | None, retries: int) -> None:
+    """The limits `batch` and `eval` share, checked before any record runs."""
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -629,13 +651,9 @@ def run(
         _fail("--thread-id needs --checkpoint PATH (there is nothing to resume without a checkpointer)")
 
     with ExitStack() as stack:
-        try:
-            checkpointer, store, reflexion = _open_persistence(options, stack)
-            graph = build_graph(options, checkpointer=checkpointer, store=store, memory=reflexion)
-        except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
-            _fail(str(exc))
+        graph = _job_graph(options, stack, checkpoint=True)
         run_input: dict[str, Any] | None = inputs
-        if checkpointer is not None and thread_id is not None:
+        if graph.checkpointer is not None and thread_id is not None:
             run_input = _resume_input(graph, config, inputs, as_json)
         try:
             if as_json:
@@ -695,12 +713,7 @@ def batch(
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
-    if concurrency < 1:
-        _fail(f"--concurrency must be >= 1, got {concurrency}")
-    if timeout is not None and timeout <= 0:
-        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
-    if retries < 0:
-        _fail(f"--retries must be >= 0, got {retries}")
+    _check_job_limits(concurrency, timeout, retries)
     if in_path.resolve() == out_path.resolve():
         _fail("OUT.jsonl must be a different file from IN.jsonl")
     shard_pair = None
@@ -717,11 +730,7 @@ def batch(
         _report_batch(summary, as_json)
         return
     with ExitStack() as stack:
-        try:
-            _, store, reflexion = _open_persistence(options, stack)
-            graph = build_graph(options, store=store, memory=reflexion)
-        except (ValueError, TypeError, ImportError, OSError) as exc:
-            _fail(str(exc))
+        graph = _job_graph(options, stack)
         try:
             summary = run_batch(
                 graph,
@@ -918,12 +927,7 @@ def eval_command(
 
     if not data.is_file():
         _fail(f"data file not found: {data}")
-    if concurrency < 1:
-        _fail(f"--concurrency must be >= 1, got {concurrency}")
-    if timeout is not None and timeout <= 0:
-        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
-    if retries < 0:
-        _fail(f"--retries must be >= 0, got {retries}")
+    _check_job_limits(concurrency, timeout, retries)
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is a file; give a directory")
     fields: dict[str, str] = {}
@@ -952,11 +956,7 @@ def eval_command(
         _fail(f"--scorer: {exc}")
     _same_runs(out, options, fields)
     with ExitStack() as stack:
-        try:
-            _, store, reflexion = _open_persistence(options, stack)
-            graph = build_graph(options, store=store, memory=reflexion)
-        except (ValueError, TypeError, ImportError, OSError) as exc:
-            _fail(str(exc))
+        graph = _job_graph(options, stack)
         try:
             report = evaluate(
                 data,

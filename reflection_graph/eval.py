@@ -53,7 +53,7 @@ from typing import Any
 
 from reflection_graph import _rules
 from reflection_graph._scorers import Scorer, ScorerError, make_scorer
-from reflection_graph.batch import BatchRecord, arun_batch, read_input, read_output
+from reflection_graph.batch import BatchRecord, arun_batch, read_input, read_output, run_sync
 
 __all__ = ["EvalReport", "RoundStats", "aevaluate", "evaluate"]
 
@@ -974,15 +974,8 @@ def evaluate(
         print(report.table())
         ```
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise RuntimeError(
-            "evaluate was called inside a running event loop; use `await aevaluate(...)` instead"
-        )
-    return asyncio.run(
+    return run_sync(
+        "evaluate",
         aevaluate(
             data,
             out_dir=out_dir,
@@ -997,5 +990,5 @@ def evaluate(
             progress=progress,
             plot=plot,
             config=config,
-        )
+        ),
     )

@@ -314,3 +314,15 @@ async def test_arun_batch_inside_event_loop(tmp_path: Path) -> None:
     assert summary.ok == 5
     with pytest.raises(RuntimeError, match="use `await arun_batch"):
         run_batch(FakeGraph(), in_path, out_path, progress=False)
+
+
+async def test_sync_twins_refuse_inside_a_running_loop_and_name_the_async_one(tmp_path: Path) -> None:
+    from reflection_graph import evaluate, run_batch
+
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "1", "task": "t", "reference": "x"}\n')
+    with pytest.raises(RuntimeError, match=r"await arun_batch\(\.\.\.\)"):
+        run_batch(object(), data, tmp_path / "out.jsonl")
+    with pytest.raises(RuntimeError, match=r"await aevaluate\(\.\.\.\)"):
+        evaluate(data, out_dir=tmp_path / "eval", graph=object())
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "eval").exists()

@@ -73,6 +73,8 @@ def test_concurrent_saves_from_processes_keep_the_cap_and_every_lesson(tmp_path:
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     names = ["alpha", "beta", "gamma", "delta"]
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()  # SqliteStore's migrations are not safe to run from several processes at once
     procs = []
     for name in names:
         cmd = [sys.executable, str(CHILD), "--db", str(db), "--task", TASK_A, "--mode", "race"]
