@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -122,7 +124,9 @@ async def _load(browser_ws: str, url: str) -> Page:
 
 def browse(path: Path) -> Page:
     """Open `path` in a fresh headless Chromium and report what happened."""
-    with tempfile.TemporaryDirectory() as profile:
+    # Chromium's helper processes may still write to the profile as the browser exits: end the whole group, and
+    # do not fail the test on a profile file written after that.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [
                 CHROMIUM,  # type: ignore[list-item]
@@ -138,6 +142,7 @@ def browse(path: Path) -> Page:
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
+            start_new_session=True,
         )
         try:
             endpoint = None
@@ -150,11 +155,13 @@ def browse(path: Path) -> Page:
             assert endpoint, "chromium did not start its DevTools endpoint"
             return asyncio.run(_load(endpoint, path.resolve().as_uri()))
         finally:
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
 
