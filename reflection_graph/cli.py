@@ -1021,31 +1021,15 @@ def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None
 
 
 def _print_eval(report: Any, console: Console) -> None:
+    from reflection_graph.eval import RoundStats
+
     table = Table(
         title=f"eval per round ({report.scorer}, pass mark {report.pass_mark:g})", title_justify="left"
     )
-    for column in (
-        "round",
-        "ran",
-        "mean score",
-        "pass share",
-        "selected",
-        "sel. pass",
-        "cum tokens",
-        "cum s",
-    ):
+    for column in RoundStats.COLUMNS:
         table.add_column(column, justify="right")
     for r in report.rounds:
-        table.add_row(
-            str(r.round),
-            f"{r.ran}/{r.records}",
-            f"{r.mean_score:.3f}",
-            f"{r.pass_share:.0%}",
-            f"{r.mean_selected:.3f}",
-            f"{r.selected_pass_share:.0%}",
-            f"{r.cum_tokens:.0f}",
-            f"{r.cum_seconds:.1f}",
-        )
+        table.add_row(*r.cells())
     console.print(table)
     compare = Table(show_edge=False)
     for column in ("answer", "mean score", "pass share"):

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from reflection_graph import _rules
 from reflection_graph._scorers import Scorer, ScorerError, make_scorer
@@ -86,6 +86,31 @@ class RoundStats:
     selected_pass_share: float
     cum_tokens: float
     cum_seconds: float
+
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "round",
+        "ran",
+        "mean score",
+        "pass share",
+        "selected",
+        "sel. pass",
+        "cum tokens",
+        "cum s",
+    )
+    """The headers of `cells`, for the printed and the plain-text tables."""
+
+    def cells(self) -> tuple[str, ...]:
+        """This round as table cells, in `COLUMNS` order."""
+        return (
+            str(self.round),
+            f"{self.ran}/{self.records}",
+            f"{self.mean_score:.3f}",
+            f"{self.pass_share:.0%}",
+            f"{self.mean_selected:.3f}",
+            f"{self.selected_pass_share:.0%}",
+            f"{self.cum_tokens:.0f}",
+            f"{self.cum_seconds:.1f}",
+        )
 
 
 @dataclass
@@ -138,20 +163,8 @@ class EvalReport:
 
     def table(self) -> str:
         """The per-round table as plain text."""
-        head = ("round", "ran", "mean score", "pass share", "selected", "sel. pass", "cum tokens", "cum s")
-        rows = [head] + [
-            (
-                str(r.round),
-                f"{r.ran}/{r.records}",
-                f"{r.mean_score:.3f}",
-                f"{r.pass_share:.0%}",
-                f"{r.mean_selected:.3f}",
-                f"{r.selected_pass_share:.0%}",
-                f"{r.cum_tokens:.0f}",
-                f"{r.cum_seconds:.1f}",
-            )
-            for r in self.rounds
-        ]
+        head = RoundStats.COLUMNS
+        rows = [head] + [r.cells() for r in self.rounds]
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         return "\n".join(
             "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
