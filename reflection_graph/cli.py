@@ -25,8 +25,8 @@ import sqlite3
 import sys
 import typing
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -241,6 +241,21 @@ def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = Fa
         )
     except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
         _fail(str(exc))
+
+
+@contextmanager
+def _job_errors() -> Iterator[None]:
+    """How `batch` and `eval` end on an error: one line; a locked output is bad input; a rerun resumes."""
+    from reflection_graph.batch import BatchLocked
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fail("interrupted; rerun the same command to resume", 130)
+    except BatchLocked as exc:
+        _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), EXIT_FAILED)
 
 
 def _check_job_limits(concurrency: int, timeout: float | None, retries: int) -> None:
@@ -709,7 +724,7 @@ def batch(
     ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.batch import BatchLocked, parse_shard, run_batch
+    from reflection_graph.batch import parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
@@ -731,7 +746,7 @@ def batch(
         return
     with ExitStack() as stack:
         graph = _job_graph(options, stack)
-        try:
+        with _job_errors():
             summary = run_batch(
                 graph,
                 in_path,
@@ -742,12 +757,6 @@ def batch(
                 progress=progress,
                 shard=shard_pair,
             )
-        except KeyboardInterrupt:
-            _fail("interrupted; rerun the same command to resume", 130)
-        except BatchLocked as exc:
-            _fail(str(exc))
-        except (OSError, ValueError) as exc:
-            _fail(str(exc), EXIT_FAILED)
     _report_batch(summary, as_json)
 
 
@@ -957,7 +966,7 @@ def eval_command(
     _same_runs(out, options, fields)
     with ExitStack() as stack:
         graph = _job_graph(options, stack)
-        try:
+        with _job_errors():
             report = evaluate(
                 data,
                 out_dir=out,
@@ -970,10 +979,6 @@ def eval_command(
                 retries=retries,
                 progress=progress,
             )
-        except KeyboardInterrupt:
-            _fail("interrupted; rerun the same command to resume", 130)
-        except (OSError, ValueError) as exc:
-            _fail(str(exc), EXIT_FAILED)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

@@ -551,3 +551,22 @@ def test_missing_matplotlib_says_how_to_install_it(
     report = evaluate(RECORDS, out_dir=tmp_path / "p", graph=quiz_graph()[0], plot=False, progress=False)
     assert report.scored == 4 and not (tmp_path / "p" / "gain.png").exists()
     assert "pip install" in (tmp_path / "p" / "report.html").read_text()
+
+
+def test_cli_eval_into_an_out_dir_another_run_is_writing_is_one_line_exit_2(
+    cli_quiz: CliQuiz, tmp_path: Path
+) -> None:
+    from reflection_graph.batch import _OutputLock
+
+    data = write_quiz(tmp_path / "quiz.jsonl")
+    out = tmp_path / "out"
+    out.mkdir()
+    held = _OutputLock(out / "runs.jsonl")
+    held.acquire()  # a second open file description: flock refuses it as it would another process
+    try:
+        result = runner.invoke(cli.app, ["eval", str(data), "--out", str(out), "--no-progress"])
+    finally:
+        held.release()
+    assert result.exit_code == 2, result.output
+    assert "is being written by another batch run" in result.output
+    assert "Traceback" not in result.output and cli_quiz.generate.received == []
