@@ -517,14 +517,15 @@ def _merge(entries: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
     return merged
 
 
-def _dumps(entry: dict[str, Any]) -> str:
-    text = json.dumps(entry, ensure_ascii=False, default=str)
+def _dumps(entry: Any, **kwargs: Any) -> str:
+    """JSON text that can be written as UTF-8 (`kwargs` go to `json.dumps`; eval writes its files with it too)."""
+    text = json.dumps(entry, ensure_ascii=False, default=str, **kwargs)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (valid JSON "\ud800") has no UTF-8 form: escape the entry instead, so the line is
         # still written (and reads back to the same string) and the rest of its group commit is not lost.
-        return json.dumps(entry, ensure_ascii=True, default=str)
+        return json.dumps(entry, ensure_ascii=True, default=str, **kwargs)
     return text
 
 

@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 from reflection_graph import _rules
 from reflection_graph._scorers import Scorer, ScorerError, make_scorer
 from reflection_graph.batch import BatchRecord, arun_batch, read_input, read_output, run_sync
+from reflection_graph.batch import _dumps as _json_text
 
 __all__ = ["EvalReport", "RoundStats", "aevaluate", "evaluate"]
 
@@ -233,7 +234,7 @@ class _ScoreCache:
         blob = json.dumps(
             [scorer.spec, dict(record), candidate], sort_keys=True, ensure_ascii=False, default=str
         )
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def add(self, digest: str, score: float) -> None:
         if not self.enabled:
@@ -548,9 +549,9 @@ def _error_row(record_id: Any, line: int, error_type: str, message: str, task: A
     return row
 
 
-def _atomic_text(path: Path, text: str) -> None:
+def _atomic_text(path: Path, text: str, errors: str = "strict") -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors=errors)
     os.replace(tmp, path)
 
 
@@ -724,14 +725,14 @@ def _write_html(path: Path, report: EvalReport, scored: list[_Scored], png: byte
         + (f"<h2>Errors</h2><ul>{errors}</ul>" if errors else "")
         + "</body></html>"
     )
-    _atomic_text(path, page)
+    _atomic_text(path, page, errors="xmlcharrefreplace")  # a lone surrogate shows as U+FFFD, not an error
 
 
 # ------------------------------------------------------------------------------------------------- public
 
 
 def _write_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
-    lines = [json.dumps(dict(r), ensure_ascii=False, default=str) for r in records]
+    lines = [_json_text(dict(r)) for r in records]
     _atomic_text(path, "".join(line + "\n" for line in lines))
 
 
@@ -766,9 +767,7 @@ def _mapped_copy(src: Path, dst: Path, mapping: Mapping[str, str]) -> Path:
             except json.JSONDecodeError:
                 lines.append(text)  # the batch engine reports it, on the same line number
                 continue
-            lines.append(
-                json.dumps(_mapped(obj, mapping), ensure_ascii=False) if isinstance(obj, dict) else text
-            )
+            lines.append(_json_text(_mapped(obj, mapping)) if isinstance(obj, dict) else text)
     _atomic_text(dst, "".join(line + "\n" for line in lines))
     return dst
 
@@ -908,7 +907,7 @@ async def aevaluate(
             rows.append((record.line, [_error_row(record.id, record.line, kind, message, record.task)]))
     rows.sort(key=lambda item: item[0])
     flat = [row for _, group in rows for row in group]
-    _atomic_text(out / "rounds.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in flat))
+    _atomic_text(out / "rounds.jsonl", "".join(_json_text(r) + "\n" for r in flat))
 
     ordered = [scored[r.key] for r in records if r.key in scored]
     errors = [row for row in flat if row["status"] == "error"]
@@ -938,7 +937,7 @@ async def aevaluate(
     report.files = {k: str(v) for k, v in files.items()}
     _write_html(files["html"], report, ordered, png, plot)
     report.seconds = round(time.perf_counter() - started, 3)
-    _atomic_text(files["summary_json"], json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    _atomic_text(files["summary_json"], _json_text(report.to_dict(), indent=2) + "\n")
     return report
 
 

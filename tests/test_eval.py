@@ -570,3 +570,15 @@ def test_cli_eval_into_an_out_dir_another_run_is_writing_is_one_line_exit_2(
     assert result.exit_code == 2, result.output
     assert "is being written by another batch run" in result.output
     assert "Traceback" not in result.output and cli_quiz.generate.received == []
+
+
+def test_a_lone_surrogate_in_a_record_loses_nothing(tmp_path: Path) -> None:
+    """Valid JSON "\\ud800" has no UTF-8 form: every file is still written, and every record is scored."""
+    records = [dict(r, task=r["task"] + " \ud800") if r["id"] in ("Q1", "Q3") else r for r in RECORDS]
+    report = evaluate(records, out_dir=tmp_path, graph=quiz_graph()[0], scorer="contains", progress=False)
+    assert (report.records, report.scored, report.errors) == (4, 4, 0)
+    rows = read_rows(tmp_path / "rounds.jsonl")
+    assert len(rows) == 12 and {r["id"] for r in rows} == {"Q1", "Q2", "Q3", "Q4"}
+    tasks = {json.loads(line)["task"] for line in (tmp_path / "input.jsonl").read_text().splitlines()}
+    assert "[Q1] Name the capital city. \ud800" in tasks  # escaped on disk, the same string read back
+    assert "<img" in (tmp_path / "report.html").read_text(encoding="utf-8")
