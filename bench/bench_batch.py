@@ -51,7 +51,7 @@ from _common import (  # noqa: E402
 )
 
 from reflection_graph import create_reflection_graph  # noqa: E402
-from reflection_graph.batch import arun_batch, read_output, summary_path  # noqa: E402
+from reflection_graph.runners.batch import arun_batch, read_output, summary_path  # noqa: E402
 
 VARIANTS = ("asyncio floor", "lean LangGraph", "minimal LangGraph", "reflection-graph")
 
@@ -133,7 +133,7 @@ async def sharded(
     """
     import resource
 
-    from reflection_graph.batch import merge_outputs
+    from reflection_graph.runners.batch import merge_outputs
 
     outs = [workdir / f"shard-{i}-{time.monotonic_ns()}.jsonl" for i in range(args.shards)]
     per_shard = max(1, args.concurrency // args.shards)
@@ -172,7 +172,7 @@ async def sharded(
 
 def run_shard(args: argparse.Namespace) -> int:
     """One shard process of the sharded variant (`--as-shard I/N`)."""
-    from reflection_graph.batch import parse_shard, run_batch
+    from reflection_graph.runners.batch import parse_shard, run_batch
 
     graph = make_graph("reflection-graph", args.rounds, args.latency)
     run_batch(
@@ -270,7 +270,7 @@ async def bare_waits(url: str, n: int) -> float:
 
 
 async def part_server(args: argparse.Namespace, workdir: Path) -> None:
-    from reflection_graph.batch import ServerGraph
+    from reflection_graph.runners.batch import ServerGraph
     from tests._fake_openai import fake_openai_server
     from tests.test_studio import langgraph_dev
 

@@ -65,7 +65,7 @@ def raw_variant(rows: list[dict[str, Any]], max_tokens: int, threads: int) -> di
     """A greedy completion of each stub with llama.cpp alone."""
     import llama_cpp
 
-    from reflection_graph.local_model import default_model_path, llama_load_guard
+    from reflection_graph.models.embedded import default_model_path, llama_load_guard
 
     with llama_load_guard(llama_cpp):  # only works around a crash of llama.cpp's extra buffers on some CPUs
         llama = llama_cpp.Llama(
@@ -96,7 +96,7 @@ def loop_variant(
     from reflection_graph import create_reflection_graph
     from reflection_graph._code import docstring_tests
     from reflection_graph.critics.tool import CodeTestCritic
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)
     solved, any_draft, tokens, start, answers, untimed = 0, 0, 0, time.monotonic(), [], 0.0

@@ -20,7 +20,7 @@ Needs the `[local]` extra.
 With `--base-url` both critics judge through `ChatOpenAI` against an OpenAI-compatible server that is already
 running (the `LogprobCritic` then reads the server's chat-completion logprobs: the yes/no signal only), e.g.
 
-    python -m llama_cpp.server --model "$(python -c 'from reflection_graph.local_model import default_model_path as p; print(p())')" --model_alias gemma --port 8765 &
+    python -m llama_cpp.server --model "$(python -c 'from reflection_graph.models.embedded import default_model_path as p; print(p())')" --model_alias gemma --port 8765 &
     python bench/bench_critic.py --base-url http://127.0.0.1:8765/v1 --model gemma
 
 (On a VM whose CPU advertises AMX, start the server as tests/_servers.py does, inside `llama_load_guard`.)
@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from reflection_graph.critics import LLMCritic, LogprobCritic
-    from reflection_graph.local_model import EmbeddedChatModel
     from reflection_graph.models import critic_model, resolve_model
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     if args.base_url:
         model = critic_model(resolve_model(args.model, role="critic", base_url=args.base_url))

@@ -50,8 +50,8 @@ from langgraph.store.base import BaseStore, Op, Result  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
-from reflection_graph import memory as memory_module  # noqa: E402
 from reflection_graph.memory import ReflexionMemory, jaccard, task_tokens  # noqa: E402
+from reflection_graph.memory import _memory as memory_module  # noqa: E402
 
 # --------------------------------------------------------------------------- synthetic tasks
 

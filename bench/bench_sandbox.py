@@ -21,9 +21,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._common import interleaved, median, print_table  # noqa: E402
-from reflection_graph import _sandbox  # noqa: E402
 from reflection_graph.critics import CodeTestCritic  # noqa: E402
 from reflection_graph.critics.base import CritiqueRequest  # noqa: E402
+from reflection_graph.critics.sandbox import _process as _sandbox  # noqa: E402
 
 TESTS = """\
 from solution import add

@@ -1,8 +1,9 @@
 """Draw the README picture with LangGraph's own drawing: `python docs/draw_graph.py`.
 
-Writes docs/graph.png (`get_graph().draw_png()`, Graphviz through pygraphviz from the `draw` extra) and
-docs/graph.mmd (`draw_mermaid()`). tests/test_graph_picture.py redraws both and fails when they no longer match the
-graph.
+Writes docs/graph.png (`get_graph().draw_png()`, Graphviz through pygraphviz from the `draw` extra),
+docs/graph.dot (the DOT source LangGraph's `PngDrawer` hands to Graphviz) and docs/graph.mmd (`draw_mermaid()`).
+tests/test_graph_picture.py compares the two text forms with the current graph: they are the same on every machine,
+while the PNG's bytes depend on the Graphviz build and its fonts.
 """
 
 from __future__ import annotations
@@ -21,9 +22,27 @@ def drawable(**options: Any) -> Any:
     return create_reflection_graph(lambda prompt: "", **options).get_graph()
 
 
+def dot_source(graph: Any) -> str:
+    """The DOT text that `draw_png` lays out: LangGraph's own `PngDrawer` steps, without running Graphviz."""
+    import pygraphviz as pgv
+    from langchain_core.runnables.graph_png import PngDrawer
+
+    drawer = PngDrawer()
+    viz = pgv.AGraph(directed=True, nodesep=0.9, ranksep=1.0)
+    drawer.add_nodes(viz, graph)
+    drawer.add_edges(viz, graph)
+    drawer.add_subgraph(viz, [node.split(":") for node in graph.nodes])
+    drawer.update_styles(viz, graph)
+    try:
+        return str(viz.string())
+    finally:
+        viz.close()
+
+
 def main(out: Path = DOCS / "graph.png") -> None:
     graph = drawable()
     out.with_suffix(".mmd").write_text(graph.draw_mermaid(), encoding="utf-8")
+    out.with_suffix(".dot").write_text(dot_source(graph), encoding="utf-8")
     graph.draw_png(str(out))
 
 

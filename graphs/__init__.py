@@ -13,8 +13,8 @@ import os
 
 from langchain_core.language_models import BaseChatModel
 
-from reflection_graph.local_model import EmbeddedChatModel
 from reflection_graph.models import MODEL_ENV_VAR, resolve_model
+from reflection_graph.models.embedded import EmbeddedChatModel
 
 __all__ = ["STUDIO_MAX_TOKENS", "studio_model"]
 

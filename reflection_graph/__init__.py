@@ -5,7 +5,6 @@ The loop goes by many names (reflection, gleaning, Self-Refine, Reflexion); this
 """
 
 from reflection_graph._calls import max_model_calls
-from reflection_graph.batch import run_batch
 from reflection_graph.context import Context
 from reflection_graph.critics import (
     BaseCritic,
@@ -20,12 +19,13 @@ from reflection_graph.critics import (
     RequiredTermsCritic,
 )
 from reflection_graph.critique import Critique
-from reflection_graph.eval import aevaluate, evaluate
 from reflection_graph.gleaning import create_gleaning_graph
 from reflection_graph.graph import build_reflection_graph, create_reflection_graph
 from reflection_graph.memory import ReflexionMemory
 from reflection_graph.middleware import ReflectionMiddleware
 from reflection_graph.models import resolve_model
+from reflection_graph.runners.batch import run_batch
+from reflection_graph.runners.eval import aevaluate, evaluate
 from reflection_graph.settings import Settings
 from reflection_graph.state import InputState, OutputState
 from reflection_graph.subgraph import as_messages_node, with_key_mapping

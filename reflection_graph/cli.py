@@ -3,11 +3,11 @@
 ``reflection-graph run "TASK"`` builds the graph with `create_reflection_graph` and streams it, printing every
 round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
 reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
-JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.batch.run_batch` with a progress bar
-and prints its summary; it is resumable (see `reflection_graph.batch`). ``--shard I/N`` runs one shard of the
+JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.runners.batch.run_batch` with a progress bar
+and prints its summary; it is resumable (see `reflection_graph.runners.batch`). ``--shard I/N`` runs one shard of the
 input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
 every record on a LangGraph server instead of in this process. ``reflection-graph eval DATA.jsonl --out DIR``
-scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.eval`).
+scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.runners.eval`).
 
 With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
@@ -40,7 +40,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand
 
-from reflection_graph._sandbox import Isolation, IsolationUnavailableError
+from reflection_graph.critics.sandbox import Isolation, IsolationUnavailableError
 from reflection_graph.settings import Settings, default, setting_fields
 
 __all__ = ["GraphOptions", "app", "build_graph", "main"]
@@ -246,7 +246,7 @@ def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = Fa
 @contextmanager
 def _job_errors() -> Iterator[None]:
     """How `batch` and `eval` end on an error: one line; a locked output is bad input; a rerun resumes."""
-    from reflection_graph.batch import BatchLocked
+    from reflection_graph.runners.batch import BatchLocked
 
     try:
         yield
@@ -724,7 +724,7 @@ def batch(
     ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.batch import parse_shard, run_batch
+    from reflection_graph.runners.batch import parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
@@ -815,10 +815,10 @@ def _server_batch(
     out_path: Path,
     **kwargs: Any,
 ) -> Any:
-    """`batch --server`: every record runs on the LangGraph server (see `reflection_graph._server_runs`)."""
+    """`batch --server`: every record runs on the LangGraph server (see `reflection_graph.runners._server`)."""
     import asyncio
 
-    from reflection_graph.batch import BatchLocked, ServerError, ServerGraph, arun_batch
+    from reflection_graph.runners.batch import BatchLocked, ServerError, ServerGraph, arun_batch
 
     try:
         context = _server_context(ctx, options)
@@ -872,7 +872,7 @@ def merge(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Merge the outputs of `batch --shard I/N` runs into OUT.jsonl; fail if a record or shard is missing or doubled."""
-    from reflection_graph.batch import BatchLocked, MergeError, merge_outputs
+    from reflection_graph.runners.batch import BatchLocked, MergeError, merge_outputs
 
     if len(outputs) < 2:
         _fail("give at least one shard output and the merged output: merge OUT_0 ... OUT --input IN")
@@ -931,8 +931,8 @@ def eval_command(
     Writes rounds.jsonl, summary.csv, gain.png and report.html to --out, prints the per-round table and a
     recommendation for --max-iterations.
     """
-    from reflection_graph._scorers import make_scorer
-    from reflection_graph.eval import PLOT_INSTALL, _check_fields, evaluate
+    from reflection_graph.runners.eval import PLOT_INSTALL, _check_fields, evaluate
+    from reflection_graph.runners.scorers import make_scorer
 
     if not data.is_file():
         _fail(f"data file not found: {data}")
@@ -1026,7 +1026,7 @@ def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None
 
 
 def _print_eval(report: Any, console: Console) -> None:
-    from reflection_graph.eval import RoundStats
+    from reflection_graph.runners.eval import RoundStats
 
     table = Table(
         title=f"eval per round ({report.scorer}, pass mark {report.pass_mark:g})", title_justify="left"

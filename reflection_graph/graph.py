@@ -67,8 +67,8 @@ def _as_critic(
     """
     if isinstance(critic, Critic):
         return critic
-    from reflection_graph.local_model import EmbeddedChatModel
     from reflection_graph.models import critic_model
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = generator if critic is None else _resolve(critic, "critic", base_url)
     plain = guidelines is None and not settings.prompts.get("critique")

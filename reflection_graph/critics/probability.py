@@ -94,7 +94,7 @@ class LogprobCritic(BaseCritic):
         ```python
         from reflection_graph import create_reflection_graph
         from reflection_graph.critics import LogprobCritic
-        from reflection_graph.local_model import EmbeddedChatModel
+        from reflection_graph.models.embedded import EmbeddedChatModel
 
         graph = create_reflection_graph(None, critic=LogprobCritic(EmbeddedChatModel(temperature=0)))
         ```
@@ -281,7 +281,7 @@ class LogprobCritic(BaseCritic):
 
 
 def _is_embedded(model: BaseChatModel) -> bool:
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
 
     return isinstance(model, EmbeddedChatModel)
 

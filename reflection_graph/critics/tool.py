@@ -1,12 +1,12 @@
 """Tool critics: run the candidate's code against tests (and optionally ruff) in a limited subprocess.
 
 `CodeTestCritic` judges code by running it. The candidate's code is taken out of its ```python fence (or used as is),
-written as `solution.py` next to your tests, and the tests run in `reflection_graph._sandbox` (isolated where the
+written as `solution.py` next to your tests, and the tests run in `reflection_graph.critics.sandbox` (isolated where the
 OS allows it, see `isolation`; fresh temp dir, deleted afterwards; time, CPU, memory and file-size limits; the whole
 process tree killed on timeout). Nothing of the candidate ever runs in this process.
 
 Tests are plain-assert functions, as for pytest, but no pytest is needed in the sandbox: a small stdlib runner
-(`reflection_graph/_runner.py`, copied into the sandbox next to the code) imports the tests module, runs every
+(`reflection_graph/critics/sandbox/_runner.py`, copied into the sandbox next to the code) imports the tests module, runs every
 top-level `test*` function in file order and reports each failing test by name with its assertion, including the
 values involved (`assert add(2, 2) == 4 failed (add(2, 2) was 5)`), or with its exception and the line that raised
 it. Results come over a pipe, each signed with a per-run secret that the runner reads and closes before the
@@ -46,7 +46,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from reflection_graph._extract import extract_code
-from reflection_graph._sandbox import (
+from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.sandbox import (
     Isolation,
     IsolationUnavailableError,
     SandboxResult,
@@ -54,13 +55,12 @@ from reflection_graph._sandbox import (
     check_isolation,
     run_sandboxed,
 )
-from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique, Finding
 
 __all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extract_code"]
 
 _RUNNER_FILE = "_reflection_graph_runner.py"
-_RUNNER_SOURCE = (Path(__file__).parent.parent / "_runner.py").read_text(encoding="utf-8")
+_RUNNER_SOURCE = (Path(__file__).parent / "sandbox" / "_runner.py").read_text(encoding="utf-8")
 
 
 def _check_timeout(value: float) -> float:
@@ -204,7 +204,7 @@ class CodeTestCritic(BaseCritic):
         name: the critic's name (shown as the source of its findings in a composite critic).
         isolation: `"auto"` (default: isolate the code where the OS allows it, else warn once, when code first
             runs, and run it unisolated), `"required"` (raise `IsolationUnavailableError` now where it cannot be
-            isolated) or `"off"`. See `reflection_graph._sandbox` for what is isolated.
+            isolated) or `"off"`. See `reflection_graph.critics.sandbox` for what is isolated.
 
     Raises:
         ValueError: on bad arguments; the message says what to change.

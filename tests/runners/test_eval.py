@@ -20,10 +20,10 @@ from langchain_core.messages import BaseMessage
 from typer.testing import CliRunner
 
 from reflection_graph import cli, create_reflection_graph, evaluate
-from reflection_graph._scorers import ScorerError, make_scorer
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.models import resolve_model
+from reflection_graph.runners.scorers import ScorerError, make_scorer
 from tests.fakes import RecordingChatModel
 
 PIL = pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
@@ -556,7 +556,7 @@ def test_missing_matplotlib_says_how_to_install_it(
 def test_cli_eval_into_an_out_dir_another_run_is_writing_is_one_line_exit_2(
     cli_quiz: CliQuiz, tmp_path: Path
 ) -> None:
-    from reflection_graph.batch import _OutputLock
+    from reflection_graph.runners.batch import _OutputLock
 
     data = write_quiz(tmp_path / "quiz.jsonl")
     out = tmp_path / "out"

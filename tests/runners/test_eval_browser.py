@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from reflection_graph import evaluate
-from tests.test_eval import RECORDS, quiz_graph
+from tests.runners.test_eval import RECORDS, quiz_graph
 
 PIL = pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
 websockets_client = pytest.importorskip("websockets.asyncio.client", reason="needs websockets (dev extra)")

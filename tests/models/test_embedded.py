@@ -10,8 +10,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from reflection_graph.critique import CritiqueOutput, parse_critique
-from reflection_graph.local_model import EmbeddedChatModel
 from reflection_graph.models import critic_model, resolve_model
+from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
     CRITIQUE_SYSTEM,
@@ -177,7 +177,7 @@ def test_the_logprob_critic_ranks_obvious_pairs(model: EmbeddedChatModel) -> Non
 
 
 def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) -> None:
-    from reflection_graph import local_model
+    from reflection_graph.models import embedded as local_model
 
     prompt, answer = "Task: What is 2 + 2?\nAnswer:", " 2 + 2 = 4."
     batched = model.continuation_logprobs(prompt, answer)

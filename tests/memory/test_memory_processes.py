@@ -1,6 +1,6 @@
 """Reflexion memory across *processes*: separate Python processes share one SqliteStore file.
 
-Each run is a fresh interpreter (`tests/_memory_child.py`), so nothing but the SQLite file carries the lessons
+Each run is a fresh interpreter (`tests/memory/_memory_child.py`), so nothing but the SQLite file carries the lessons
 from one run to the next.
 """
 

@@ -32,7 +32,7 @@ share one ``IN``; each writes its own ``OUT`` and `merge_outputs` combines them,
 missing or doubled.
 
 On a LangGraph server: pass a `ServerGraph` (``ServerGraph(url, graph_name)``) as the graph, and every record
-runs as a run on the server, on a thread found again by a rerun (see `reflection_graph._server_runs`).
+runs as a run on the server, on a thread found again by a rerun (see `reflection_graph.runners._server`).
 
 Durability: while running, entries are appended one line at a time and each is flushed and ``fsync``-ed. At the
 start of a run (and at its end) ``OUT`` is compacted atomically (temp file + ``os.replace``) so each record
@@ -43,7 +43,7 @@ are no longer in ``IN`` are kept.
 Example:
     ```python
     from reflection_graph import create_reflection_graph
-    from reflection_graph.batch import run_batch
+    from reflection_graph.runners.batch import run_batch
 
     summary = run_batch(lambda: create_reflection_graph("local"), "tasks.jsonl", "out.jsonl", concurrency=4)
     print(summary.ok, summary.error, summary.mean_score_gain)
@@ -68,7 +68,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from reflection_graph._server_runs import ServerError, ServerGraph
+from reflection_graph.runners._server import ServerError, ServerGraph
 
 _T = TypeVar("_T")
 

@@ -657,8 +657,8 @@ async def test_batch_with_memory_on_sqlite_keeps_the_cap_every_lesson_and_surrog
     import json
     import re
 
-    from reflection_graph.batch import arun_batch
     from reflection_graph.graph import create_reflection_graph
+    from reflection_graph.runners.batch import arun_batch
     from tests.fakes import FakeCriticModel, RecordingChatModel
 
     drafts = itertools.count()

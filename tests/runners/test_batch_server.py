@@ -22,12 +22,12 @@ import pytest
 from typer.testing import CliRunner
 
 from reflection_graph import cli
-from reflection_graph._server_runs import ServerError, ServerGraph, thread_id_for
-from reflection_graph.batch import arun_batch, read_input, read_output
+from reflection_graph.runners._server import ServerError, ServerGraph, thread_id_for
+from reflection_graph.runners.batch import arun_batch, read_input, read_output
 from tests._fake_openai import fake_openai_server
-from tests.test_batch import out_entries, write_tasks
+from tests.runners.test_batch import out_entries, write_tasks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _status_error(code: int) -> httpx.HTTPStatusError:

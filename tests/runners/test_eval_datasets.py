@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from reflection_graph._scorers import make_scorer
+from reflection_graph.runners.scorers import make_scorer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATASETS_DIR = ROOT / "datasets"
 
 # file -> (scorer, pass mark, --field mapping, a correct answer for the record)

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from reflection_graph.batch import arun_batch, read_input, read_output, run_batch, summary_path
+from reflection_graph.runners.batch import arun_batch, read_input, read_output, run_batch, summary_path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).parents[1] / "data"
 
 
 class FakeGraph:
@@ -236,7 +236,7 @@ def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
             sys.path.insert(0, {str(ROOT)!r})
             sys.path.insert(0, {str(Path(__file__).parent)!r})
             from test_batch import FakeGraph
-            from reflection_graph.batch import run_batch
+            from reflection_graph.runners.batch import run_batch
             run_batch(FakeGraph(delay=0.05), {str(in_path)!r}, {str(out_path)!r}, concurrency=4, progress=False)
             """
         )

@@ -1,4 +1,4 @@
-"""External scorers for `reflection_graph.eval`: the ground truth a loop is measured against, never its critic.
+"""External scorers for `reflection_graph.runners.eval`: the ground truth a loop is measured against, never its critic.
 
 A scorer turns `(record, candidate)` into a number in [0, 1]. `make_scorer` builds one from a name:
 

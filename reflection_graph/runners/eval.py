@@ -1,8 +1,8 @@
 """Does reflection pay off? Score every round of a reflection graph against ground truth, and report gain vs cost.
 
-`evaluate` runs a graph over a JSONL dataset with the resumable batch engine (`reflection_graph.batch`: bounded
+`evaluate` runs a graph over a JSONL dataset with the resumable batch engine (`reflection_graph.runners.batch`: bounded
 concurrency, a progress bar, resume, one error row per failed record), then scores *every round's* candidate
-with an external scorer (`reflection_graph._scorers`: `exact`, `contains`, `regex`, `json-schema`, `tests`,
+with an external scorer (`reflection_graph.runners.scorers`: `exact`, `contains`, `regex`, `json-schema`, `tests`,
 `judge:<model>` or your `module:function`). The scorer is the ground truth; the loop's own critic is only
 compared against it.
 
@@ -52,9 +52,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from reflection_graph import _rules
-from reflection_graph._scorers import Scorer, ScorerError, make_scorer
-from reflection_graph.batch import BatchRecord, arun_batch, read_input, read_output, run_sync
-from reflection_graph.batch import _dumps as _json_text
+from reflection_graph.runners.batch import BatchRecord, arun_batch, read_input, read_output, run_sync
+from reflection_graph.runners.batch import _dumps as _json_text
+from reflection_graph.runners.scorers import Scorer, ScorerError, make_scorer
 
 __all__ = ["EvalReport", "RoundStats", "aevaluate", "evaluate"]
 
@@ -803,7 +803,7 @@ async def aevaluate(
             `create_reflection_graph()` (the embedded model) when a record needs it.
         scorer: `exact`, `contains`, `regex`, `json-schema`, `tests`, `judge:<model spec>`, `module:function`,
             a `fn(record, candidate) -> float` in [0, 1], or a built `Scorer`.
-        pass_mark: a score at or above it passes (default: per scorer, see `reflection_graph._scorers`).
+        pass_mark: a score at or above it passes (default: per scorer, see `reflection_graph.runners.scorers`).
         select: the graph's `select` setting (`best` or `last`), to replay what it returns with fewer rounds.
         fields: record keys taken from other fields of your data, e.g. ``{"task": "prompt", "id": "task_id"}``
             for HumanEval-style records (the mapped copy is ``out_dir/input.jsonl``).

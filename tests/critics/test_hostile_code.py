@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph import _sandbox
-from reflection_graph._sandbox import run_sandboxed
 from reflection_graph.critics import CodeTestCritic, CommandCritic, IsolationUnavailableError
 from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.sandbox import _process as _sandbox
+from reflection_graph.critics.sandbox import run_sandboxed
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ISOLATED = ["required", "required-unshare"]
 """`required` uses the first working backend (bubblewrap when installed); `required-unshare` forces `unshare`."""
 
@@ -531,7 +531,7 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     require_isolation()
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import tool
-    from reflection_graph.local_model import EmbeddedChatModel
+    from reflection_graph.models.embedded import EmbeddedChatModel
     from tests.test_code_loop import CODE_GENERATE_PROMPT, CODE_REVISE_PROMPT
 
     runs: list[_sandbox.SandboxResult] = []

@@ -2,7 +2,7 @@
 
 A spec is one of:
 
-- `None` or `"embedded"`: the embedded offline model (llama.cpp + Gemma 3 270M, see `reflection_graph.local_model`).
+- `None` or `"embedded"`: the embedded offline model (llama.cpp + Gemma 3 270M, see `reflection_graph.models.embedded`).
   When the spec is `None`, the environment variable `REFLECTION_GRAPH_MODEL` may name another default spec; an
   explicit argument always wins over the environment.
 - `"local:/path/to/model.gguf"`: the embedded runtime on another GGUF file. A missing file raises `ValueError`
@@ -34,7 +34,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from reflection_graph.critique import CritiqueOutput, critique_from_mapping, extract_json_object
-from reflection_graph.local_model import EmbeddedChatModel, messages_to_prompt, structured_runnable
+from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 
 __all__ = [
     "MODEL_ENV_VAR",

@@ -1,4 +1,4 @@
-"""Child process for tests/test_memory_processes.py: one run against a shared SqliteStore file.
+"""Child process for tests/memory/test_memory_processes.py: one run against a shared SqliteStore file.
 
 Usage:
     python tests/_memory_child.py --db PATH --task TEXT --mode save --lesson L [--lesson L ...]
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -14,7 +14,6 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from reflection_graph.critique import CritiqueOutput
-from reflection_graph.local_model import EmbeddedChatModel, bounded_json_schema, messages_to_prompt
 from reflection_graph.models import (
     MODEL_ENV_VAR,
     CallableChatModel,
@@ -22,6 +21,7 @@ from reflection_graph.models import (
     resolve_model,
     supports_structured_output,
 )
+from reflection_graph.models.embedded import EmbeddedChatModel, bounded_json_schema, messages_to_prompt
 
 
 @pytest.fixture(autouse=True)

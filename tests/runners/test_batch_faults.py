@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph.batch import BatchLocked, lock_path, read_output, run_batch
-from tests.test_batch import FakeGraph, out_entries, write_tasks
+from reflection_graph.runners.batch import BatchLocked, lock_path, read_output, run_batch
+from tests.runners.test_batch import FakeGraph, out_entries, write_tasks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- fault 4: a lone surrogate must not abort its group commit -------------------------------------------------
@@ -114,8 +114,8 @@ def _runner(tmp_path: Path, in_path: Path, out_path: Path, delay: float) -> subp
             f"""
             import sys
             sys.path.insert(0, {str(ROOT)!r})
-            from tests.test_batch import FakeGraph
-            from reflection_graph.batch import run_batch
+            from tests.runners.test_batch import FakeGraph
+            from reflection_graph.runners.batch import run_batch
             run_batch(FakeGraph(delay={delay}), {str(in_path)!r}, {str(out_path)!r}, concurrency=2, progress=False)
             """
         )

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from reflection_graph import cli
-from reflection_graph.batch import MergeError, merge_outputs, parse_shard, run_batch, shard_of
-from tests.test_batch import FakeGraph, out_entries, write_tasks
+from reflection_graph.runners.batch import MergeError, merge_outputs, parse_shard, run_batch, shard_of
+from tests.runners.test_batch import FakeGraph, out_entries, write_tasks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
@@ -26,7 +26,7 @@ def test_shard_of_is_stable_across_processes_and_spreads_ids() -> None:
     ids: list[str | int] = [f"r{i}" for i in range(1000)] + list(range(1, 50))
     here = [shard_of(i, 7) for i in ids]
     code = (
-        "import json, sys; from reflection_graph.batch import shard_of; "
+        "import json, sys; from reflection_graph.runners.batch import shard_of; "
         f"print(json.dumps([shard_of(i, 7) for i in {ids!r}]))"
     )
     for seed in ("1", "12345"):  # str hashes differ with PYTHONHASHSEED; the shard must not

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph._sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critics.sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
-from tests.test_hostile_code import require_isolation
+from tests.critics.test_hostile_code import require_isolation
 
 PY = [sys.executable, "-I", "main.py"]
 

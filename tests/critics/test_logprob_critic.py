@@ -15,7 +15,7 @@ from pydantic import Field
 from reflection_graph.critics import CritiqueRequest, LLMCritic, LogprobCritic
 from reflection_graph.critics.probability import A_MID, A_SCALE, V_MID, V_SCALE
 from reflection_graph.graph import _as_critic
-from reflection_graph.local_model import EmbeddedChatModel
+from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.settings import Settings
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 

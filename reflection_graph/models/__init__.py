@@ -1,0 +1,28 @@
+"""Chat models for every role: spec resolution, the embedded llama.cpp model, OpenAI-compatible servers.
+
+`resolve_model` turns a spec (`"embedded"`, `"local:/path.gguf"`, `"provider:model"`, a model name plus `base_url`,
+a `BaseChatModel` or a plain callable) into a LangChain chat model. The embedded model lives in
+`reflection_graph.models.embedded` and needs the `[local]` extra.
+"""
+
+from reflection_graph.models._resolve import (
+    MODEL_ENV_VAR,
+    OPENAI_COMPATIBLE_MAX_TOKENS,
+    CallableChatModel,
+    ModelSpec,
+    Role,
+    critic_model,
+    resolve_model,
+    supports_structured_output,
+)
+
+__all__ = [
+    "MODEL_ENV_VAR",
+    "OPENAI_COMPATIBLE_MAX_TOKENS",
+    "CallableChatModel",
+    "ModelSpec",
+    "Role",
+    "critic_model",
+    "resolve_model",
+    "supports_structured_output",
+]
