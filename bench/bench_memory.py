@@ -51,7 +51,7 @@ from langgraph.store.memory import InMemoryStore  # noqa: E402
 from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 from reflection_graph.memory import ReflexionMemory, jaccard, task_tokens  # noqa: E402
-from reflection_graph.memory import _memory as memory_module  # noqa: E402
+from reflection_graph.memory import _text as memory_module  # noqa: E402
 
 # --------------------------------------------------------------------------- synthetic tasks
 
