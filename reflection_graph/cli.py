@@ -219,13 +219,12 @@ def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any
     if options.memory is not None:
         from langgraph.store.sqlite import SqliteStore
 
-        from reflection_graph.memory import ReflexionMemory
+        from reflection_graph.memory import ReflexionMemory, setup_store
 
         try:
             conn = sqlite3.connect(str(options.memory), check_same_thread=False, isolation_level=None)
             stack.callback(conn.close)
-            store = SqliteStore(conn)
-            store.setup()
+            store = setup_store(SqliteStore(conn))  # once per file, even with several processes at once
         except sqlite3.Error as exc:
             raise BadInput(f"--memory: cannot use {options.memory} as a SQLite database: {exc}") from None
         memory = ReflexionMemory(store)

@@ -8,6 +8,7 @@ Jaccard similarity and keys).
 
 from reflection_graph.memory._lessons import LESSONS_HEADER, Lesson, format_lessons
 from reflection_graph.memory._reflexion import DEFAULT_NAMESPACE, ReflexionMemory
+from reflection_graph.memory._store import setup_store
 from reflection_graph.memory._text import MAX_TASK_TERMS, jaccard, task_tokens
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "ReflexionMemory",
     "format_lessons",
     "jaccard",
+    "setup_store",
     "task_tokens",
 ]

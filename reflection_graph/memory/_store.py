@@ -222,6 +222,7 @@ def _sqlite_file(store: BaseStore) -> str | None:
 
 
 def save_lock(store: BaseStore) -> SaveLock:
+    """The lock that orders saves on `store` (one per store object; one per database file for `SqliteStore`)."""
     with _LOCKS_GUARD:
         try:
             lock = _STORE_LOCKS.get(store)
@@ -238,3 +239,25 @@ def save_lock(store: BaseStore) -> SaveLock:
             except TypeError:
                 _UNHASHABLE_LOCKS[id(store)] = lock
         return lock
+
+
+def setup_store(store: BaseStore) -> BaseStore:
+    """Run the store's own `setup()` (its table migrations) once, safe across threads and processes.
+
+    `SqliteStore.setup()` reads the migration version, then applies the missing migrations, with no lock across
+    processes: several processes opening one fresh file at once fail with `UNIQUE constraint failed:
+    store_migrations.v` or `duplicate column name`. Here the setup of a `SqliteStore` on a file runs under the
+    same exclusive `flock` on `<file>.reflexion-lock` that orders saves, so one process migrates and the others
+    find the tables made. Stores without a `setup()` (`InMemoryStore`) are returned as they are.
+
+    Args:
+        store: Any LangGraph store.
+
+    Returns:
+        `store`, set up.
+    """
+    setup = getattr(store, "setup", None)
+    if callable(setup):
+        with save_lock(store).hold():
+            setup()
+    return store
