@@ -103,8 +103,12 @@ def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float
 
 
 def task_key(task: str) -> str:
-    """The store key of a task's entry: a digest of its case-folded, whitespace-collapsed text."""
-    normalized = " ".join(clean_text(task).lower().split())
+    """The store key of a task's entry: a digest of its NFKC-normalized, case-folded, whitespace-collapsed text.
+
+    So the NFC and NFD forms of one task ("é" as one code point or as "e" and a combining accent), which match
+    each other in search, are also saved as one entry.
+    """
+    normalized = " ".join(_normalize(task).split())
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:32]
 
 

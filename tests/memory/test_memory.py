@@ -205,6 +205,26 @@ def test_saving_same_task_merges_lessons_newest_first(memory: ReflexionMemory) -
     assert [lesson.text for lesson in wide.search(TASK_A)] == ["New lesson.", "shared", "Old lesson."]
 
 
+def test_nfc_and_nfd_forms_of_one_task_are_one_entry(any_store: BaseStore) -> None:
+    """Issue 20 item 9: "é" as one code point (NFC) or as "e" + U+0301 (NFD) is one task, saved once."""
+    nfc = "R\u00e9diger un courriel poli pour d\u00e9cliner l'offre d'emploi"
+    nfd = "Re\u0301diger un courriel poli pour de\u0301cliner l'offre d'emploi"
+    assert nfc != nfd and len(nfd) == len(nfc) + 2
+    memory = ReflexionMemory(any_store, top_k=10)
+    memory.save(nfc, ["Remercier le recruteur."])
+    memory.save(nfd, ["Rester bref."])
+    memory.save(nfd.upper(), ["Rester bref."])  # case and the fullwidth form agree as well
+    memory.save(nfc.replace("R", "\uff32", 1), ["Signer de son nom."])
+    assert memory.count() == 1
+    found = memory.search(nfd)
+    assert [lesson.text for lesson in found] == [
+        "Signer de son nom.",
+        "Rester bref.",
+        "Remercier le recruteur.",
+    ]
+    assert {lesson.key for lesson in found} == {found[0].key}
+
+
 def test_save_ignores_empty_lessons_and_validates(memory: ReflexionMemory) -> None:
     memory.save(TASK_A, [])
     memory.save(TASK_A, ["  "])
