@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, Item, SearchOp
 
 from reflection_graph.critique import Critique
@@ -39,6 +40,7 @@ from reflection_graph.memory._lessons import (
     lessons_from_critiques,
     pick_lessons,
 )
+from reflection_graph.memory._semantic import fuse
 from reflection_graph.memory._store import (
     Plan,
     chunks,
@@ -48,6 +50,7 @@ from reflection_graph.memory._store import (
     run_sync,
     save_lock,
     search_items,
+    together,
 )
 from reflection_graph.memory._text import SURROGATE, clean_text, shorten
 
@@ -94,13 +97,19 @@ def _clean_records(records: Iterable[tuple[str, Sequence[str]]]) -> Iterable[tup
             yield clean_text(task), cleaned
 
 
-def _check_index(store: BaseStore) -> None:
+def _check_index(store: BaseStore, what: str) -> None:
     if hasattr(store, "index_config") and not getattr(store, "index_config", None):
         raise ValueError(
-            "index=True needs a store created with an embedding index, e.g. "
-            "InMemoryStore(index={'dims': ..., 'embed': ..., 'fields': ['task']}); "
-            "or use index=False for the offline lexical index"
+            f"{what} needs a store created with an embedding index, e.g. "
+            "InMemoryStore(index=semantic_index(embeddings)) with semantic_index from reflection_graph.memory; "
+            "or leave it out for the offline lexical index"
         )
+
+
+def _check_unit(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 class ReflexionMemory:
@@ -114,12 +123,20 @@ class ReflexionMemory:
             task again merges its lessons into the existing entry and makes it the newest.
         similarity_threshold: Least similarity (0..1) an earlier task needs for its lessons to be returned.
         top_k: Most lessons `search` returns.
-        index: Use the store's embedding index (`store.search(namespace, query=task)`) instead of the lexical
+        index: Use the store's embedding index (`store.search(namespace, query=task)`) *instead of* the lexical
             inverted index. The store must be created with an `index` config; its `fields` should include
             `"task"` (entries are embedded on their `task` field).
+        embeddings: Combine the lexical index with the store's embedding index (semantic memory): any LangChain
+            `Embeddings`, e.g. `E5SmallEmbeddings()` (offline, the `[semantic]` extra). The store must be created
+            with `index=semantic_index(embeddings)`. Both indexes are searched in the same round trips and their
+            rankings fused (reciprocal rank fusion, see `_semantic.py`); `Lesson.similarity` is then the fused
+            score (1.0: first in both).
+        semantic_threshold: Least cosine similarity for the embedding index's matches (with `embeddings`). By
+            default `embeddings.similarity_threshold` when it has one (0.85 for `E5SmallEmbeddings`), else 0.5.
 
     Raises:
-        ValueError: An argument is out of range, or `index=True` with a store that has no index config.
+        ValueError: An argument is out of range, or `index=True` / `embeddings` with a store that has no index
+            config.
 
     Example:
         ```python
@@ -141,6 +158,8 @@ class ReflexionMemory:
         similarity_threshold: float = 0.25,
         top_k: int = 3,
         index: bool = False,
+        embeddings: Embeddings | None = None,
+        semantic_threshold: float | None = None,
     ) -> None:
         if store is not None and not isinstance(store, BaseStore):
             raise ValueError(
@@ -151,28 +170,41 @@ class ReflexionMemory:
             raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
-        if (
-            isinstance(similarity_threshold, bool)
-            or not isinstance(similarity_threshold, (int, float))
-            or not 0.0 <= float(similarity_threshold) <= 1.0
-        ):
-            raise ValueError(f"similarity_threshold must be a number in [0, 1], got {similarity_threshold!r}")
+        if embeddings is not None and not isinstance(embeddings, Embeddings):
+            raise ValueError(
+                f"embeddings must be a LangChain Embeddings such as E5SmallEmbeddings(), got {type(embeddings).__name__}"
+            )
+        if embeddings is not None and index:
+            raise ValueError(
+                "give either index=True (embedding index alone) or embeddings= (combined), not both"
+            )
+        if semantic_threshold is None:
+            semantic_threshold = getattr(embeddings, "similarity_threshold", 0.5)
+        self.semantic_threshold = _check_unit("semantic_threshold", semantic_threshold)
+        self.similarity_threshold = _check_unit("similarity_threshold", similarity_threshold)
+        self.embeddings = embeddings
         self.store = store
         self.namespace = _validate_namespace(namespace)
         self.max_entries = max_entries
-        self.similarity_threshold = float(similarity_threshold)
         self.top_k = top_k
         self.index = bool(index)
         self._layout = Layout(self.namespace)
-        if self.index and store is not None:
-            _check_index(store)
+        if store is not None:
+            self._check_store(store)
 
     def __repr__(self) -> str:
         return (
             f"ReflexionMemory(store={type(self.store).__name__ if self.store else None}, "
             f"namespace={self.namespace!r}, max_entries={self.max_entries}, "
-            f"similarity_threshold={self.similarity_threshold}, top_k={self.top_k}, index={self.index})"
+            f"similarity_threshold={self.similarity_threshold}, top_k={self.top_k}, index={self.index}, "
+            f"embeddings={self.embeddings!r})"
         )
+
+    def _check_store(self, store: BaseStore) -> None:
+        if self.index:
+            _check_index(store, "index=True")
+        elif self.embeddings is not None:
+            _check_index(store, "embeddings=")
 
     def _resolve_store(self, store: BaseStore | None) -> BaseStore:
         chosen = self.store if self.store is not None else store
@@ -183,8 +215,8 @@ class ReflexionMemory:
             )
         if not isinstance(chosen, BaseStore):
             raise ValueError(f"store must be a langgraph BaseStore, got {type(chosen).__name__}")
-        if self.index and chosen is not self.store:
-            _check_index(chosen)
+        if chosen is not self.store:
+            self._check_store(chosen)
         return chosen
 
     # ------------------------------------------------------------------ lessons
@@ -306,26 +338,31 @@ class ReflexionMemory:
         return min(_CHUNK, self.max_entries)
 
     def _save_plan(self, records: list[tuple[str, list[str]]]) -> Plan[None]:
-        embed: Literal[False] | list[str] = ["task"] if self.index else False
+        semantic = self.index or self.embeddings is not None
+        embed: Literal[False] | list[str] = ["task"] if semantic else False
         return save_plan(
             self._layout, records, max_entries=self.max_entries, embed=embed, postings=not self.index
         )
 
     def _search_plan(self, task: str) -> Plan[list[Lesson]]:
+        lexical = lexical_search_plan(
+            self._layout, task, threshold=self.similarity_threshold, top_k=self.top_k
+        )
         if self.index:
-            scored = yield from self._semantic_plan(task)
+            scored = yield from self._semantic_plan(task, self.similarity_threshold)
+        elif self.embeddings is None:
+            scored = yield from lexical
         else:
-            scored = yield from lexical_search_plan(
-                self._layout, task, threshold=self.similarity_threshold, top_k=self.top_k
-            )
+            both = yield from together(lexical, self._semantic_plan(task, self.semantic_threshold))
+            scored = fuse(both)
         return pick_lessons(scored, self.top_k)
 
-    def _semantic_plan(self, task: str) -> Plan[list[tuple[float, Item]]]:
+    def _semantic_plan(self, task: str, threshold: float) -> Plan[list[tuple[float, Item]]]:
         results = yield [
             SearchOp(self._layout.entries, query=clean_text(task), limit=max(4 * self.top_k, 10))
         ]
         return [
             (float(item.score), item)
             for item in search_items(results[0])
-            if item.score is not None and item.score >= self.similarity_threshold
+            if item.score is not None and item.score >= threshold
         ]

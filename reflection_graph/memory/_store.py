@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -211,9 +211,11 @@ _UNHASHABLE_LOCKS: dict[int, SaveLock] = {}
 
 def _sqlite_file(store: BaseStore) -> str | None:
     """The database file of a `SqliteStore` (None for other stores and in-memory databases)."""
-    conn = getattr(store, "conn", None)
-    if not isinstance(conn, sqlite3.Connection):
-        return None
+    from langgraph.store.sqlite import SqliteStore
+
+    conn: Any = getattr(store, "conn", None)
+    if not isinstance(conn, sqlite3.Connection) and not (isinstance(store, SqliteStore) and conn is not None):
+        return None  # not SQLite (a SqliteStore may hold a pysqlite3 connection)
     store_lock = getattr(store, "lock", None)
     with store_lock if isinstance(store_lock, type(threading.Lock())) else contextlib.nullcontext():
         rows = conn.execute("PRAGMA database_list").fetchall()
@@ -261,3 +263,30 @@ def setup_store(store: BaseStore) -> BaseStore:
         with save_lock(store).hold():
             setup()
     return store
+
+
+def together(*plans: Plan[Any]) -> Plan[list[Any]]:
+    """Run `plans` side by side: each round trip carries the next ops of every plan not yet done.
+
+    Returns:
+        Each plan's result, in order.
+    """
+    results: list[Any] = [None] * len(plans)
+    waiting: dict[int, list[Op]] = {}
+    for i, plan in enumerate(plans):
+        try:
+            waiting[i] = next(plan)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while waiting:
+        answers = yield [op for ops in waiting.values() for op in ops]
+        start = 0
+        following: dict[int, list[Op]] = {}
+        for i, ops in waiting.items():
+            part, start = answers[start : start + len(ops)], start + len(ops)
+            try:
+                following[i] = plans[i].send(part)
+            except StopIteration as stop:
+                results[i] = stop.value
+        waiting = following
+    return results
