@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import difflib
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -27,6 +26,7 @@ from reflection_graph import _rules
 from reflection_graph._calls import acall, call
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph._overrides import Overrides, Roles
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, CritiqueRequest
@@ -35,48 +35,28 @@ from reflection_graph.prompts import HISTORY_CHARS, draft_messages, revise_messa
 from reflection_graph.settings import Settings
 from reflection_graph.state import ReflectionState, Round
 
-__all__ = ["MAX_TASK_CHARS", "Node", "Roles", "Setup"]
+__all__ = ["MAX_TASK_CHARS", "Node", "Setup"]
 
 MAX_TASK_CHARS = 200_000
 SAMPLE_TEMPERATURE = 0.7
 """The least temperature of each sample when several drafts or revisions are drawn (distinct seeds too)."""
 
 
-@dataclass(frozen=True)
-class Roles:
-    """The models and critic of one run."""
-
-    generator: BaseChatModel
-    reviser: BaseChatModel
-    critic: Critic
-
-
 @dataclass
 class Setup:
-    """What the nodes close over: the built settings and roles, and how to resolve a run's own models."""
+    """What the nodes close over: the built settings and roles (`overrides`), the trigger and the memory."""
 
-    settings: Settings
-    roles: Roles
-    make_roles: Callable[[Context, Settings], Roles]
+    overrides: Overrides
     should_refine: Callable[[Mapping[str, Any]], bool] | None = None
     memory: Any = None
-    _cache: dict[tuple[Any, ...], Roles] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def settings(self) -> Settings:
+        return self.overrides.settings
 
     def for_run(self, runtime: Runtime[Context]) -> tuple[Settings, Roles]:
         """This run's settings and roles: the built ones with the run's `Context` overrides applied."""
-        ctx = runtime.context
-        if not isinstance(ctx, Context):
-            return self.settings, self.roles
-        settings = ctx.settings(self.settings)
-        critique_prompt = settings.prompts.get("critique")
-        key = (*ctx.models(), critique_prompt)
-        if key == (None, None, None, None, self.settings.prompts.get("critique")):
-            return settings, self.roles
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = self.make_roles(ctx, settings)
-            return settings, self._cache[key]
+        return self.overrides.for_run(runtime.context)
 
     def memory_store(self, runtime: Runtime[Context]) -> Any:
         return getattr(self.memory, "store", None) or runtime.store
