@@ -4,7 +4,9 @@ Counting rule
 -------------
 A *round* is one critique. `iterations` counts rounds, and the `critique` node stops the loop (it sets
 `stop_reason`) as soon as `iterations == max_iterations`: an explicit counter in state, never LangGraph's recursion
-limit. The routers only read `stop_reason`.
+limit. `generate` checks the same limit before it drafts or revises, so a checkpointed run resumed with a lower
+`max_iterations` stops at once (with a warning when the stored run already ran past it). One router a round: the
+conditional edge after `critique` reads `stop_reason`.
 
 With the `loop` strategy and a model critic, a run makes at most
 `max_model_calls(max_iterations, retries=..., parse_retries=..., n_drafts=..., n_revisions=...)` model calls:
@@ -22,14 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
 from reflection_graph import _nodes
 from reflection_graph._calls import max_model_calls
-from reflection_graph._nodes import Node, Setup
+from reflection_graph._nodes import AsyncNodeFn, NodeFn, Setup
 from reflection_graph._overrides import ModelLike, Overrides, Roles, resolve
 from reflection_graph._overrides import as_critic as _as_critic
 from reflection_graph.context import Context
@@ -40,6 +44,27 @@ from reflection_graph.state import InputState, OutputState, ReflectionState
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
 
 _MEMORY_METHODS = ("search", "asearch", "save", "asave", "lessons_from_critiques", "format_lessons")
+
+
+class _Twins(Runnable[Any, Any]):
+    """A node with a sync and an async body, each a plain function `fn(state, runtime, config)`.
+
+    LangGraph passes `runtime` only to a plain function, and runs a plain sync function under `ainvoke` in a
+    worker thread; a node that needs both bodies reads `runtime` with `get_runtime`. This pairing (rather than
+    `RunnableLambda(func, afunc=...)`) also skips the traced child run a lambda opens per call: see the profile
+    in bench/README.md.
+    """
+
+    def __init__(self, name: str, func: NodeFn, afunc: AsyncNodeFn) -> None:
+        self.name = name
+        self._func = func
+        self._afunc = afunc
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._func(input, get_runtime(Context), ensure_config(config))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._afunc(input, get_runtime(Context), ensure_config(config))
 
 
 def build_reflection_graph(
@@ -81,13 +106,10 @@ def build_reflection_graph(
     builder = StateGraph(
         ReflectionState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("generate", Node("generate", setup, _nodes.generate, _nodes.agenerate))
-    builder.add_node("critique", Node("critique", setup, _nodes.critique, _nodes.acritique))
-    builder.add_node("finalize", Node("finalize", setup, _nodes.finalize, _nodes.afinalize))
+    for node, (func, afunc) in _nodes.make_nodes(setup).items():
+        builder.add_node(node, _Twins(node, func, afunc))
     builder.add_edge(START, "generate")
-    builder.add_conditional_edges(
-        "generate", _nodes.after_generate(built.strategy == "self_refine"), ["critique", "finalize"]
-    )
+    builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
     if human_review:
         builder.add_node("review", _nodes.review)
         builder.add_edge("critique", "review")

@@ -59,9 +59,9 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
-from reflection_graph._nodes import _checked, _diff, _with_counter
+from reflection_graph._nodes import Judged, _diff, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
@@ -269,15 +269,8 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         if answer is None:
             return _not_triggered(state)
         settings, critic = self._for_run(runtime)
-        request = self._request(state, settings, answer)
-        with track_usage() as counter:
-            try:
-                result: Critique | BaseException = _checked(
-                    critic, critic.critique(request, _critic_config(counter))
-                )
-            except Exception as exc:  # reported in `reflection`, the answer is kept
-                result = exc
-        return self._update(state, settings, answer, result, counter.usage)
+        verdict = judge(critic, self._request(state, settings, answer), _critic_config())
+        return self._update(state, settings, answer, verdict)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_agent(
@@ -288,15 +281,8 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         if answer is None:
             return _not_triggered(state)
         settings, critic = self._for_run(runtime)
-        request = self._request(state, settings, answer)
-        with track_usage() as counter:
-            try:
-                result: Critique | BaseException = _checked(
-                    critic, await critic.acritique(request, _critic_config(counter))
-                )
-            except Exception as exc:  # reported in `reflection`, the answer is kept
-                result = exc
-        return self._update(state, settings, answer, result, counter.usage)
+        verdict = await ajudge(critic, self._request(state, settings, answer), _critic_config())
+        return self._update(state, settings, answer, verdict)
 
     # -- shared by the sync and async hooks -------------------------------------------------------------------
     def _request(self, state: Mapping[str, Any], settings: Settings, answer: AIMessage) -> CritiqueRequest:
@@ -324,10 +310,11 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         state: Mapping[str, Any],
         settings: Settings,
         answer: AIMessage,
-        result: Critique | BaseException,
-        usage: RoleUsage,
+        judged: Judged,
     ) -> dict[str, Any]:
-        verdict = _judge(state, settings, answer, result, usage)
+        result, usage, error = judged
+        outcome: Critique | BaseException = result if result is not None else cast(BaseException, error)
+        verdict = _judge(state, settings, answer, outcome, usage)
         rounds = [*(state.get("reflection_rounds") or []), verdict.round]
         update: dict[str, Any] = {
             "reflection_iterations": verdict.round["iteration"],
@@ -402,8 +389,8 @@ def _not_triggered(state: Mapping[str, Any]) -> dict[str, Any]:
     return {"reflection": _report(rounds, chosen, _Verdict({}, "not_triggered", None))}
 
 
-def _critic_config(counter: Any) -> RunnableConfig:
-    """The node's config (tracing callbacks) with the usage counter added and the calls marked internal."""
+def _critic_config() -> RunnableConfig:
+    """The node's config (tracing callbacks) with the critic's calls marked internal."""
     try:
         config: dict[str, Any] = dict(get_config())
     except RuntimeError:  # called outside a graph run
@@ -414,7 +401,7 @@ def _critic_config(counter: Any) -> RunnableConfig:
         **internal_call_metadata(),
     }
     config["tags"] = [*(config.get("tags") or []), "nostream"]
-    return _with_counter(cast(RunnableConfig, config), counter)
+    return cast(RunnableConfig, config)
 
 
 def _judge(
@@ -441,9 +428,7 @@ def _judge(
         return _Verdict(record, "error", f"critique failed: {type(result).__name__}: {result}")
     accepted = _rules.accepts(result.score, result.is_acceptable, settings.score_threshold)
     record.update(critique=result.model_dump(), score=result.score, accepted=accepted)
-    stop = _rules.stop_reason(
-        settings, cast(list[Round], rounds), iteration, result.score, accepted, result.issues
-    )
+    stop = _rules.stop_reason(settings, cast(list[Round], rounds), iteration, record["critique"], accepted)
     return _Verdict(record, stop, None)
 
 
