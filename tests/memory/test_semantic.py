@@ -226,7 +226,7 @@ def test_real_embedder_vectors(e5: E5SmallEmbeddings) -> None:
     assert e5.embed_query(DECLINE) == pytest.approx(one, abs=1e-6)
 
 
-@pytest.mark.postgres
+@pytest.mark.pgvector
 def test_real_embedder_on_postgres(e5: E5SmallEmbeddings) -> None:
     """PostgresStore's vector index needs the pgvector extension in the server; skipped (with the reason) without."""
     import psycopg
