@@ -177,7 +177,7 @@ def test_the_logprob_critic_ranks_obvious_pairs(model: EmbeddedChatModel) -> Non
 
 
 def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) -> None:
-    from reflection_graph.models import embedded as local_model
+    from reflection_graph.models import _logprobs
 
     prompt, answer = "Task: What is 2 + 2?\nAnswer:", " 2 + 2 = 4."
     batched = model.continuation_logprobs(prompt, answer)
@@ -185,8 +185,8 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
     head = llama.tokenize(prompt.encode(), add_bos=True, special=False)
     full = llama.tokenize((prompt + answer).encode(), add_bos=True, special=False)
     with model._loaded().lock:
-        local_model._eval_from_cache(llama, head)
-        one_by_one = local_model._continuation_logprobs(llama, full[len(head) :], batched=False)
+        _logprobs._eval_fresh(llama, head)
+        one_by_one = _logprobs._continuation_logprobs(llama, full[len(head) :], batched=False)
     assert len(batched) == len(full) - len(head) >= 5
     # llama.cpp's sums differ slightly with the batch split (quantized matmuls), a few hundredths of a nat.
     assert batched == pytest.approx(one_by_one, abs=0.15)
