@@ -8,6 +8,7 @@ Placeholders:
 - CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
+- PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "JUDGE_EXAMPLES",
     "JUDGE_PROMPT",
     "LIKELIHOOD_PROMPT",
+    "PAIRWISE_PROMPT",
     "PRESERVE_CORRECT_RULE",
     "PromptOverride",
     "REVISE_PROMPT",
@@ -118,6 +120,18 @@ Task: {task}
 {context}Answer: {candidate}
 Correct:"""
 """The `LogprobCritic`'s verdict signal reads the next-token probabilities of " Yes" and " No" after this prompt."""
+
+PAIRWISE_PROMPT = """Task: {task}
+{context}
+Answer A:
+{a}
+
+Answer B:
+{b}
+
+Which answer does the task better, A or B? Reply with the single letter A or B.
+Better answer:"""
+"""The `PairwiseCritic`'s question; it is asked twice, with the answers swapped."""
 
 LIKELIHOOD_PROMPT = """Task: {task}
 {context}Answer: {candidate}"""

@@ -81,7 +81,7 @@ class EmbeddedChatModel(BaseChatModel):
     Args:
         model_path: a GGUF file; `None` uses the bundled Gemma 3 270M Q4_K_M.
         n_ctx: context window in tokens.
-        n_threads: CPU threads; `None` uses `os.cpu_count()`.
+        n_threads: CPU threads; `None` uses half the CPUs, at least one (faster than all of them on 2 cores).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
         temperature: sampling temperature (0 is greedy; critics use 0).
         max_tokens: token budget of a free-text reply.
@@ -162,7 +162,7 @@ class EmbeddedChatModel(BaseChatModel):
         return params
 
     def _loaded(self) -> _Loaded:
-        return _load(self.resolved_model_path, self.n_ctx, self.n_threads or os.cpu_count() or 1)
+        return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
@@ -369,6 +369,11 @@ class EmbeddedChatModel(BaseChatModel):
         return parse_json_runnable(
             self.bind(json_schema=json_schema, **kwargs), schema, include_raw=include_raw
         )
+
+
+def _default_threads() -> int:
+    """Half the CPUs, at least one: on 2 shared cores one llama.cpp thread wrote 41 tokens/s against 18 with two."""
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def _usage(results: list[dict[str, Any]]) -> UsageMetadata:
