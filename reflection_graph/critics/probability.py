@@ -166,8 +166,8 @@ class LogprobCritic(BaseCritic):
         return text if len(text) <= self.max_candidate_chars else text[: self.max_candidate_chars] + " …"
 
     def _judge_input(self, request: CritiqueRequest) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
-        if self.signal == "likelihood":
-            judge = self._judge.bind(score_text=" " + self._candidate(request))
+        if self.signal == "likelihood":  # the candidate's own tokens only: no next token wanted
+            judge = self._judge.bind(score_text=" " + self._candidate(request), top_logprobs=0)
             return judge, [HumanMessage(self.likelihood_prompt(request))]
         return self._judge, [HumanMessage(self.prompt(request))]
 

@@ -244,7 +244,7 @@ class EmbeddedChatModel(BaseChatModel):
         prompt = messages_to_prompt(messages)
         params = self._sampling(stop, kwargs)
         if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
-            top = int(kwargs.get("top_logprobs") or 1)
+            top = int(kwargs["top_logprobs"]) if kwargs.get("top_logprobs") is not None else 1
             text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"))
         elif kwargs.get("json_schema") is not None:
             text, usage, meta = self._generate_json(
@@ -281,18 +281,19 @@ class EmbeddedChatModel(BaseChatModel):
 
         With `score_text` (a piece of the prompt, such as the answer under review) the reply's metadata also
         holds `prompt_logprobs`: the log-probability of each of its tokens (at most 128) where it last occurs.
+        `top_logprobs=0` with `score_text` skips the next token (one forward pass instead of two).
         """
-        if top < 1 or top > 100:
-            raise ValueError(f"top_logprobs must be between 1 and 100, got {top}")
+        if top < 0 or top > 100 or (top == 0 and not score_text):
+            raise ValueError(f"top_logprobs must be between 1 and 100 (0 only with score_text), got {top}")
         at = prompt.rfind(score_text) if score_text else -1
         if score_text and at < 0:
             raise ValueError("score_text must be a part of the prompt")
         scored = self.continuation_logprobs(prompt[:at], score_text) if score_text else None
-        top_logprobs = self.next_token_logprobs(prompt, top=top)
+        top_logprobs = self.next_token_logprobs(prompt, top=top) if top else {"": 0.0}
         token, logprob = next(iter(top_logprobs.items()))
         n_prompt = len(self._prompt_ids(self._loaded(), prompt))
         usage = UsageMetadata(input_tokens=n_prompt, output_tokens=1, total_tokens=n_prompt + 1)
-        alternatives = [{"token": t, "logprob": lp} for t, lp in top_logprobs.items()]
+        alternatives = [{"token": t, "logprob": lp} for t, lp in top_logprobs.items()] if top else []
         meta = self._meta("length", 1)
         del meta["attempts"]
         meta["logprobs"] = {"content": [{"token": token, "logprob": logprob, "top_logprobs": alternatives}]}
