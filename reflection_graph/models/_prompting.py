@@ -66,13 +66,3 @@ def _clean(text: str, truncated: bool) -> str:
         if cut >= len(text) // 2:
             text = text[:cut].rstrip()
     return text.rstrip(" -*#|").rstrip()
-
-
-def _starter(prompt: str) -> str:
-    """A first word that commits a base model to an answer, chosen from the prompt's own cue."""
-    lowered = prompt.lower()
-    if "email" in lowered or "letter" in lowered:
-        return "Dear"
-    if "code" in lowered or "function" in lowered or "python" in lowered:
-        return "def"
-    return "Here"

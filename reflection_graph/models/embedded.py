@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from reflection_graph.models import _logprobs
 from reflection_graph.models._llama import INSTALL_HINT, _load, _Loaded, default_model_path, llama_load_guard
-from reflection_graph.models._prompting import DEFAULT_STOP, _clean, _starter, messages_to_prompt
+from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -91,7 +91,7 @@ class EmbeddedChatModel(BaseChatModel):
         min_p: min-p sampling.
         repeat_penalty: penalty on repeated tokens (small base models loop without it).
         stop: extra stop sequences, added to `DEFAULT_STOP`.
-        empty_retries: how many times an empty reply is retried (with the next seed, then a starter).
+        empty_retries: kept for compatibility and ignored: empty replies are retried by `reflection_graph._calls`.
 
     Example:
         ```python
@@ -304,27 +304,12 @@ class EmbeddedChatModel(BaseChatModel):
     def _generate_text(
         self, prompt: str, params: dict[str, Any]
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
-        """Complete `prompt`; an empty reply is retried with the next seed, then with a starter word."""
-        loaded, results = self._loaded(), []
-        text, attempt = "", 0
-        for attempt in range(self.empty_retries + 1):
-            args, starter = dict(params), ""
-            if attempt:
-                args["seed"] = None if params["seed"] is None else params["seed"] + attempt
-                args["temperature"] = max(args["temperature"], 0.7)
-            if attempt and attempt == self.empty_retries:
-                starter = _starter(prompt)
-            results.append(self._complete(loaded, prompt + starter, args))
-            choice = results[-1]["choices"][0]
-            text = _clean(starter + choice["text"], truncated=choice.get("finish_reason") == "length")
-            if text and text != starter.strip():
-                break
-        if not text:
-            raise RuntimeError(
-                f"the embedded model returned an empty reply {attempt + 1} times; the prompt may not fit a base "
-                "model: end it with a cue line such as 'Draft:'"
-            )
-        return text, _usage(results), self._meta(results[-1]["choices"][0].get("finish_reason"), len(results))
+        """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
+        layer, `reflection_graph._calls`, where every attempt is counted in `max_model_calls`."""
+        result = self._complete(self._loaded(), prompt, params)
+        choice = result["choices"][0]
+        text = _clean(choice["text"], truncated=choice.get("finish_reason") == "length")
+        return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
 
     def _generate_json(
         self, prompt: str, json_schema: dict[str, Any], params: dict[str, Any], max_tokens: int | None
