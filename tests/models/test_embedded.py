@@ -264,3 +264,34 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
     top = model.next_token_logprobs(prompt + " 2 + 2 = ", top=3, tokens=["4", "four hundred"])
     assert len(top) >= 3 and all(v <= 0 for v in top.values())
     assert "4" in top and "four hundred" not in top  # only single tokens are looked up
+
+
+# -- never selected: an echo of the task or of a critique, judged by the real default critic -------------------
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [EMAIL_TASK + ".", "Score: 9.0/10. Acceptable: True.\nFeedback: Judged correct and appropriate."],
+    ids=["task", "critique"],
+)
+def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: str) -> None:
+    """The first draft is an echo (a fake generator); the embedded model revises it and judges both rounds.
+    The likelihood judge may well prefer the fluent echo; the selection rule must not return it."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import LogprobCritic
+    from tests.fakes import RecordingChatModel
+
+    reviser = EmbeddedChatModel(max_tokens=96, n_threads=1)
+    graph = create_reflection_graph(
+        RecordingChatModel(replies=[echo]),
+        reviser=reviser,
+        critic=LogprobCritic(critic_model(reviser)),
+        max_iterations=2,
+        min_iterations=2,
+        patience=None,
+    )
+    result = graph.invoke({"task": EMAIL_TASK})
+    rounds = result["trajectory"]
+    assert [r["candidate"] for r in rounds][0] == echo and rounds[0]["echo"]
+    assert len(rounds) == 2 and not rounds[1]["echo"], rounds[1]["candidate"]
+    assert result["candidate"] == rounds[1]["candidate"] != echo
