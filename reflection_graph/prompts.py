@@ -46,20 +46,18 @@ PromptOverride = str | Callable[[Mapping[str, Any]], str]
 
 GENERATE_SYSTEM = """Each task below is followed by a complete answer that does exactly what the task asks.
 
-Task: Write a short email turning down an invitation to speak at the Python meetup in May.
+Task: Write a polite email declining an invitation to speak at the Python meetup in May.
 Draft:
 Dear Priya,
 
-Thank you for inviting me to speak at the Python meetup in May. I am sorry, but I have to decline: I will be
-travelling that month. I hope I can join you another time.
+Thank you for inviting me to speak at the Python meetup in May. I am sorry, but I must decline the invitation, as I will be travelling that month. Thank you again for thinking of me.
 
 Best regards,
 Tom
 
 Task: Explain in two sentences why the sky is blue.
 Draft:
-Sunlight is scattered by the molecules of the air, and blue light, with its short wavelength, is scattered much more
-than red light. So blue light reaches our eyes from every part of the sky.
+Sunlight is scattered by the molecules of the air, and blue light, with its short wavelength, is scattered much more than red light. So blue light reaches our eyes from every part of the sky.
 """
 """Completion-style worked examples: a base model (the embedded Gemma 3 270M) continues the pattern with an answer
 of the same shape; an instruction-tuned model reads them as examples of the expected output."""
