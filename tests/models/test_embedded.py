@@ -295,3 +295,34 @@ def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: st
     assert [r["candidate"] for r in rounds][0] == echo and rounds[0]["echo"]
     assert len(rounds) == 2 and not rounds[1]["echo"], rounds[1]["candidate"]
     assert result["candidate"] == rounds[1]["candidate"] != echo
+
+
+# -- the README's first command: a real email in at least 8 of 10 seeds (issue 24 item 7) ---------------------
+
+README_EMAIL_SEEDS = 10
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met: bench/bench_embedded.py --seeds 10 measured FIGURE real emails of 10 with these prompts; the "
+    "270M base model declines in about a quarter of its drafts and its likelihood judge cannot tell which do",
+)
+def test_the_readme_command_ends_on_a_real_email_in_8_of_10_seeds() -> None:
+    """The README's command exactly (`--max-iterations 3 --min-iterations 3`, the embedded model's defaults), once
+    per `--seed` 0-9, its final answer checked by `datasets/email_rules.py::real_email` (greeting, the decline,
+    thanks, sign-off, the role or company, no debris, no echo of a prompt). Strict xfail: it fails the suite the
+    day it passes, so the README's figure gets updated."""
+    from reflection_graph.cli import GraphOptions, build_graph
+    from reflection_graph.settings import Settings
+
+    rules = _email_rules()
+    record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
+    finals = []
+    for seed in range(README_EMAIL_SEEDS):
+        options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
+        result = build_graph(options).invoke({"task": EMAIL_TASK})
+        assert result["iterations"] == 3 and result["stop_reason"] != "error", result.get("error")
+        finals.append(result["candidate"])
+    passed = [rules.real_email(record, text) for text in finals]
+    assert sum(passed) >= 8, [text for text, ok in zip(finals, passed, strict=True) if not ok]
