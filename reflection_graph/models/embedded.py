@@ -231,6 +231,9 @@ class EmbeddedChatModel(BaseChatModel):
         if args["seed"] is None:
             args["seed"] = int.from_bytes(os.urandom(4), "little")
         with loaded.lock:
+            # From an empty cache: a reused prefix is evaluated in other batches, which shifts the logits a
+            # little and so the sample too; the same prompt and seed must give the same text.
+            loaded.llama.reset()
             result: dict[str, Any] = loaded.llama.create_completion(prompt, grammar=grammar, **args)
         return result
 

