@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- fault 4: a lone surrogate must not abort its group commit -------------------------------------------------
-def test_lone_surrogate_task_does_not_lose_its_group(tmp_path: Path) -> None:
+def test_lone_surrogate_metadata_does_not_lose_its_group(tmp_path: Path) -> None:
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = [json.dumps({"id": f"r{i}", "task": f"task {i}"}) for i in range(12)]
-    lines[5] = '{"id": "bad", "task": "caf\\u00e9 \\ud800 lone surrogate"}'  # valid JSON, not valid UTF-8
+    lines[5] = (
+        '{"id": "bad", "task": "task 5", "note": "caf\\u00e9 \\ud800 lone"}'  # valid JSON, not valid UTF-8
+    )
     lines[6] = json.dumps({"id": "r6", "task": "café"}, ensure_ascii=False)
     in_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     graph = FakeGraph(delay=0.01)  # all 12 finish together, so their entries share one group commit
@@ -34,16 +36,41 @@ def test_lone_surrogate_task_does_not_lose_its_group(tmp_path: Path) -> None:
     assert (summary.ok, summary.error, summary.processed) == (12, 0, 12)
     entries = out_entries(out_path)
     assert [e["id"] for e in entries] == [f"r{i}" if i != 5 else "bad" for i in range(12)]
-    assert (
-        entries[5]["task"] == "café \ud800 lone surrogate" and entries[6]["task"] == "café"
-    )  # read back exactly, surrogate included
-    assert entries[5]["candidate"] == "draft for café \ud800 lone surrogate (revised)"
+    assert entries[5]["metadata"] == {"note": "café \ud800 lone"}  # read back exactly, surrogate included
+    assert entries[6]["task"] == "café"
     raw = out_path.read_text(encoding="utf-8").splitlines()
     assert "\\ud800" in raw[5] and "é" not in raw[5] and "é" in raw[6]  # only that entry is escaped
 
     graph.calls.clear()  # the rerun reads the file back and has nothing to redo
     again = run_batch(graph, in_path, out_path, progress=False)
     assert graph.calls == [] and (again.ok, again.skipped) == (12, 12)
+
+
+# -- issue 20, fault 9: a task no model can be sent is refused when the input is read --------------------------
+@pytest.mark.parametrize("field", ["task", "candidate", "context"])
+def test_lone_surrogate_in_a_graph_field_is_an_input_error_naming_field_and_position(
+    tmp_path: Path, field: str
+) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    bad = {"id": "bad", "task": "Write a poem.", field: "caf\u00e9 \ud800 rain"}  # "café " is 5 characters
+    in_path.write_text(
+        json.dumps({"id": "a", "task": "one"})
+        + "\n"
+        + json.dumps(bad)
+        + "\n"
+        + json.dumps({"id": "b", "task": "two"})
+        + "\n",
+        encoding="utf-8",
+    )
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, summary.errors_by_type) == (2, 1, {"input": 1})
+    assert sorted(graph.calls) == ["a", "b"]  # the bad record never reached the graph
+    entry = out_entries(out_path)[1]
+    assert entry["error_type"] == "input" and entry["line"] == 2
+    assert entry["error"].startswith(
+        f"line 2: `{field}` has a character with no UTF-8 form at position 5 (U+D800"
+    )
 
 
 def test_lone_surrogate_in_an_error_message_is_written(tmp_path: Path) -> None:
