@@ -27,7 +27,18 @@ _CHUNK = 65536
 
 
 class WriteError(OSError):
-    """A file could not be written whole; the one-line message names it (and the space needed, if full)."""
+    """A file could not be written whole; the one-line message names it (and the space needed, if full).
+
+    ``errno`` and ``filename`` are the failed write's; ``str()`` is the message alone.
+    """
+
+    def __init__(self, message: str, code: int | None = None, filename: str | None = None) -> None:
+        super().__init__(message)
+        self.errno = code  # type: ignore[assignment]
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def dumps(entry: Any, **kwargs: Any) -> str:
@@ -99,10 +110,7 @@ def _write_error(path: Path, needed: int, exc: OSError) -> WriteError:
         )
     else:
         message = f"cannot write {path}: {exc.strerror or exc}"
-    error = WriteError(message)
-    error.errno = exc.errno
-    error.filename = str(path)
-    return error
+    return WriteError(message, exc.errno, str(path))
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -218,7 +226,7 @@ class AppendLog:
 
     def _sync(self, lines: list[str]) -> None:
         if self._fd is None:
-            raise WriteError(f"cannot write {self._path}: the log is closed")
+            raise WriteError(f"cannot write {self._path}: the log is closed", None, str(self._path))
         _append(self._fd, self._path, "".join(lines).encode("utf-8"))
 
     async def _flush_loop(self) -> None:

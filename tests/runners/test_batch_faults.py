@@ -209,3 +209,14 @@ def test_lock_file_without_a_holder_is_taken_over(tmp_path: Path) -> None:
     lock_path(out_path).write_text(json.dumps({"pid": 999999, "host": "elsewhere", "started": "2020-01-01"}))
     summary = run_batch(FakeGraph(), in_path, out_path, progress=False)
     assert summary.ok == 2 and summary.stale_lock == "pid 999999 on host elsewhere, started 2020-01-01"
+
+
+# -- issue 20, fault 2: an append never glues onto a line a killed writer left torn --------------------------------
+def test_append_after_a_torn_tail_cuts_it_and_starts_a_whole_line(tmp_path: Path) -> None:
+    from reflection_graph.runners._jsonl import append_lines, read_objects
+
+    path = tmp_path / "scores.jsonl"
+    path.write_bytes(b'{"k": "a", "score": 1.0}\n{"k": "b", "sco')  # a kill in the middle of the second line
+    append_lines(path, ['{"k": "c", "score": 0.5}'])
+    assert path.read_bytes() == b'{"k": "a", "score": 1.0}\n{"k": "c", "score": 0.5}\n'
+    assert read_objects(path) == ([{"k": "a", "score": 1.0}, {"k": "c", "score": 0.5}], 0)
