@@ -220,3 +220,38 @@ def test_append_after_a_torn_tail_cuts_it_and_starts_a_whole_line(tmp_path: Path
     append_lines(path, ['{"k": "c", "score": 0.5}'])
     assert path.read_bytes() == b'{"k": "a", "score": 1.0}\n{"k": "c", "score": 0.5}\n'
     assert read_objects(path) == ([{"k": "a", "score": 1.0}, {"k": "c", "score": 0.5}], 0)
+
+
+# -- issue 20, fault 7: a line that is not UTF-8 is an error row naming it, never U+FFFD -------------------------
+BAD_UTF8 = b'{"id": "bad", "task": "caf\xe9 au lait"}\n'  # Latin-1 e-acute: byte 0xe9 is the 27th byte
+
+
+def test_invalid_utf8_line_is_an_input_error_and_the_others_run(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_bytes(b'{"id": "a", "task": "one"}\n' + BAD_UTF8 + b'{"id": "b", "task": "two"}\n')
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, summary.errors_by_type) == (2, 1, {"input": 1})
+    assert sorted(graph.calls) == ["a", "b"]
+    entries = out_entries(out_path)
+    assert [(e["id"], e["status"]) for e in entries] == [("a", "ok"), (2, "error"), ("b", "ok")]
+    assert entries[1]["error"] == "line 2: not valid UTF-8 (byte 0xe9 at column 27); save the file as UTF-8"
+    assert "\ufffd" not in out_path.read_text(encoding="utf-8")
+
+
+def test_invalid_utf8_line_in_eval_data_is_an_error_row_on_its_line(tmp_path: Path) -> None:
+    from reflection_graph.runners.eval import evaluate
+
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b'{"id": "a", "prompt": "one", "reference": "one"}\n' + BAD_UTF8)
+    report = evaluate(
+        data, out_dir=tmp_path / "o", graph=FakeGraph(), fields={"task": "prompt"}, progress=False, plot=False
+    )
+    assert (report.records, report.scored, report.errors_by_type) == (2, 1, {"input": 1})
+    rows = [json.loads(line) for line in (tmp_path / "o" / "rounds.jsonl").read_text().splitlines()]
+    assert rows[-1]["line"] == 2 and rows[-1]["error"].startswith(
+        "line 2: not valid UTF-8 (byte 0xe9 at column 27)"
+    )
+    assert (tmp_path / "o" / "input.jsonl").read_bytes().splitlines()[1] == BAD_UTF8.rstrip(
+        b"\n"
+    )  # kept as is
