@@ -21,12 +21,13 @@ seam tests replace with a fake); ``_options`` turns `Settings` into options; ``_
 from __future__ import annotations
 
 import sqlite3
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reflection_graph.cli._common import BadInput, _fail, app
+from reflection_graph.cli._common import BadInput, _fail, _job_errors, app
 from reflection_graph.critics.sandbox import Isolation, IsolationUnavailableError
 from reflection_graph.settings import Settings
 
@@ -213,6 +214,15 @@ def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = Fa
         )
     except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
         _fail(str(exc))
+
+
+@contextmanager
+def _batch_job(options: GraphOptions) -> Iterator[Any]:
+    """The graph of a `batch` or `eval` job, its persistence open while the job runs; errors end in one line."""
+    with ExitStack() as stack:
+        graph = _job_graph(options, stack)
+        with _job_errors():
+            yield graph
 
 
 def main() -> None:

@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import BadInput, GraphOptions, _job_graph
-from reflection_graph.cli._common import (
-    EXIT_FAILED,
-    _check_job_limits,
-    _fail,
-    _job_errors,
-    _OneLineErrors,
-    app,
-)
+from reflection_graph.cli import BadInput, GraphOptions, _batch_job
+from reflection_graph.cli._common import EXIT_FAILED, _check_job_limits, _fail, _OneLineErrors, app
 from reflection_graph.cli._options import _MODEL_OPTIONS, _PREFIX, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.settings import setting_fields
@@ -84,19 +76,17 @@ def batch(
         )  # fmt: skip
         _report_batch(summary, as_json)
         return
-    with ExitStack() as stack:
-        graph = _job_graph(options, stack)
-        with _job_errors():
-            summary = run_batch(
-                graph,
-                in_path,
-                out_path,
-                concurrency=concurrency,
-                timeout_s=timeout,
-                retries=retries,
-                progress=progress,
-                shard=shard_pair,
-            )
+    with _batch_job(options) as graph:
+        summary = run_batch(
+            graph,
+            in_path,
+            out_path,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            retries=retries,
+            progress=progress,
+            shard=shard_pair,
+        )
     _report_batch(summary, as_json)
 
 

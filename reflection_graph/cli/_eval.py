@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import GraphOptions, _job_graph
-from reflection_graph.cli._common import (
-    EXIT_FAILED,
-    _check_job_limits,
-    _fail,
-    _job_errors,
-    _OneLineErrors,
-    app,
-)
+from reflection_graph.cli import GraphOptions, _batch_job
+from reflection_graph.cli._common import EXIT_FAILED, _check_job_limits, _fail, _OneLineErrors, app
 from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
 from reflection_graph.cli._render import _print_eval
 
@@ -79,21 +71,19 @@ def eval_command(
         _fail(str(exc))
     built = _scorer(scorer, pass_mark, data)
     _same_runs(out, options, fields)
-    with ExitStack() as stack:
-        graph = _job_graph(options, stack)
-        with _job_errors():
-            report = evaluate(
-                data,
-                out_dir=out,
-                graph=graph,
-                scorer=built,
-                select=options.settings.select,
-                fields=fields,
-                concurrency=concurrency,
-                timeout_s=timeout,
-                retries=retries,
-                progress=progress,
-            )
+    with _batch_job(options) as graph:
+        report = evaluate(
+            data,
+            out_dir=out,
+            graph=graph,
+            scorer=built,
+            select=options.settings.select,
+            fields=fields,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            retries=retries,
+            progress=progress,
+        )
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
     else:

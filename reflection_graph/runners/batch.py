@@ -65,6 +65,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from typing_extensions import TypedDict, Unpack
+
 from reflection_graph.runners._jsonl import AppendLog, WriteError
 from reflection_graph.runners._lock import BatchLocked, OutputLock, lock_path
 from reflection_graph.runners._output import compact, error_entry, ok_entry, read_output
@@ -78,6 +80,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "BatchLocked",
+    "BatchOptions",
     "BatchRecord",
     "BatchSummary",
     "InputError",
@@ -328,34 +331,35 @@ async def _run_pending(
     return results
 
 
+class BatchOptions(TypedDict, total=False):
+    """The keyword options of `arun_batch` / `run_batch` (their defaults and meaning are `arun_batch`'s)."""
+
+    concurrency: int
+    timeout_s: float | None
+    retries: int
+    progress: bool
+    config: dict[str, Any] | None
+    shard: tuple[int, int] | None
+
+
 def run_batch(
     graph_or_factory: GraphOrFactory,
     in_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
-    *,
-    concurrency: int = 8,
-    timeout_s: float | None = None,
-    retries: int = 0,
-    progress: bool = True,
-    config: dict[str, Any] | None = None,
-    shard: tuple[int, int] | None = None,
+    **options: Unpack[BatchOptions],
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path``.
 
-    The synchronous wrapper of `arun_batch` (same arguments). It runs on an event loop of its own that it keeps
-    for later calls on the same thread (so cached async HTTP clients stay usable); call `arun_batch` instead from
-    code that is already inside a running loop.
+    The synchronous twin of `arun_batch`: the same arguments, with the same defaults. It runs on an event loop
+    of its own that it keeps for later calls on the same thread (so cached async HTTP clients stay usable); call
+    `arun_batch` instead from code that is already inside a running loop.
 
     Args:
         graph_or_factory: a compiled graph (anything with ``ainvoke``) or a zero-argument callable returning one.
         in_path: the JSONL input.
         out_path: the JSONL output; created if missing, resumed if present.
-        concurrency: at most this many records run at the same time (>= 1).
-        timeout_s: per-attempt time limit in seconds, or None.
-        retries: extra attempts within this run for a record that raised or timed out.
-        progress: show a progress bar on stderr.
-        config: a RunnableConfig passed to every ``ainvoke``.
-        shard: ``(I, N)`` to run only shard ``I`` of ``N`` (see `arun_batch`).
+        **options: `BatchOptions`: ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``config``,
+            ``shard`` (see `arun_batch`).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -365,20 +369,7 @@ def run_batch(
         summary = run_batch(graph, "in.jsonl", "out.jsonl", concurrency=4, timeout_s=120)
         ```
     """
-    return run_sync(
-        "run_batch",
-        arun_batch(
-            graph_or_factory,
-            in_path,
-            out_path,
-            concurrency=concurrency,
-            timeout_s=timeout_s,
-            retries=retries,
-            progress=progress,
-            config=config,
-            shard=shard,
-        ),
-    )
+    return run_sync("run_batch", arun_batch(graph_or_factory, in_path, out_path, **options))
 
 
 _THREAD_LOOPS = threading.local()

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import Required, TypedDict, Unpack
+
 from reflection_graph.runners import _report
 from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, read_lines
 from reflection_graph.runners._output import read_output
@@ -68,7 +70,7 @@ from reflection_graph.runners._rounds import (
 from reflection_graph.runners.batch import arun_batch, run_sync
 from reflection_graph.runners.scorers import Scorer, ScorerError, make_scorer
 
-__all__ = ["EvalReport", "RoundStats", "aevaluate", "evaluate"]
+__all__ = ["EvalOptions", "EvalReport", "RoundStats", "aevaluate", "evaluate"]
 
 _SCORER_PREFIX = "ScorerError: "
 
@@ -407,41 +409,36 @@ async def aevaluate(
     return report
 
 
+class EvalOptions(TypedDict, total=False):
+    """The keyword options of `aevaluate` / `evaluate` (their defaults and meaning are `aevaluate`'s)."""
+
+    out_dir: Required[str | os.PathLike[str]]
+    graph: Any
+    scorer: str | Scorer | Callable[[dict[str, Any], str], Any]
+    pass_mark: float | None
+    select: str
+    fields: Mapping[str, str] | None
+    concurrency: int
+    timeout_s: float | None
+    retries: int
+    progress: bool
+    plot: bool
+    config: dict[str, Any] | None
+
+
 def evaluate(
-    data: str | os.PathLike[str] | Sequence[Mapping[str, Any]],
-    *,
-    out_dir: str | os.PathLike[str],
-    graph: Any = None,
-    scorer: str | Scorer | Callable[[dict[str, Any], str], Any] = "contains",
-    pass_mark: float | None = None,
-    select: str = "best",
-    fields: Mapping[str, str] | None = None,
-    concurrency: int = 4,
-    timeout_s: float | None = None,
-    retries: int = 0,
-    progress: bool = True,
-    plot: bool = True,
-    config: dict[str, Any] | None = None,
+    data: str | os.PathLike[str] | Sequence[Mapping[str, Any]], **options: Unpack[EvalOptions]
 ) -> EvalReport:
     """Run a reflection graph over a dataset, score every round against ground truth, and report.
 
-    The synchronous twin of `aevaluate` (same arguments, see there); call `aevaluate` from inside an event loop
-    (a notebook cell can ``await aevaluate(...)``).
+    The synchronous twin of `aevaluate`: the same arguments, with the same defaults; call `aevaluate` from inside
+    an event loop (a notebook cell can ``await aevaluate(...)``).
 
     Args:
         data: a JSONL file of records, or the records themselves.
-        out_dir: where ``rounds.jsonl``, ``summary.csv``, ``gain.png`` and ``report.html`` go.
-        graph: a compiled graph or a factory; None: the default graph on the embedded model.
-        scorer: the ground truth (`contains` by default).
-        pass_mark: a score at or above it passes.
-        select: the graph's `select` setting.
-        fields: record keys taken from other fields, e.g. ``{"task": "prompt"}``.
-        concurrency: records run at once.
-        timeout_s: per-record time limit, or None.
-        retries: extra attempts for a failing record.
-        progress: show progress bars.
-        plot: draw ``gain.png``.
-        config: a RunnableConfig for every graph call.
+        **options: `EvalOptions`: ``out_dir`` (required: where ``rounds.jsonl``, ``summary.csv``, ``gain.png``
+            and ``report.html`` go), ``graph``, ``scorer``, ``pass_mark``, ``select``, ``fields``,
+            ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``plot``, ``config`` (see `aevaluate`).
 
     Returns:
         The `EvalReport`.
@@ -452,21 +449,4 @@ def evaluate(
         print(report.table())
         ```
     """
-    return run_sync(
-        "evaluate",
-        aevaluate(
-            data,
-            out_dir=out_dir,
-            graph=graph,
-            scorer=scorer,
-            pass_mark=pass_mark,
-            select=select,
-            fields=fields,
-            concurrency=concurrency,
-            timeout_s=timeout_s,
-            retries=retries,
-            progress=progress,
-            plot=plot,
-            config=config,
-        ),
-    )
+    return run_sync("evaluate", aevaluate(data, **options))
