@@ -67,7 +67,7 @@ from reflection_graph.runners._rounds import (
     rounds_of,
     score_record,
 )
-from reflection_graph.runners.batch import arun_batch, run_sync
+from reflection_graph.runners.batch import _resolve_graph, arun_batch, run_sync
 from reflection_graph.runners.scorers import Scorer, ScorerError, make_scorer
 
 __all__ = ["EvalOptions", "EvalReport", "RoundStats", "aevaluate", "evaluate"]
@@ -150,8 +150,7 @@ class _CheckedGraph:
 
     def _resolve(self) -> Any:
         if self._graph is None:
-            source = self._source
-            self._graph = source if hasattr(source, "ainvoke") else source()
+            self._graph = _resolve_graph(self._source)
         return self._graph
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
