@@ -14,6 +14,7 @@ from reflection_graph.cli import GraphOptions, _batch_job
 from reflection_graph.cli._common import EXIT_FAILED, _check_job_limits, _fail, _OneLineErrors, app
 from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
 from reflection_graph.cli._render import _print_eval
+from reflection_graph.runners._jsonl import atomic_write
 
 if TYPE_CHECKING:
     from reflection_graph.runners.scorers import Scorer
@@ -157,4 +158,4 @@ def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None
                 "use a new --out, or the same options to resume"
             )
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write(path, json.dumps(current, indent=2, sort_keys=True) + "\n")

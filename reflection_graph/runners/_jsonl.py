@@ -97,7 +97,8 @@ def read_objects(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], in
     return entries, dropped
 
 
-def _write_error(path: Path, needed: int, exc: OSError) -> WriteError:
+def write_error(path: Path, needed: int, exc: OSError) -> WriteError:
+    """The `WriteError` of a failed write of ``needed`` bytes to ``path`` (on a full disk: the space free)."""
     if exc.errno in _NO_SPACE:
         try:
             stats = os.statvfs(path.parent)
@@ -153,7 +154,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise _write_error(path, len(raw), exc) from None
+        raise write_error(path, len(raw), exc) from None
     fsync_dir(path.parent)
 
 
@@ -193,7 +194,7 @@ def _append(fd: int, path: Path, data: bytes) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, start)  # no torn line: back to the last whole line
-        raise _write_error(path, len(data), exc) from None
+        raise write_error(path, len(data), exc) from None
 
 
 def append_lines(path: Path, lines: Iterable[str]) -> None:

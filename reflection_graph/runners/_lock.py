@@ -10,6 +10,8 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
+from reflection_graph.runners._jsonl import write_error
+
 
 class BatchLocked(RuntimeError):
     """Another batch run holds the lock on the same output file (the message names it: pid, host, start)."""
@@ -82,9 +84,14 @@ class OutputLock:
             "host": socket.gethostname(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        os.fsync(fd)
+        data = json.dumps(info).encode()
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        except OSError as exc:  # a full disk: say so, naming the lock file
+            os.close(fd)
+            raise write_error(self.path, len(data), exc) from None
         self._fd = fd
 
     def release(self) -> None:

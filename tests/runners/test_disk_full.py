@@ -148,3 +148,24 @@ def test_eval_runs_file_on_a_full_disk_keeps_whole_lines(tmp_path: Path, small_f
         in_path, out_dir=out_dir, graph=FakeGraph(), scorer="contains", progress=False, plot=False
     )
     assert (report.records, report.scored, report.errors) == (80, 80, 0)
+
+
+def test_a_full_disk_before_the_run_starts_is_one_error_naming_the_file(
+    tmp_path: Path, small_fs: Path
+) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", small_fs / "out.jsonl"
+    _write_tasks(in_path, 3)
+    filler = small_fs / "filler"
+    with pytest.raises(OSError):  # fill every byte of the 64 KiB
+        with open(filler, "wb") as fh:
+            for _ in range(100):
+                fh.write(b"x" * 4096)
+                fh.flush()
+
+    with pytest.raises(WriteError, match=r"^cannot write .*out\.jsonl\.lock: no space left on its device \("):
+        run_batch(FakeGraph(), in_path, out_path, progress=False)
+    assert not out_path.exists() and _leftovers(small_fs) == []
+
+    filler.unlink()
+    summary = run_batch(FakeGraph(), in_path, out_path, progress=False)
+    assert (summary.ok, summary.error) == (3, 0)
