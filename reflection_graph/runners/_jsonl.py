@@ -252,8 +252,10 @@ class AppendLog:
             self._flusher = asyncio.create_task(self._flush_loop())
         await future
 
-    def close(self) -> None:
-        """Close the file (entries still pending fail with `WriteError`)."""
+    async def aclose(self) -> None:
+        """Wait for the writes under way (their thread must not outlive the file), then close the file."""
+        if self._flusher is not None:
+            await asyncio.gather(asyncio.shield(self._flusher), return_exceptions=True)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -326,7 +326,7 @@ async def _run_pending(
     try:
         await _gather_all([run_one(r) for r in pending])
     finally:
-        log.close()
+        await log.aclose()
         bar.stop()
     return results
 
