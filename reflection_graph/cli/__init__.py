@@ -230,5 +230,8 @@ def main() -> None:
     app()
 
 
-# the commands register themselves on `app`; they use what is defined above
-from reflection_graph.cli import _batch, _eval, _run  # noqa: E402, F401
+# the commands register themselves on `app`, in the order `--help` lists them; they use what is defined above
+from reflection_graph.cli import _run  # noqa: E402, F401
+
+# isort: split
+from reflection_graph.cli import _batch, _eval  # noqa: E402, F401
