@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from reflection_graph._nodes import validate_input
 from reflection_graph.runners._jsonl import read_lines, utf8_problem
 
 _RESERVED_KEYS = ("id", "task", "candidate", "context")
@@ -99,13 +100,6 @@ def _text_field(obj: dict[str, Any], name: str, line: int, *, required: bool = F
     if not isinstance(value, str):
         kind = "a string" if required else "a string or null"
         raise ValueError(f"line {line}: `{name}` must be {kind}, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:  # valid JSON ("\ud800"), but no model or HTTP client can send it
-        raise ValueError(
-            f"line {line}: `{name}` has a character with no UTF-8 form at position {exc.start} "
-            f"(U+{ord(value[exc.start]):04X}, a lone surrogate); replace it with valid Unicode text"
-        ) from None
     if required and not value.strip():
         raise ValueError(f"line {line}: `{name}` is empty")
     return value
@@ -132,7 +126,7 @@ def _parse_line(text: str, line: int) -> BatchRecord:
     record_id = _record_id(obj, line)
     task = _text_field(obj, "task", line, required=True)
     assert task is not None
-    return BatchRecord(
+    record = BatchRecord(
         id=record_id,
         line=line,
         task=task,
@@ -140,6 +134,11 @@ def _parse_line(text: str, line: int) -> BatchRecord:
         context=_text_field(obj, "context", line),
         metadata={k: v for k, v in obj.items() if k not in _RESERVED_KEYS},
     )
+    try:  # the graph's own check: what it would refuse (a lone surrogate, a task over its limit) never runs
+        validate_input(record.graph_input())
+    except ValueError as exc:
+        raise ValueError(f"line {line}: {exc}") from None
+    return record
 
 
 def _guess_id(text: str, line: int) -> str | int:
@@ -155,9 +154,9 @@ def _guess_id(text: str, line: int) -> str | int:
 def read_input(in_path: str | os.PathLike[str]) -> tuple[list[BatchRecord], list[InputError]]:
     """Parse ``IN`` into valid records and per-line input errors (never raises for bad lines).
 
-    A line that is not valid UTF-8, not JSON, not an object, has no non-empty string ``task``, has a text field
-    with no UTF-8 form (a lone surrogate), or repeats an earlier record's identity is an `InputError` naming its
-    line; the other lines are read as usual.
+    A line that is not valid UTF-8, not JSON, not an object, has no non-empty string ``task``, holds what the
+    graph's own input check refuses (a lone surrogate, a task over its length limit), or repeats an earlier
+    record's identity is an `InputError` naming its line; the other lines are read as usual.
 
     Args:
         in_path: the JSONL input file.

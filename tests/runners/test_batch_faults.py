@@ -68,8 +68,9 @@ def test_lone_surrogate_in_a_graph_field_is_an_input_error_naming_field_and_posi
     assert sorted(graph.calls) == ["a", "b"]  # the bad record never reached the graph
     entry = out_entries(out_path)[1]
     assert entry["error_type"] == "input" and entry["line"] == 2
-    assert entry["error"].startswith(
-        f"line 2: `{field}` has a character with no UTF-8 form at position 5 (U+D800"
+    assert entry["error"] == (
+        f"line 2: '{field}' has a character with no UTF-8 form at position 5 (U+D800, a lone surrogate); "
+        "pass valid Unicode text"
     )
 
 
@@ -255,3 +256,21 @@ def test_invalid_utf8_line_in_eval_data_is_an_error_row_on_its_line(tmp_path: Pa
     assert (tmp_path / "o" / "input.jsonl").read_bytes().splitlines()[1] == BAD_UTF8.rstrip(
         b"\n"
     )  # kept as is
+
+
+def test_a_task_over_the_graphs_limit_is_an_input_error_not_a_run(tmp_path: Path) -> None:
+    """Batch refuses what the graph's own input check refuses, by the same rule, before any record runs."""
+    from reflection_graph._nodes import MAX_TASK_CHARS
+
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    long_task = "x" * (MAX_TASK_CHARS + 1)
+    in_path.write_text(
+        json.dumps({"id": "long", "task": long_task}) + "\n" + json.dumps({"id": "ok", "task": "y"}) + "\n"
+    )
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, graph.calls) == (1, 1, ["ok"])
+    error = out_entries(out_path)[0]["error"]
+    assert error.startswith(
+        f"line 1: 'task' is {MAX_TASK_CHARS + 1:,} characters, over the {MAX_TASK_CHARS:,} limit"
+    )

@@ -241,6 +241,6 @@ def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Pat
     bad = entries[-1]
     assert (bad["status"], bad["error_type"], bad["line"]) == ("error", "input", 31)
     assert bad["error"] == (
-        "line 31: `task` has a character with no UTF-8 form at position 9 (U+D800, a lone surrogate); "
-        "replace it with valid Unicode text"
+        "line 31: 'task' has a character with no UTF-8 form at position 9 (U+D800, a lone surrogate); "
+        "pass valid Unicode text"
     )

@@ -584,7 +584,7 @@ def test_a_lone_surrogate_in_a_record_loses_nothing(tmp_path: Path) -> None:
     assert [(r["id"], r["line"]) for r in errors] == [("Q1", 1), ("Q3", 3)]
     position = len("[Q1] Name the capital city. ")  # 28: where the surrogate stands
     assert errors[0]["error"].startswith(
-        f"line 1: `task` has a character with no UTF-8 form at position {position}"
+        f"line 1: 'task' has a character with no UTF-8 form at position {position}"
     )
     assert len(rows) == 2 + 3 + 3 and {r["id"] for r in rows if r["status"] == "ok"} == {"Q2", "Q4"}
     notes = [json.loads(line).get("note") for line in (tmp_path / "input.jsonl").read_text().splitlines()]
