@@ -23,8 +23,8 @@ import pytest
 
 from reflection_graph.critics import CodeTestCritic, CommandCritic, IsolationUnavailableError
 from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critics.sandbox import _process as _sandbox
-from reflection_graph.critics.sandbox import run_sandboxed
+from reflection_graph.critics.sandbox import _isolation as _sandbox
+from reflection_graph.critics.sandbox import SandboxResult, run_sandboxed
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATED = ["required", "required-unshare"]
@@ -405,17 +405,19 @@ def test_network_connections_are_blocked(isolation: str) -> None:
 ENV_SPY = textwrap.dedent(
     """
     import os
-    FOUND = []
+    SEEN, FOUND = 0, []
     for pid in [str(os.getppid()), *os.listdir("/proc")]:
         try:
             with open(f"/proc/{pid}/environ", "rb") as handle:
-                FOUND.append(handle.read().decode("utf-8", "replace"))
+                text = handle.read().decode("utf-8", "replace")
+            SEEN += 1
+            FOUND += [item for item in text.split("\\0") if item.startswith("RG_FAKE_API_KEY=")]
         except (OSError, ValueError):
             pass
     def add(a, b):
         return a + b
     def report():
-        return [f"saw {len(FOUND)} environments"] + FOUND
+        return [f"saw {SEEN} environments"] + FOUND
     """
 )
 
@@ -534,7 +536,7 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     from reflection_graph.models.embedded import EmbeddedChatModel
     from tests.test_code_loop import CODE_GENERATE_PROMPT, CODE_REVISE_PROMPT
 
-    runs: list[_sandbox.SandboxResult] = []
+    runs: list[SandboxResult] = []
 
     def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
         runs.append(run_sandboxed(*args, **kwargs))
