@@ -23,8 +23,8 @@ import pytest
 
 from reflection_graph.critics import CodeTestCritic, CommandCritic, IsolationUnavailableError
 from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critics.sandbox import _isolation as _sandbox
 from reflection_graph.critics.sandbox import SandboxResult, run_sandboxed
+from reflection_graph.critics.sandbox import _isolation as _sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 ISOLATED = ["required", "required-unshare"]
