@@ -124,7 +124,7 @@ def _probe(backend: str) -> str | None:
     if shutil.which(backend) is None:
         return f"{backend} is not installed"
     plan = _validate({}, [sys.executable, "-I", "-S", "-c", "pass"], 20, None, None, None, 4096, 1, backend)
-    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
+    workdir = tempfile.mkdtemp(prefix="reflection-graph-probe-")
     try:
         proc = subprocess.run(
             _wrap(backend, workdir, plan, {"parent": os.getpid(), "workdir": workdir, "token": "probe"}),
