@@ -28,6 +28,8 @@ _cgroup_parent: list[str | None] = []  # probed once: the dir new pids cgroups a
 
 
 def _kill(pid: int, group: bool = False) -> None:
+    if pid <= 1 or pid == os.getpid():  # never 0 or -1 (our own group, or every process there is)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
 

@@ -216,16 +216,16 @@ def _members(procs: str | None, token: bytes) -> set[int]:
                         found.add(int(name))
             except OSError:
                 pass
-    found.discard(os.getpid())
-    return found
+    return {pid for pid in found if pid > 1 and pid != os.getpid()}
 
 
 def _clean_up(child: int, guard: dict) -> None:
     """The parent is gone: kill the command and everything of the run, then remove the run dir."""
-    try:
-        os.kill(child, signal.SIGKILL)
-    except OSError:
-        pass
+    if child > 0:  # never 0 or -1 (the group, or every process there is)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
     token = ("REFLECTION_GRAPH_SANDBOX_RUN=" + guard["token"]).encode()
     for _ in range(200):
         victims = _members(guard.get("cgroup"), token)
