@@ -34,6 +34,7 @@ import resource
 import shutil
 import signal
 import sys
+import time
 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
@@ -227,23 +228,23 @@ def _clean_up(child: int, guard: dict) -> None:
         except OSError:
             pass
     token = ("REFLECTION_GRAPH_SANDBOX_RUN=" + guard["token"]).encode()
-    for _ in range(200):
+    for attempt in range(100):
         victims = _members(guard.get("cgroup"), token)
-        if not victims:
-            break
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        try:
-            os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            pass
-    for _ in range(5):  # files the last writers were making while they were killed
+        while True:  # reap our own (a zombie child still counts as a member)
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
         shutil.rmtree(guard["workdir"], ignore_errors=True)
-        if not os.path.exists(guard["workdir"]):
+        if not victims and not os.path.exists(guard["workdir"]):
             break
+        time.sleep(0.01 * min(attempt, 10))
 
 
 def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
