@@ -21,6 +21,7 @@ import pytest
 from reflection_graph.critics.sandbox import _isolation, run_sandboxed
 from reflection_graph.critics.sandbox._kill import _PidsCgroup
 from tests.critics.test_hostile_code import ISOLATED, TESTS, _processes_with, isolation  # noqa: F401
+from tests.critics.test_tool_critic import _alive_with
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = [sys.executable, "-I", "main.py"]
@@ -42,20 +43,6 @@ def require_process_limit(isolation: str) -> None:  # noqa: F811
     pytest.skip(why)
 
 
-def _alive(mark: str) -> list[int]:
-    """Live (non-zombie) processes whose environment holds `mark`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if mark.encode() in (entry / "environ").read_bytes():
-                    if "State:\tZ" not in (entry / "status").read_text():
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def _gone_within(check, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while check() and time.monotonic() < deadline:
@@ -75,7 +62,7 @@ def test_a_fork_bomb_ends_at_the_timeout_and_leaves_no_process(isolation: str) -
     elapsed = time.monotonic() - start
     assert result.timed_out
     assert elapsed < 2 + 5, f"a fork bomb with timeout_s=2 took {elapsed:.1f}s"  # issue 20: 9-10 s before
-    assert _gone_within(lambda: _alive(mark), 5), "processes of the fork bomb survived the run"
+    assert _gone_within(lambda: _alive_with(mark), 5), "processes of the fork bomb survived the run"
     assert len(bytearray(10**6)) == 10**6 and subprocess.run(["true"], check=True).returncode == 0
 
 
@@ -111,7 +98,7 @@ def test_the_number_of_processes_is_bounded_by_max_processes(isolation: str) -> 
     )
     children = int(result.stdout.split()[0])
     assert 4 <= children < 16, result.stdout  # the command, its launcher(s) and supervisor count too
-    assert _gone_within(lambda: _alive(mark), 5)
+    assert _gone_within(lambda: _alive_with(mark), 5)
     with pytest.raises(ValueError, match="max_processes must be an int from 4"):
         run_sandboxed({"main.py": ""}, PY, max_processes=2)
 
