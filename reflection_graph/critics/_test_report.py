@@ -288,4 +288,6 @@ def _judge(
         feedback=feedback,
         findings=findings,
         verdict_source=verdict_source,
+        checks_passed=0 if zero else passed,
+        checks_total=max(total, 1),
     )

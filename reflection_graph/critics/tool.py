@@ -290,6 +290,8 @@ class CodeTestCritic(BaseCritic):
             score=0,
             feedback="The candidate contains no code to test.",
             findings=[finding],
+            checks_passed=0,
+            checks_total=max(1, len(self.test_names)),
         )
 
     def _interpret(
@@ -426,7 +428,13 @@ class CommandCritic(BaseCritic):
             suggestion = "Make the candidate need less memory to check."
         elif result.returncode == 0:
             return Critique(
-                issues=[], suggestions=[], is_acceptable=True, score=10, feedback="The check passed."
+                issues=[],
+                suggestions=[],
+                is_acceptable=True,
+                score=10,
+                feedback="The check passed.",
+                checks_passed=1,
+                checks_total=1,
             )
         else:
             output = _tail(result.stdout + "\n" + result.stderr) or "no output"
@@ -443,6 +451,8 @@ class CommandCritic(BaseCritic):
             score=0,
             feedback=finding.message,
             findings=[finding],
+            checks_passed=0,
+            checks_total=1,
         )
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
