@@ -331,10 +331,16 @@ class CodeTestCritic(BaseCritic):
             return self._no_code()
         job = self._job(code)
         ruff_job = self._ruff_job(code)
-        runs = [job.tests, job.candidate, ruff_job]
-        results = await asyncio.gather(*(_arun(r) for r in runs))
-        assert results[0] is not None
-        return self._interpret(results[0], results[1], results[2], job.secret)
+        # return_exceptions: on cancellation, wait until every run has killed its processes and removed its dir
+        results = await asyncio.gather(
+            *(_arun(r) for r in (job.tests, job.candidate, ruff_job)), return_exceptions=True
+        )
+        for outcome in results:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        tests, candidate, ruff = (r if isinstance(r, SandboxResult) else None for r in results)
+        assert tests is not None
+        return self._interpret(tests, candidate, ruff, job.secret)
 
 
 def _run(spec: dict[str, Any]) -> SandboxResult:

@@ -51,7 +51,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,9 +217,7 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
-        for fd in opened:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close(opened)
         if cgroup is not None:
             cgroup.remove()
         if workdir is not None:
@@ -348,10 +346,14 @@ def _owned_plan(
         )
         return dataclasses.replace(plan, backend=resolve_isolation(isolation))
     except BaseException:
-        for fd in (pass_fds or {}).values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _close((pass_fds or {}).values())
         raise
+
+
+def _close(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def run_sandboxed(
@@ -446,7 +448,13 @@ async def arun_sandboxed(
     args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
     loop = asyncio.get_running_loop()
     # the first call probes the backends (a subprocess each): keep that off the event loop too
-    plan = await loop.run_in_executor(_executor(), _owned_plan, files, argv, args, pass_fds, isolation)
+    prepared = loop.run_in_executor(_executor(), _owned_plan, files, argv, args, pass_fds, isolation)
+    try:
+        plan = await asyncio.shield(prepared)
+    except asyncio.CancelledError:  # not started: the descriptors it owns are closed all the same
+        with contextlib.suppress(BaseException):
+            _close((await prepared).pass_fds.values())
+        raise
     cancel = threading.Event()
     task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
     try:
