@@ -272,3 +272,11 @@ def test_real_embedder_concurrent_saves_and_async_search_on_sqlite(
         assert found and {lesson.text for lesson in found} <= {f"Lesson 3.{j}." for j in range(3)}
     finally:
         store.conn.close()
+
+
+def test_memory_all_is_sorted_and_importable() -> None:
+    import reflection_graph.memory as memory_package
+
+    names = memory_package.__all__
+    assert names == sorted(names, key=lambda n: (n[0].islower(), n))
+    assert all(getattr(memory_package, name) is not None for name in names)
