@@ -17,6 +17,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, Item
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 
 from reflection_graph.memory import (
     E5SmallEmbeddings,
@@ -172,11 +173,18 @@ def e5_store(request: pytest.FixtureRequest, tmp_path: Path, e5: E5SmallEmbeddin
     if request.param == "memory":
         yield InMemoryStore(index=semantic_index(e5))
     else:
-        store = sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+        store = _e5_sqlite(tmp_path, e5)
         try:
             yield store
         finally:
             store.conn.close()
+
+
+def _e5_sqlite(tmp_path: Path, e5: E5SmallEmbeddings) -> SqliteStore:
+    try:
+        return sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+    except ImportError as exc:  # a sqlite3 without extension loading and no pysqlite3 wheel for this platform
+        pytest.skip(str(exc))
 
 
 def _paraphrases() -> list[dict[str, object]]:
@@ -251,7 +259,7 @@ def test_real_embedder_concurrent_saves_and_async_search_on_sqlite(
     import asyncio
     import concurrent.futures
 
-    store = sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+    store = _e5_sqlite(tmp_path, e5)
     try:
         memory = ReflexionMemory(store, embeddings=e5)
         topics = [
