@@ -362,7 +362,7 @@ class _LiveRenderer:
         if node == "generate":  # the round's candidates (`rg_pending`): drafted, revised or given
             pending = update.get("rg_pending")
             samples = pending.get("samples") if isinstance(pending, dict) else None
-            if samples and isinstance(samples[0].get("candidate"), str):
+            if pending and samples and isinstance(samples[0].get("candidate"), str):
                 title = "given candidate" if pending.get("job") == "glean" else None
                 self._draft(samples[0]["candidate"], self.round + 1, title=title)
         elif node == "critique":
