@@ -20,29 +20,28 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import difflib
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-from pydantic import BaseModel
 
 from reflection_graph import _rules
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage, track_usage
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critique import Critique, parse_critique
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -54,7 +53,7 @@ from reflection_graph.prompts import (
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, ReflectionState, Round, RouteReads
 
-__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
+__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "make_nodes", "review"]
 
 MAX_TASK_CHARS = 200_000
 _ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
@@ -116,21 +115,6 @@ def _text(message: Any) -> str:
 
 def _nonempty(message: Any) -> bool:
     return bool(_text(message))
-
-
-def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
-    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
-    merged: dict[str, Any] = dict(config or {})
-    callbacks = merged.get("callbacks")
-    if callbacks is None:
-        merged["callbacks"] = [counter]
-    elif isinstance(callbacks, list):
-        merged["callbacks"] = [*callbacks, counter]
-    else:
-        manager = callbacks.copy()
-        manager.add_handler(counter, inherit=True)
-        merged["callbacks"] = manager
-    return cast(RunnableConfig, merged)
 
 
 def _diff(previous: str | None, current: str) -> str:
@@ -384,65 +368,6 @@ def _request(state: Mapping[str, Any], settings: Settings, candidate: str) -> Cr
         score_threshold=settings.score_threshold,
         history=history,
     )
-
-
-def _checked(critic: Critic, result: Any) -> Critique:
-    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
-    if isinstance(result, Critique):
-        return result
-    if isinstance(result, (Mapping, BaseModel)):
-        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
-    name = getattr(critic, "name", type(critic).__name__)
-    raise TypeError(
-        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
-        "reflection_graph.Critique(...) from critique()/acritique()"
-    )
-
-
-def _metered(critic: Any) -> bool:
-    """True when every model call of `critic` goes through the package's call layer (its own critics, also
-    inside a composite); any other critic is measured with a callback."""
-    if not type(critic).__module__.startswith("reflection_graph."):
-        return False
-    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
-
-
-Judged = tuple[Critique | None, RoleUsage, BaseException | None]
-
-
-def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, critic.critique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-async def ajudge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """Async twin of `judge`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, await critic.acritique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-def _callback(critic: Any) -> Any:
-    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
-    return contextlib.nullcontext() if _metered(critic) else track_usage()
-
-
-def _usage_of(meter: Any, counter: Any) -> RoleUsage:
-    if counter is None:
-        return cast(RoleUsage, meter.usage)
-    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
 
 
 def _to_judge(
