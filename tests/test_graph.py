@@ -445,7 +445,7 @@ _SANDBOXES = "reflection-graph-sandbox-*"
 
 
 def _sandbox_dirs() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob(_SANDBOXES))
+    return set(Path(tempfile.gettempdir()).glob(_SANDBOXES))  # this test's own temp dir (see below)
 
 
 def _processes_in(dirs: set[Path]) -> list[int]:
@@ -461,8 +461,12 @@ def _processes_in(dirs: set[Path]) -> list[int]:
     return found
 
 
-def test_cancelling_ainvoke_while_a_test_critic_runs_leaves_no_process_or_directory() -> None:
+def test_cancelling_ainvoke_while_a_test_critic_runs_leaves_no_process_or_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from reflection_graph.critics import CodeTestCritic
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # other jobs' sandboxes stay out of the count
 
     tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
     sleepy = "```python\nimport time\ntime.sleep(60)\n\n\ndef add(a, b):\n    return a + b\n```"
