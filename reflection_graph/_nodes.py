@@ -182,6 +182,8 @@ class _Plan:
     prompts: tuple[str, ...]
     """What a candidate must not echo (the task and the system messages; none for code)."""
     last: bool = False
+    feedback_used: bool = False
+    """A reviewer's words went into this revision (and are cleared once used)."""
     """Self-Refine's one refine: no critique follows."""
 
 
@@ -240,7 +242,8 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
     assert model is not None
     last = job == "revise" and settings.strategy == "self_refine"
     finish = _finisher(settings, state, role)
-    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last)
+    used = job == "revise" and bool(state.get("rg_feedback"))
+    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last, used)
 
 
 def _code_messages(
@@ -292,6 +295,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
     if plan.last:
         update["stop_reason"] = "max_iterations"  # Self-Refine returns its one refine without a critique
+    if plan.feedback_used:
+        update["rg_feedback"] = None
     return update
 
 

@@ -356,6 +356,21 @@ def test_human_review_interrupt_and_resume() -> None:
     assert len(crit.received) == 2  # resuming did not call the critic again
 
 
+def test_a_reviewers_feedback_reaches_only_the_next_revision() -> None:
+    gen = RecordingChatModel(replies=[numbered_drafts()])
+    crit = FakeCriticModel(
+        critiques=[critique(3, issues=["a"]), critique(4, issues=["b"]), critique(5, issues=["c"])]
+    )
+    graph = create_reflection_graph(
+        gen, critic=crit, human_review=True, checkpointer=InMemorySaver(), max_iterations=5
+    )
+    cfg = {"configurable": {"thread_id": "review-once"}}
+    graph.invoke({"task": "t"}, cfg)
+    graph.invoke(Command(resume={"feedback": "use a warmer tone"}), cfg)
+    graph.invoke(Command(resume={"accept": False}), cfg)  # no new words from the reviewer this time
+    assert "warmer tone" in gen.prompts[1] and "warmer tone" not in gen.prompts[2]
+
+
 def test_min_iterations_runs_a_fixed_number_of_rounds() -> None:
     graph, gen, crit = make([critique(10, ok=True, issues=[])], max_iterations=3, min_iterations=3)
     result = graph.invoke({"task": "t"})
