@@ -326,6 +326,11 @@ def _lessons_text(setup: Setup, lessons: Any) -> str:
     return str(setup.memory.format_lessons(lessons)) if lessons else ""
 
 
+def _recalls(setup: Setup, job: Job) -> bool:
+    """A draft reads the lessons of earlier similar tasks when memory is on."""
+    return job == "draft" and setup.memory is not None
+
+
 def _generate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
@@ -333,10 +338,9 @@ def _generate(
     job = _start(setup, state, runtime)
     if isinstance(job, dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
-        lessons = _lessons_text(setup, setup.memory.search(state["task"], store=setup.memory_store(runtime)))
-    plan = _plan(setup, state, runtime, job, lessons)
+    store = setup.memory_store(runtime)
+    found = setup.memory.search(state["task"], store=store) if _recalls(setup, job) else None
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
     if plan.count == 1:
         return _generated(plan, [_sample_sync(plan, config, 0)])
     with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:
@@ -347,17 +351,14 @@ async def _agenerate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_generate`: the samples run concurrently."""
-    job = _start(setup, state, runtime)
-    if isinstance(job, dict):
+    if isinstance(job := _start(setup, state, runtime), dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
+    found = None
+    if _recalls(setup, job):
         found = await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
-        lessons = _lessons_text(setup, found)
-    plan = _plan(setup, state, runtime, job, lessons)
-    return _generated(
-        plan, await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
-    )
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
+    samples = await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
+    return _generated(plan, samples)
 
 
 # ------------------------------------------------------------------------------------------------ critique
@@ -585,30 +586,34 @@ def _finalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Save this run's lessons (when memory is on) and build the outputs."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
+    failure: Exception | None = None
+    try:
+        if lessons:
             setup.memory.save(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    except Exception as exc:  # never lose the run's answer for a lesson
+        failure = exc
+    return _finalized(setup, state, runtime, failure)
 
 
 async def _afinalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_finalize`."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
-            await setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    saving = (
+        setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime)) if lessons else None
+    )
+    results = await asyncio.gather(*([saving] if saving else []), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, Exception)), None)
+    return _finalized(setup, state, runtime, failure)
+
+
+def _finalized(
+    setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], failure: Exception | None
+) -> dict[str, Any]:
+    problem = f"memory save failed: {type(failure).__name__}: {failure}" if failure else None
+    return _outputs(setup.for_run(runtime)[0], state, problem)
 
 
 # ------------------------------------------------------------------------------------------------- router
