@@ -209,7 +209,7 @@ def _members(procs: str | None, token: bytes) -> set[int]:
                 found = {int(p) for p in handle.read().split()}
         except (OSError, ValueError):
             pass
-    for name in os.listdir("/proc"):
+    for name in os.listdir("/proc") if os.path.isdir("/proc/self") else ():
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/environ", "rb") as handle:
@@ -261,7 +261,8 @@ def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
 
     signal.signal(signal.SIGTERM, parent_gone)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which ends the run itself
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if sys.platform.startswith("linux"):  # elsewhere only the parent's own clean-up ends the run
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     child = -1
     try:
         if os.getppid() != guard["parent"]:  # the parent died before the request above
