@@ -516,3 +516,14 @@ def test_values_exceptions_and_in_place_changes_cross_between_the_processes() ->
 def test_tests_that_need_the_candidates_objects_run_in_process_and_say_why(tests: str, why: str) -> None:
     critic = CodeTestCritic(tests)
     assert critic.verdict_source == "in-process" and why in str(critic.why_in_process)
+
+
+async def test_more_concurrent_critiques_than_pool_workers_all_finish() -> None:
+    """The candidate and its checker run as one group on one worker: with more critiques than workers, none waits
+    for a checker stuck behind other candidates in the queue (they would all time out)."""
+    from reflection_graph.critics.sandbox._process import _executor
+
+    critic = CodeTestCritic(TESTS, timeout_s=60)
+    count = _executor()._max_workers + 3
+    results = await asyncio.gather(*(critic.acritique(request(GOOD)) for _ in range(count)))
+    assert [r.is_acceptable for r in results] == [True] * count
