@@ -152,9 +152,9 @@ class CodeTestCritic(BaseCritic):
         IsolationUnavailableError: `isolation="required"` where this OS cannot isolate generated code.
 
     Example:
-        >>> critic = CodeTestCritic("def check(candidate):\n    assert candidate(2, 2) == 4\n", entry_point="add")
+        >>> critic = CodeTestCritic("def check(candidate):\\n    assert candidate(2, 2) == 4\\n", entry_point="add")
         >>> from reflection_graph.critics.base import CritiqueRequest
-        >>> verdict = critic.critique(CritiqueRequest(task="add", candidate="def add(a, b):\n    return a + b"))
+        >>> verdict = critic.critique(CritiqueRequest(task="add", candidate="def add(a, b):\\n    return a + b"))
         >>> verdict.is_acceptable, verdict.verdict_source
         (True, 'outside')
     """
