@@ -245,6 +245,23 @@ def _clean_up(child: int, guard: dict) -> None:
         if not victims and not os.path.exists(guard["workdir"]):
             break
         time.sleep(0.01 * min(attempt, 10))
+    if guard.get("cgroup"):
+        _leave_cgroup(os.path.dirname(guard["cgroup"]))
+
+
+def _leave_cgroup(cgroup: str) -> None:
+    """Move to the parent cgroup and remove the run's (empty by now, but for stragglers being reaped)."""
+    try:
+        with open(os.path.join(os.path.dirname(cgroup), "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write(str(os.getpid()))
+    except OSError:
+        return
+    for _ in range(50):
+        try:
+            os.rmdir(cgroup)
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
