@@ -304,8 +304,8 @@ README_EMAIL_SEEDS = 10
 @pytest.mark.timeout(1800)
 @pytest.mark.xfail(
     strict=True,
-    reason="not met: bench/bench_embedded.py --seeds 10 measured FIGURE real emails of 10 with these prompts; the "
-    "270M base model declines in about a quarter of its drafts and its likelihood judge cannot tell which do",
+    reason="not met: bench/bench_embedded.py --seeds 10 measured 1 real email of 10 with these prompts; the 270M "
+    "base model writes email-shaped text but rarely declines, and its likelihood judge cannot tell which drafts do",
 )
 def test_the_readme_command_ends_on_a_real_email_in_8_of_10_seeds() -> None:
     """The README's command exactly (`--max-iterations 3 --min-iterations 3`, the embedded model's defaults), once
