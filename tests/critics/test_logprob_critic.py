@@ -13,7 +13,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from reflection_graph.critics import CritiqueRequest, LLMCritic, LogprobCritic
-from reflection_graph.critics.probability import A_MID, A_SCALE, V_MID, V_SCALE
 from reflection_graph.graph import _as_critic
 from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.settings import Settings
@@ -72,31 +71,40 @@ def _request(candidate: str = "The capital of France is Paris.") -> CritiqueRequ
     return CritiqueRequest(task="What is the capital of France?", candidate=candidate)
 
 
-def _logit(p: float) -> float:
-    return math.log(p) - math.log(1 - p)
-
-
 # -- the verdict and score math ---------------------------------------------------------------------------------
+
+
+# Expected values worked out by hand from the figures the module documents (datasets/pairs.jsonl's spread:
+# verdict mid 0.38 and scale 0.51, answer mid -1.70 and scale 1.33, bar 0.55), and the score through a second
+# formula, 10 * sigmoid(2x) = 5 * (1 + tanh(x)); nothing is read from the implementation's constants, so a changed
+# constant or formula fails here.
 
 
 def test_score_is_a_sigmoid_of_the_standardized_verdict_logit() -> None:
     critic = LogprobCritic(LogprobModel(), accept_at=0.5)
-    p = 0.8
-    verdict = critic.verdict({" Yes": math.log(p), " No": math.log(1 - p)})
-    z = (_logit(p) - V_MID) / V_SCALE
-    assert verdict.p_yes == pytest.approx(p)
-    assert verdict.z == pytest.approx(z)
-    assert verdict.score == pytest.approx(10 / (1 + math.exp(-2 * (z - 0.5))))
-    assert verdict.accepted is (z >= 0.5)
+    # P(Yes) = 0.8: v = ln(0.8 / 0.2) = ln 4 = 1.386294; z = (1.386294 - 0.38) / 0.51 = 1.973126;
+    # score = 5 * (1 + tanh(1.973126 - 0.5)) = 5 * (1 + 0.900172) = 9.50086
+    verdict = critic.verdict({" Yes": math.log(0.8), " No": math.log(0.2)})
+    assert verdict.p_yes == pytest.approx(0.8)
+    assert verdict.z == pytest.approx(1.973126, abs=1e-6)
+    assert verdict.score == pytest.approx(9.50086, abs=1e-4) and verdict.accepted is True
+    # P(Yes) = 0.5: v = 0; z = -0.38 / 0.51 = -0.745098; score = 5 * (1 + tanh(-1.245098)) = 0.76548
+    even = critic.verdict({" Yes": math.log(0.5), " No": math.log(0.5)})
+    assert even.z == pytest.approx(-0.745098, abs=1e-6)
+    assert even.score == pytest.approx(0.76548, abs=1e-4) and even.accepted is False
 
 
 def test_the_answer_likelihood_is_averaged_in_after_standardizing() -> None:
-    critic = LogprobCritic(LogprobModel())
+    critic = LogprobCritic(LogprobModel())  # the default bar, 0.55
     top = {" Yes": math.log(0.6), " No": math.log(0.4)}
-    zv = (_logit(0.6) - V_MID) / V_SCALE
+    # verdict: (ln 1.5 - 0.38) / 0.51 = (0.405465 - 0.38) / 0.51 = 0.049932
+    # answer -0.5: (-0.5 + 1.70) / 1.33 = 0.902256; z = (0.049932 + 0.902256) / 2 = 0.476094 (< 0.55: rejected)
+    # answer -4.0: (-4.0 + 1.70) / 1.33 = -1.729323; z = (0.049932 - 1.729323) / 2 = -0.839696
     likely, unlikely = critic.verdict(top, -0.5), critic.verdict(top, -4.0)
-    assert likely.z == pytest.approx((zv + (-0.5 - A_MID) / A_SCALE) / 2)
-    assert likely.score > unlikely.score
+    assert likely.z == pytest.approx(0.476094, abs=1e-6) and likely.accepted is False
+    assert likely.score == pytest.approx(5 * (1 + math.tanh(0.476094 - 0.55)), abs=1e-5)  # 4.63114
+    assert unlikely.z == pytest.approx(-0.839696, abs=1e-6)
+    assert unlikely.score == pytest.approx(0.58448, abs=1e-4)
     assert likely.answer_logprob == -0.5
 
 
