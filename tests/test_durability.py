@@ -54,7 +54,8 @@ def wait_for_call(proc: subprocess.Popen[str], markers: Path, role: str, n: int,
 
 def wait_for_checkpoint(backend: str, conn: str, thread: str, candidate: str, timeout: float = 90) -> None:
     """Poll the checkpointer until the thread's latest checkpoint holds `candidate` (written in the background by
-    LangGraph while the next node runs): a deadline, not a guess of how long the write takes."""
+    LangGraph while the next node runs): a deadline, not a guess of how long the write takes. The text is looked
+    for in all the checkpoint's values, whichever state key holds a draft not judged yet."""
     if backend == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -68,7 +69,7 @@ def wait_for_checkpoint(backend: str, conn: str, thread: str, candidate: str, ti
     with saver_cm as saver:
         while time.monotonic() < deadline:
             latest = saver.get_tuple(config)  # type: ignore[arg-type]
-            if latest is not None and latest.checkpoint["channel_values"].get("candidate") == candidate:
+            if latest is not None and repr(candidate) in repr(latest.checkpoint["channel_values"]):
                 return
             time.sleep(0.05)
     pytest.fail(f"no checkpoint with candidate {candidate!r} within {timeout}s")
