@@ -28,6 +28,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 
 __all__ = [
+    "CODE_STOP",
     "Stub",
     "code_messages",
     "docstring_tests",
@@ -48,9 +49,13 @@ EXAMPLE = '''def word_lengths(text: str) -> list:
         lengths.append(len(word))
     return lengths
 '''
-"""A solved stub shown before the task's stub: a base model then writes a body, not a comment or a TODO."""
+"""A solved stub shown before the stub in a revision prompt, so a base model writes a body there, not a comment.
+The first draft gets no example: it is the plain completion of the stub."""
 
-DRAFT_HEADER = "# Complete the function below. Reply with the code only.\n"
+CODE_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
+"""The usual stop sequences of a code completion (HumanEval's): a base model that has finished the function
+starts the next top-level statement."""
+
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 _ISSUES_SHOWN = 4
 _ISSUE_CHARS = 300
@@ -141,25 +146,27 @@ def code_messages(
 ) -> list[BaseMessage] | None:
     """Completion-style messages that end with the task's stub (None when the task holds no stub).
 
-    A draft gets the stub alone (under a one-line instruction, written as a comment); a revision also gets the
-    previous code and the critique's issues (the failing tests), as comments above the stub.
+    A draft is the plain completion of the stub: the prompt is the stub's source alone (with the newline that
+    ends its docstring), exactly what a raw completion of the stub sees, so a first draft at temperature 0 is the
+    model's own greedy completion (`context`, when given, comes first as comments). A revision gets a solved
+    example, the previous code and the critique's issues (the failing tests) as comments above the stub.
     """
     stub = find_stub(task, entry_point)
     if stub is None:
         return None
-    parts = [] if stub.name == "word_lengths" else ["# An example of a completed function:\n" + EXAMPLE]
-    if context:
-        parts.append("# Context:\n" + _comment(context) + "\n")
+    given = "# Context:\n" + _comment(context) + "\n\n" if context else ""
     if candidate is None:
-        parts.append(DRAFT_HEADER)
-    else:
-        parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
-        issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
-        if not issues and (critique or {}).get("feedback"):
-            issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
-        if issues:
-            parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
-        parts.append("# Corrected version:\n")
+        return [HumanMessage(given + stub.source + "\n")]
+    parts = [] if stub.name == "word_lengths" else ["# An example of a completed function:\n" + EXAMPLE]
+    if given:
+        parts.append(given)
+    parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
+    issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
+    if not issues and (critique or {}).get("feedback"):
+        issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
+    if issues:
+        parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
+    parts.append("# Corrected version:\n")
     parts.append(stub.source + "\n")
     return [HumanMessage("\n".join(parts))]
 

@@ -140,8 +140,10 @@ def _diff(previous: str | None, current: str) -> str:
 
 
 def _sampler(model: BaseChatModel, index: int, count: int) -> BaseChatModel:
-    """Sample `index` of `count`: a distinct seed and a temperature > 0 where the model has those fields."""
-    if count == 1:
+    """Sample `index` of `count`: the first is the model as configured (at temperature 0: its greedy answer, so a
+    first draft is what a plain call gives); the others get a distinct seed (the model's + index) and a temperature
+    of at least `SAMPLE_TEMPERATURE` where the model has those fields."""
+    if count == 1 or index == 0:
         return model
     fields = type(model).model_fields
     update: dict[str, Any] = {}

@@ -68,7 +68,9 @@ def test_best_of_n_drafts_keeps_the_best_and_records_every_sample(mode: str) -> 
     first = result["trajectory"][0]
     samples = first["samples"]
     assert [s["candidate"] for s in samples] == [
-        f"sample seed={10 + i} t=0.7" for i in range(3)
+        "sample seed=10 t=0.0",  # the first is the model's own (greedy) call, as a plain call would give
+        "sample seed=11 t=0.7",
+        "sample seed=12 t=0.7",
     ]  # distinct seeds
     assert [s["score"] for s in samples] == [3.0, 8.0, 5.0]
     assert first["candidate"] == result["candidate"] == "sample seed=11 t=0.7" and first["score"] == 8.0
@@ -115,7 +117,7 @@ def test_with_a_threshold_the_async_search_cancels_the_critiques_still_running()
         create_reflection_graph(gen, critic=crit, n_drafts=4, score_threshold=8).ainvoke({"task": "t"})
     )
     assert time.monotonic() - start < 1.5
-    assert result["stop_reason"] == "accepted" and result["candidate"] == "sample seed=0 t=0.7"
+    assert result["stop_reason"] == "accepted" and result["candidate"] == "sample seed=0 t=0.0"
 
 
 def test_n_drafts_run_concurrently() -> None:
