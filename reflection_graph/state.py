@@ -94,3 +94,5 @@ class ReflectionState(InputState, OutputState, total=False):
 
     rg_pending: list[dict[str, Any]]
     rg_revisions: int
+    rg_expanded: list[str]
+    """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
