@@ -153,3 +153,124 @@ def ceiling(
     count = max(len(problems), 1)
     out["tokens"] = {n: round(t / count) for n, t in out["tokens"].items()}
     return out
+
+
+COMPLETIONS = CACHE_DIR / "completions.jsonl"
+
+
+def _call_key(prompt: str, params: dict[str, Any]) -> str:
+    fields = {k: params[k] for k in ("temperature", "seed", "max_tokens", "top_p", "top_k", "min_p")}
+    fields["repeat_penalty"] = params["repeat_penalty"]
+    fields["stop"] = sorted(params["stop"])
+    return hashlib.sha256((prompt + json.dumps(fields, sort_keys=True)).encode()).hexdigest()
+
+
+class Replay:
+    """llama.cpp calls already made, by prompt and settings: the raw samples (a loop's drafts are the same calls)
+    and every completion made by an earlier run of this bench (bench/.cache/completions.jsonl)."""
+
+    def __init__(self, problems: Sequence[dict[str, Any]], rows: dict[str, dict[str, Any]]) -> None:
+        import _samples
+
+        self.lock = threading.Lock()
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.hits = self.misses = 0
+        for problem in problems:
+            row = rows.get(problem["task_id"])
+            for call in [row["greedy"], *row["samples"]] if row else []:
+                temperature = 0.0 if call is row["greedy"] else row["temperature"]
+                params = _samples.sampling(temperature, call["seed"])
+                self.calls[_call_key(problem["prompt"], params)] = call
+        if COMPLETIONS.exists():
+            for line in COMPLETIONS.read_text().splitlines():
+                if line.strip():
+                    entry = json.loads(line)
+                    self.calls[entry["key"]] = entry["call"]
+
+    def get(self, prompt: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        with self.lock:
+            call = self.calls.get(_call_key(prompt, params))
+            self.hits += call is not None
+            self.misses += call is None
+            return call
+
+    def put(self, prompt: str, params: dict[str, Any], call: dict[str, Any]) -> None:
+        key = _call_key(prompt, params)
+        with self.lock:
+            self.calls[key] = call
+            COMPLETIONS.parent.mkdir(parents=True, exist_ok=True)
+            with COMPLETIONS.open("a") as out:
+                out.write(json.dumps({"key": key, "call": call}) + "\n")
+
+
+def replay_model(replay: Replay, threads: int = 1) -> Any:
+    """The embedded model (temperature 0, the bench's token budget and code stops) whose llama.cpp calls are
+    served from `replay` when the very same call (prompt and settings) was made before."""
+    import _samples
+
+    from reflection_graph._code import CODE_STOP
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    class ReplayModel(EmbeddedChatModel):
+        def _complete(
+            self, loaded: Any, prompt: str, params: dict[str, Any], grammar: Any = None
+        ) -> dict[str, Any]:
+            call = replay.get(prompt, params) if grammar is None else None
+            if call is None:
+                result = super()._complete(loaded, prompt, params, grammar)
+                choice = result["choices"][0]
+                call = {
+                    "seed": params["seed"],
+                    "text": choice["text"],
+                    "finish": choice.get("finish_reason"),
+                    "completion_tokens": int(result["usage"]["completion_tokens"]),
+                    "prompt_tokens": int(result["usage"]["prompt_tokens"]),
+                }
+                if grammar is None:
+                    replay.put(prompt, params, call)
+            usage = {
+                "prompt_tokens": call["prompt_tokens"],
+                "completion_tokens": call["completion_tokens"],
+                "total_tokens": call["prompt_tokens"] + call["completion_tokens"],
+            }
+            return {"choices": [{"text": call["text"], "finish_reason": call["finish"]}], "usage": usage}
+
+    return ReplayModel(
+        temperature=0.0, seed=0, max_tokens=_samples.MAX_TOKENS, stop=list(CODE_STOP), n_threads=threads
+    )
+
+
+def run_graph(
+    problems: Sequence[dict[str, Any]], model: Any, judge: Judge, label: str, **settings: Any
+) -> dict[str, Any]:
+    """One reflection graph per problem (focus code, judged by the visible tests), the answer judged on the hidden
+    tests. Problems whose docstring has no example the package can read get a single greedy draft."""
+    import sys
+
+    from reflection_graph import create_reflection_graph
+
+    out: dict[str, Any] = {"solved": 0, "first": 0, "tokens": 0, "per_problem": {}}
+    for problem in problems:
+        critic = visible_critic(problem)
+        options = dict(settings) if critic is not None else {"n_drafts": 1, "max_iterations": 1}
+        graph = create_reflection_graph(model, critic=critic, focus="code", **options)
+        result = graph.invoke({"task": problem["prompt"]})
+        first_round = result["trajectory"][0]
+        first = (first_round.get("samples") or [first_round])[0]["candidate"]
+        solved, first_ok = judge.solves(problem, result["candidate"]), judge.solves(problem, first)
+        out["solved"] += solved
+        out["first"] += first_ok
+        out["tokens"] += int(result["usage"]["total"]["total_tokens"])
+        out["per_problem"][problem["task_id"]] = {
+            "solved": solved,
+            "first": first_ok,
+            "rounds": result["iterations"],
+            "stop": result["stop_reason"],
+        }
+        print(
+            f"{label:>10} {problem['task_id']:<14} {'solved' if solved else 'failed'}",
+            file=sys.stderr,
+            flush=True,
+        )
+    out["tokens"] = round(out["tokens"] / max(len(problems), 1))
+    return out
