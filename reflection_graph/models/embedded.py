@@ -533,6 +533,9 @@ class EmbeddedChatModel(BaseChatModel):
         if args["seed"] is None:
             args["seed"] = int.from_bytes(os.urandom(4), "little")
         with loaded.lock:
+            # evaluate the prompt afresh: reusing the cached prefix of the previous call changes the batch shape,
+            # hence the logits' rounding, so a greedy reply could depend on what ran before it
+            llama.reset()
             result: dict[str, Any] = llama.create_completion(prompt, grammar=grammar, **args)
         return result
 
