@@ -244,7 +244,9 @@ def humaneval(args: argparse.Namespace) -> int:
         table.append([name, run["solved"], "-", run["tokens"]])
     print_table(["variant", f"solved of {len(chosen)}", "ceiling", "tokens per problem"], table)
     if model is not None:
-        print(f"\nllama.cpp calls replayed from bench/.cache: {replay.hits}, made in this run: {replay.misses}")
+        print(
+            f"\nllama.cpp calls replayed from bench/.cache: {replay.hits}, made in this run: {replay.misses}"
+        )
     if args.answers:
         args.answers.write_text(json.dumps(results, indent=2))
     return 0

@@ -138,7 +138,9 @@ def build_reflection_graph(
     if built.strategy == "tree":  # a search backs off from a dead end instead of stopping on a plateau
         built = replace(built, patience=None, stop_on_no_new_issues=False)
         if human_review:
-            raise ValueError("strategy='tree' does not take human_review; use strategy='loop' to review rounds")
+            raise ValueError(
+                "strategy='tree' does not take human_review; use strategy='loop' to review rounds"
+            )
     if should_refine is not None and not callable(should_refine):
         raise ValueError("should_refine must be a callable taking the state and returning a bool")
     if memory is not None:
