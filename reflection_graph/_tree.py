@@ -40,7 +40,8 @@ class TreeNode:
 
 
 def _samples(record: Round) -> list[Mapping[str, Any]]:
-    return list(record.get("samples") or [record])
+    samples: list[Mapping[str, Any]] = list(record.get("samples") or [])
+    return samples or [record]
 
 
 def nodes(trajectory: Sequence[Round], expanded: Sequence[str]) -> list[TreeNode]:
