@@ -33,6 +33,7 @@ from langgraph.types import Checkpointer
 
 from reflection_graph import _nodes, _tree
 from reflection_graph._calls import max_model_calls
+from reflection_graph._code import code_defaults
 from reflection_graph._nodes import Node, Roles, Setup
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
@@ -132,7 +133,7 @@ def build_reflection_graph(
         raise TypeError(
             f"unknown argument(s) {sorted(unknown)}; the settings are {sorted(Settings.__dataclass_fields__)}"
         )
-    built = Settings(**settings)
+    built = Settings(**code_defaults(critic, settings))
     if built.strategy == "self_refine":
         built = built.override(max_iterations=1, min_iterations=1)
     if built.strategy == "tree":  # a search backs off from a dead end instead of stopping on a plateau
@@ -216,7 +217,9 @@ def create_reflection_graph(
             accepts and the bar is written into the critic prompt), `min_improvement` (0.5) and `patience` (2)
             for the plateau stop, `stop_on_no_new_issues` (True), `select` ("best" or "last"), `strategy`
             ("loop", "self_refine" or "tree"), `n_drafts` and `n_revisions` (1: samples per round, best kept),
-            `preserve_correct`, `focus` ("general", "code", "reasoning", "format"), `history_window`, `prompts`
+            `preserve_correct`, `focus` ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`
+            defaults to `n_drafts=4`, `n_revisions=2`, `max_iterations=3`: `_code.CODE_TEST_DEFAULTS`),
+            `history_window`, `prompts`
             (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
             `timeout_s`.
 

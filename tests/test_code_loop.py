@@ -60,7 +60,9 @@ def fenced(code: str) -> str:
 
 def test_buggy_draft_is_fixed_after_the_critique_names_the_failing_test() -> None:
     generator = RecordingChatModel(replies=[fenced(BUGGY), fenced(GOOD)])
-    graph = create_reflection_graph(generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code")
+    graph = create_reflection_graph(
+        generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code", n_drafts=1, n_revisions=1
+    )
     result = graph.invoke({"task": TASK})
 
     assert result["stop_reason"] == "accepted"
@@ -107,7 +109,7 @@ async def test_buggy_draft_is_fixed_on_the_async_path_with_a_composite_critic() 
 def test_runaway_drafts_are_reported_as_issues_and_this_process_survives() -> None:
     generator = RecordingChatModel(replies=[fenced(LOOPS_FOREVER), fenced(EATS_MEMORY)])
     critic = CodeTestCritic(TESTS, timeout_s=3, memory_mb=160)
-    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code")
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code", n_drafts=1)
     start = time.monotonic()
     result = graph.invoke({"task": TASK})
     elapsed = time.monotonic() - start
