@@ -8,6 +8,12 @@ Every model call of the package (drafts, revisions, LLM critiques) goes through 
   the process alive at exit), and a timed-out sync attempt is *not* retried, so at most one abandoned call is left
   per timeout. Give the client its own timeout (e.g. `ChatOpenAI(timeout=...)`) to stop the request itself.
 
+- a reply `ok` rejects is asked again from a resampled model (`sampled`: the next seed, temperature at least
+  `SAMPLE_TEMPERATURE`), so a model that returned nothing at temperature 0 does not return the same nothing; the
+  embedded model no longer retries below this layer;
+- every attempt, failed or not, is recorded in the current `Meter` (`reflection_graph._usage.metering`) with its
+  reply's `usage_metadata`: this is where the package counts its calls and tokens.
+
 So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound.
 """
 
@@ -20,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 from tenacity import (
     AsyncRetrying,
@@ -31,6 +38,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from reflection_graph._usage import current_meter
+
 __all__ = [
     "CallTimeout",
     "EmptyReply",
@@ -39,6 +48,7 @@ __all__ = [
     "call",
     "is_transient",
     "max_model_calls",
+    "sampled",
 ]
 
 
@@ -62,6 +72,22 @@ def _transient_types() -> tuple[type[BaseException], ...]:
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = _transient_types()
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 5.0
+SAMPLE_TEMPERATURE = 0.7
+"""The least temperature of a resampled call (several drafts, or a retry of a rejected reply)."""
+
+
+def sampled(runnable: Runnable[Any, Any], index: int) -> Runnable[Any, Any]:
+    """Sample `index`: a chat model copied with seed + `index` and a temperature of at least
+    `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged). Index 0 is the model itself."""
+    if index == 0 or not isinstance(runnable, BaseChatModel):
+        return runnable
+    fields = type(runnable).model_fields
+    update: dict[str, Any] = {}
+    if "seed" in fields:
+        update["seed"] = int(getattr(runnable, "seed", None) or 0) + index
+    if "temperature" in fields:
+        update["temperature"] = max(float(getattr(runnable, "temperature", None) or 0.0), SAMPLE_TEMPERATURE)
+    return runnable.model_copy(update=update) if update else runnable
 
 
 class CallTimeout(TimeoutError):
@@ -131,6 +157,36 @@ def _first(result: Any, error: Exception | None, retries: int, ok: Callable[[Any
     return False
 
 
+class _Target:
+    """What one logical call asks next (resampled after a rejected reply), and the recording of each attempt."""
+
+    __slots__ = ("_base", "_meter", "_ok", "_rejected")
+
+    def __init__(self, runnable: Runnable[Any, Any], ok: Callable[[Any], bool] | None) -> None:
+        self._base = runnable
+        self._ok = ok
+        self._rejected = 0
+        self._meter = current_meter()
+
+    def runnable(self) -> Runnable[Any, Any]:
+        return sampled(self._base, self._rejected)
+
+    def record(self, result: Any) -> None:
+        if self._meter is not None:
+            self._meter.record(result)
+        if result is not None and self._ok is not None and not self._ok(result):
+            self._rejected += 1
+
+    def done(self, invoke: Callable[[Any, Any], Any], value: Any, config: Any) -> Any:
+        try:
+            result = invoke(value, config)
+        except BaseException:
+            self.record(None)
+            raise
+        self.record(result)
+        return result
+
+
 def _invoke_in_thread(
     runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None, timeout_s: float
 ) -> Any:
@@ -166,10 +222,12 @@ def call(
     The first attempt runs directly (no retry machinery when nothing fails); tenacity runs the retries.
     """
 
+    target = _Target(runnable, ok)
+
     def attempt() -> Any:
         if timeout_s is None:
-            return runnable.invoke(value, config)
-        return _invoke_in_thread(runnable, value, config, timeout_s)
+            return target.done(target.runnable().invoke, value, config)
+        return target.done(lambda v, c: _invoke_in_thread(target.runnable(), v, c, timeout_s), value, config)
 
     result, error = None, None
     try:
@@ -198,13 +256,23 @@ async def acall(
 ) -> Any:
     """Async twin of `call`; a timed-out attempt is cancelled."""
 
+    target = _Target(runnable, ok)
+
     async def attempt() -> Any:
-        if timeout_s is None:
-            return await runnable.ainvoke(value, config)
+        model = target.runnable()
         try:
-            return await asyncio.wait_for(runnable.ainvoke(value, config), timeout_s)
+            if timeout_s is None:
+                result = await model.ainvoke(value, config)
+            else:
+                result = await asyncio.wait_for(model.ainvoke(value, config), timeout_s)
         except asyncio.TimeoutError as exc:
-            raise CallTimeout(timeout_s, cancelled=True) from exc
+            target.record(None)
+            raise CallTimeout(timeout_s or 0.0, cancelled=True) from exc
+        except BaseException:
+            target.record(None)
+            raise
+        target.record(result)
+        return result
 
     result, error = None, None
     try:

@@ -1,82 +1,84 @@
-"""The node functions: `generate`, `critique`, `review`, `finalize`, and the routers.
+"""The steps of the loop: `generate`, `critique`, `review`, `finalize`, and the router after `critique`.
 
-Each node is `fn(state, runtime, config)`: `runtime.context` (a `Context`) carries this run's overrides,
-`runtime.store` the graph's store. The sync and async twins are a few lines around shared helpers: the helpers
-build the prompts (reflection_graph/prompts.py), apply the rules (reflection_graph/_rules.py) and shape the state
-updates; the twins only make the calls (reflection_graph/_calls.py), either directly or awaited.
+Each node is a pair of plain functions `fn(state, runtime, config)` (sync) and `afn(...)` (async), made by
+`make_nodes(setup)`: `runtime.context` (a `Context`) carries this run's overrides, `runtime.store` the graph's
+store. The twins are a few lines each around shared steps: the steps decide the job, build the prompts
+(reflection_graph/prompts.py), apply the rules (reflection_graph/_rules.py) and shape the state updates; the twins
+only make the calls (reflection_graph/_calls.py), either directly or awaited.
+
+Who writes what:
+- `generate` decides its job (`draft`, `revise` or `glean` a given candidate) and writes only `rg_pending`: the
+  round's candidates, each with the usage of the call that made it. When no critique will follow (the trigger
+  said no, the round limit is already reached, a model error, Self-Refine's last refine) it writes `stop_reason`.
+- `critique` judges the pending candidates and writes the round (`trajectory`), `iterations`, and `stop_reason`
+  only when a rule stops the loop. With nothing pending for this round (generate stopped) it passes.
+- `finalize` alone builds the outputs: it picks the answer (`select`), reports the critique, the stop reason and
+  the usage totals (summed once, here, from the rounds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import difflib
-import threading
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langgraph.runtime import Runtime, get_runtime
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel
 
 from reflection_graph import _rules
-from reflection_graph._calls import acall, call
+from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
+from reflection_graph._overrides import Overrides, Roles
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage, track_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique, parse_critique
-from reflection_graph.prompts import HISTORY_CHARS, draft_messages, revise_messages
+from reflection_graph.prompts import (
+    CRITIQUE_SYSTEM,
+    GENERATE_SYSTEM,
+    HISTORY_CHARS,
+    REVISE_SYSTEM,
+    draft_messages,
+    revise_messages,
+)
 from reflection_graph.settings import Settings
-from reflection_graph.state import ReflectionState, Round
+from reflection_graph.state import Job, Pending, ReflectionState, Round
 
-__all__ = ["MAX_TASK_CHARS", "Node", "Roles", "Setup"]
+__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
 
 MAX_TASK_CHARS = 200_000
-SAMPLE_TEMPERATURE = 0.7
-"""The least temperature of each sample when several drafts or revisions are drawn (distinct seeds too)."""
+_ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
+"""The usage role of each job (drafts are reported under `generate`, as the output schema documents)."""
 
-
-@dataclass(frozen=True)
-class Roles:
-    """The models and critic of one run."""
-
-    generator: BaseChatModel
-    reviser: BaseChatModel
-    critic: Critic
+NodeFn = Callable[[ReflectionState, Runtime[Context], RunnableConfig], dict[str, Any]]
+AsyncNodeFn = Callable[[ReflectionState, Runtime[Context], RunnableConfig], Awaitable[dict[str, Any]]]
 
 
 @dataclass
 class Setup:
-    """What the nodes close over: the built settings and roles, and how to resolve a run's own models."""
+    """What the nodes close over: the built settings and roles (`overrides`), the trigger and the memory."""
 
-    settings: Settings
-    roles: Roles
-    make_roles: Callable[[Context, Settings], Roles]
+    overrides: Overrides
     should_refine: Callable[[Mapping[str, Any]], bool] | None = None
     memory: Any = None
-    _cache: dict[tuple[Any, ...], Roles] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def settings(self) -> Settings:
+        return self.overrides.settings
 
     def for_run(self, runtime: Runtime[Context]) -> tuple[Settings, Roles]:
         """This run's settings and roles: the built ones with the run's `Context` overrides applied."""
-        ctx = runtime.context
-        if not isinstance(ctx, Context):
-            return self.settings, self.roles
-        settings = ctx.settings(self.settings)
-        critique_prompt = settings.prompts.get("critique")
-        key = (*ctx.models(), critique_prompt)
-        if key == (None, None, None, None, self.settings.prompts.get("critique")):
-            return settings, self.roles
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = self.make_roles(ctx, settings)
-            return settings, self._cache[key]
+        return self.overrides.for_run(runtime.context)
 
     def memory_store(self, runtime: Runtime[Context]) -> Any:
         return getattr(self.memory, "store", None) or runtime.store
@@ -117,6 +119,7 @@ def _nonempty(message: Any) -> bool:
 
 
 def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
+    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
     merged: dict[str, Any] = dict(config or {})
     callbacks = merged.get("callbacks")
     if callbacks is None:
@@ -139,25 +142,13 @@ def _diff(previous: str | None, current: str) -> str:
     return "\n".join(lines)
 
 
-def _sampler(model: BaseChatModel, index: int, count: int) -> BaseChatModel:
-    """Sample `index` of `count`: the first is the model as configured (at temperature 0: its greedy answer, so a
-    first draft is what a plain call gives); the others get a distinct seed (the model's + index) and a temperature
-    of at least `SAMPLE_TEMPERATURE` where the model has those fields."""
-    if count == 1 or index == 0:
-        return model
-    fields = type(model).model_fields
-    update: dict[str, Any] = {}
-    if "seed" in fields:
-        update["seed"] = int(getattr(model, "seed", None) or 0) + index
-    if "temperature" in fields:
-        update["temperature"] = max(float(getattr(model, "temperature", None) or 0.0), SAMPLE_TEMPERATURE)
-    return model.model_copy(update=update) if update else model
-
-
 def _trigger(setup: Setup, state: Mapping[str, Any]) -> dict[str, Any] | None:
     """`should_refine` before a round: False stops with `not_triggered`, an exception with `error`."""
     if setup.should_refine is None:
         return None
+    rounds = state.get("trajectory") or []
+    if rounds:  # the predicate sees the latest round as `candidate` and `critique`
+        state = {**state, "candidate": rounds[-1]["candidate"], "critique": rounds[-1]["critique"]}
     try:
         go = setup.should_refine(state)
     except Exception as exc:  # reported, never skipped
@@ -168,65 +159,99 @@ def _trigger(setup: Setup, state: Mapping[str, Any]) -> dict[str, Any] | None:
     return None if go else {"stop_reason": "not_triggered"}
 
 
+def _over_limit(settings: Settings, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Stop before a round when this run's `max_iterations` is already reached (a resumed run may lower it)."""
+    done = int(state.get("iterations") or 0)
+    if done < settings.max_iterations or settings.strategy == "self_refine":
+        return None
+    if done > settings.max_iterations:
+        warnings.warn(
+            f"the stored run already ran {done} rounds, past max_iterations={settings.max_iterations}: "
+            "it stops here without another round",
+            stacklevel=2,
+        )
+    return {"stop_reason": "max_iterations"}
+
+
+# ------------------------------------------------------------------------------------------------ generate
+
+
 @dataclass
 class _Plan:
-    """What `generate` does this step: stop early, pass a given candidate on, or sample `count` replies."""
+    """What `generate` does this step: its job, and the `count` replies to sample for it."""
 
-    early: dict[str, Any] | None = None
-    role: str = "generate"
-    model: BaseChatModel | None = None
-    messages: list[BaseMessage] = field(default_factory=list)
-    count: int = 1
-    settings: Settings | None = None
-    finish: Callable[[str], str] | None = None
-    """Turns each reply into the candidate to store (the code focus completes a stub, balances fences)."""
+    job: Job
+    iteration: int
+    model: BaseChatModel
+    messages: list[BaseMessage]
+    count: int
+    settings: Settings
+    finish: Callable[[str], str]
+    prompts: tuple[str, ...]
+    """What a candidate must not echo (the task and the system messages; none for code)."""
+    last: bool = False
+    """Self-Refine's one refine: no critique follows."""
 
 
-def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], lessons: str) -> _Plan:
-    settings, roles = setup.for_run(runtime)
-    critique = state.get("critique")
+def _start(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context]) -> dict[str, Any] | Job:
+    """The job of this `generate` step, or the update that stops (or, for a given candidate, gleans) instead."""
+    validate_input(state)
+    if state.get("stop_reason") is not None:
+        return {}
+    settings, _ = setup.for_run(runtime)
+    over = _over_limit(settings, state)
+    if over is not None:
+        return over
+    if state.get("trajectory"):
+        return _trigger(setup, state) or "revise"
     if state.get("candidate"):
         stop = _trigger(setup, state)
         if stop is not None:
-            return _Plan(early=stop)
-        if critique is None:  # glean an existing candidate: critique it first
-            return _Plan(early={"rg_pending": [{"candidate": state["candidate"], "usage": {}}]})
-        history = _rules.bounded(list(state.get("trajectory") or [])[:-1], settings.history_window)
-        messages = _code_messages(settings, "revise", state, state["candidate"], critique) or revise_messages(
+            return stop
+        sample = {"candidate": state["candidate"], "usage": {}, "echo": False}
+        return {"rg_pending": Pending(iteration=1, job="glean", samples=[sample])}
+    return "draft"
+
+
+def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job: Job, lessons: str) -> _Plan:
+    settings, roles = setup.for_run(runtime)
+    iteration = int(state.get("iterations") or 0) + 1
+    code = settings.focus == "code"
+    prompts = () if code else (state["task"], GENERATE_SYSTEM, REVISE_SYSTEM, CRITIQUE_SYSTEM)
+    role = _ROLE[job]
+    if job == "draft":
+        messages = _code_messages(settings, role, state, None, None) or draft_messages(
             state["task"],
             state.get("context"),
-            state["candidate"],
+            lessons,
+            focus=settings.focus,
+            template=settings.prompts.get("generate"),
+        )
+        model, count = roles.generator, settings.n_drafts
+    else:
+        rounds: list[Round] = list(state.get("trajectory") or [])
+        previous, critique = rounds[-1]["candidate"], dict(rounds[-1]["critique"] or {})
+        target = state.get("rg_target") if settings.strategy == "tree" else None
+        if target:  # the tree search picked the candidate to expand (reflection_graph/_tree.py)
+            previous, critique = target["candidate"], dict(target.get("critique") or {})
+        if state.get("rg_feedback"):
+            critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
+        history = _rules.bounded(rounds[:-1], settings.history_window)
+        messages = _code_messages(settings, role, state, previous, critique) or revise_messages(
+            state["task"],
+            state.get("context"),
+            previous,
             critique,
             history,
             focus=settings.focus,
             preserve_correct=settings.preserve_correct,
             template=settings.prompts.get("revise"),
         )
-        return _Plan(
-            None,
-            "revise",
-            roles.reviser,
-            messages,
-            settings.n_revisions,
-            settings,
-            _finisher(settings, state, "revise"),
-        )
-    messages = _code_messages(settings, "generate", state, None, None) or draft_messages(
-        state["task"],
-        state.get("context"),
-        lessons,
-        focus=settings.focus,
-        template=settings.prompts.get("generate"),
-    )
-    return _Plan(
-        None,
-        "generate",
-        roles.generator,
-        messages,
-        settings.n_drafts,
-        settings,
-        _finisher(settings, state, "generate"),
-    )
+        model, count = roles.reviser, settings.n_revisions
+    assert model is not None
+    last = job == "revise" and settings.strategy == "self_refine"
+    finish = _finisher(settings, state, role)
+    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last)
 
 
 def _code_messages(
@@ -238,115 +263,107 @@ def _code_messages(
     return code_messages(state["task"], state.get("context"), candidate=candidate, critique=critique)
 
 
-def _finisher(settings: Settings, state: Mapping[str, Any], role: str) -> Callable[[str], str] | None:
+def _finisher(settings: Settings, state: Mapping[str, Any], role: str) -> Callable[[str], str]:
     """Code focus: a stub's continuation becomes the full function, and fences are balanced (the default prompts
     open a ```python fence the reply does not repeat). An overridden prompt's replies only get their fences
-    balanced."""
+    balanced. Other focuses keep the reply as it is."""
     if settings.focus != "code":
-        return None
+        return lambda text: text
     if settings.prompts.get(role) is not None:
         return lambda text: well_formed(text) or text
     task = state["task"]
     return lambda text: finish_candidate(task, text) or text
 
 
-def _needs_lessons(setup: Setup, state: Mapping[str, Any]) -> bool:
-    return setup.memory is not None and not state.get("candidate")
+_Sampled = tuple[str | None, RoleUsage, BaseException | None]
+
+
+def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
+    """The state update of `generate` from its samples (text, usage, error): the pending candidates."""
+    role = _ROLE[plan.job]
+    samples: list[dict[str, Any]] = [
+        {"candidate": plan.finish(text), "usage": {role: part}}
+        for text, part, _ in results
+        if text  # an empty reply was retried by the call layer; one still empty is dropped
+    ]
+    if not samples:
+        error = next((e for _, _, e in results if e is not None), None)
+        detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
+        usage = sum_usage([part for _, part, _ in results])
+        return {
+            "stop_reason": "error",
+            "error": f"{role} failed: {detail}",
+            "rg_spent": {role: usage},
+        }
+    for sample in samples:
+        sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
+    lost = [part for text, part, _ in results if not text]  # failed samples' calls count too
+    if lost:
+        samples[0]["usage"] = {role: sum_usage([samples[0]["usage"][role], *lost])}
+    update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
+    if plan.last:
+        update["stop_reason"] = "max_iterations"  # Self-Refine returns its one refine without a critique
+    return update
+
+
+def _sample_sync(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
+    with metering() as meter:
+        try:
+            reply = call(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            return _text(reply), meter.usage, None
+        except Exception as exc:
+            return None, meter.usage, exc
+
+
+async def _sample_async(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
+    with metering() as meter:
+        try:
+            reply = await acall(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            return _text(reply), meter.usage, None
+        except Exception as exc:
+            return None, meter.usage, exc
+
+
+def _limits(settings: Settings) -> dict[str, Any]:
+    return {"retries": settings.retries, "timeout_s": settings.timeout_s, "ok": _nonempty}
 
 
 def _lessons_text(setup: Setup, lessons: Any) -> str:
     return str(setup.memory.format_lessons(lessons)) if lessons else ""
 
 
-def _generated(
-    plan: _Plan, results: Sequence[tuple[str | None, RoleUsage, BaseException | None]]
-) -> dict[str, Any]:
-    """The state update of `generate` from its samples (text, usage, error)."""
-    usage = empty_usage()
-    for _, part, _ in results:
-        usage = add_role_usage(usage, part)
-    finish = plan.finish or (lambda text: text)
-    pending = [{"candidate": finish(text), "usage": {plan.role: part}} for text, part, _ in results if text]
-    update: dict[str, Any] = {"usage": {plan.role: usage, "total": usage}}
-    if not pending:
-        error = next(e for _, _, e in results if e is not None)
-        return {
-            **update,
-            "stop_reason": "error",
-            "error": f"{plan.role} failed: {type(error).__name__}: {error}",
-        }
-    update["candidate"] = pending[0]["candidate"]
-    update["rg_pending"] = pending
-    if plan.role == "revise":
-        update["rg_revisions"] = 1
-    return update
-
-
-def _sample(plan: _Plan, config: RunnableConfig, settings: Settings, index: int) -> tuple[Any, ...]:
-    assert plan.model is not None
-    limits = {"retries": settings.retries, "timeout_s": settings.timeout_s, "ok": _nonempty}
-    return (_sampler(plan.model, index, plan.count), plan.messages, config, limits)
-
-
-def generate(
+def _generate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
-    """Draft (or revise) `n_drafts` (`n_revisions`) candidates; the critique node judges them."""
-    validate_input(state)
+    """Draft `n_drafts` (or revise into `n_revisions`) candidates; the critique node judges them."""
+    job = _start(setup, state, runtime)
+    if isinstance(job, dict):
+        return job
     lessons = ""
-    if _needs_lessons(setup, state):
+    if job == "draft" and setup.memory is not None:
         lessons = _lessons_text(setup, setup.memory.search(state["task"], store=setup.memory_store(runtime)))
-    plan = _plan(setup, state, runtime, lessons)
-    if plan.early is not None:
-        return plan.early
-    assert plan.settings is not None
-
-    def one(index: int) -> tuple[str | None, RoleUsage, BaseException | None]:
-        model, messages, cfg, limits = _sample(plan, config, cast(Settings, plan.settings), index)
-        with track_usage() as counter:
-            try:
-                return (
-                    _text(call(model, messages, _with_counter(cfg, counter), **limits)),
-                    counter.usage,
-                    None,
-                )
-            except Exception as exc:
-                return None, counter.usage, exc
-
+    plan = _plan(setup, state, runtime, job, lessons)
     if plan.count == 1:
-        return _generated(plan, [one(0)])
+        return _generated(plan, [_sample_sync(plan, config, 0)])
     with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:
-        return _generated(plan, list(pool.map(one, range(plan.count))))
+        return _generated(plan, list(pool.map(lambda i: _sample_sync(plan, config, i), range(plan.count))))
 
 
-async def agenerate(
+async def _agenerate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
-    """Async twin of `generate`: the samples run concurrently."""
-    validate_input(state)
+    """Async twin of `_generate`: the samples run concurrently."""
+    job = _start(setup, state, runtime)
+    if isinstance(job, dict):
+        return job
     lessons = ""
-    if _needs_lessons(setup, state):
-        lessons = _lessons_text(
-            setup, await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
-        )
-    plan = _plan(setup, state, runtime, lessons)
-    if plan.early is not None:
-        return plan.early
-    assert plan.settings is not None
-
-    async def one(index: int) -> tuple[str | None, RoleUsage, BaseException | None]:
-        model, messages, cfg, limits = _sample(plan, config, cast(Settings, plan.settings), index)
-        with track_usage() as counter:
-            try:
-                return (
-                    _text(await acall(model, messages, _with_counter(cfg, counter), **limits)),
-                    counter.usage,
-                    None,
-                )
-            except Exception as exc:
-                return None, counter.usage, exc
-
-    return _generated(plan, await asyncio.gather(*(one(i) for i in range(plan.count))))
+    if job == "draft" and setup.memory is not None:
+        found = await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
+        lessons = _lessons_text(setup, found)
+    plan = _plan(setup, state, runtime, job, lessons)
+    return _generated(
+        plan, await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
+    )
 
 
 # ------------------------------------------------------------------------------------------------ critique
@@ -385,127 +402,170 @@ def _checked(critic: Critic, result: Any) -> Critique:
     )
 
 
-_Judged = tuple[dict[str, Any], Critique | None, RoleUsage, BaseException | None]
+def _metered(critic: Any) -> bool:
+    """True when every model call of `critic` goes through the package's call layer (its own critics, also
+    inside a composite); any other critic is measured with a callback."""
+    if not type(critic).__module__.startswith("reflection_graph."):
+        return False
+    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
 
 
-def _pending(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+Judged = tuple[Critique | None, RoleUsage, BaseException | None]
+
+
+def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
+    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
+    with metering() as meter, _callback(critic) as counter:
+        cfg = config if counter is None else _with_counter(config, counter)
+        try:
+            result: Critique | None = _checked(critic, critic.critique(request, cfg))
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+    return result, _usage_of(meter, counter), error
+
+
+async def ajudge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
+    """Async twin of `judge`."""
+    with metering() as meter, _callback(critic) as counter:
+        cfg = config if counter is None else _with_counter(config, counter)
+        try:
+            result: Critique | None = _checked(critic, await critic.acritique(request, cfg))
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+    return result, _usage_of(meter, counter), error
+
+
+def _callback(critic: Any) -> Any:
+    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
+    return contextlib.nullcontext() if _metered(critic) else track_usage()
+
+
+def _usage_of(meter: Any, counter: Any) -> RoleUsage:
+    if counter is None:
+        return cast(RoleUsage, meter.usage)
+    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
+
+
+def _to_judge(
+    state: Mapping[str, Any], settings: Settings
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The candidates pending for this round, or the update when there is nothing to judge (generate stopped,
+    or this run's round limit is already reached)."""
     pending = state.get("rg_pending")
-    if isinstance(pending, list) and pending:
-        return pending
-    return [{"candidate": state.get("candidate") or "", "usage": {}}]
+    iteration = int(state.get("iterations") or 0) + 1
+    if state.get("stop_reason") is not None or not pending or pending["iteration"] != iteration:
+        return [], {}
+    over = _over_limit(settings, state)
+    return (pending["samples"], None) if over is None else ([], over)
 
 
-def _critiqued(state: Mapping[str, Any], settings: Settings, judged: Sequence[_Judged]) -> dict[str, Any]:
+def _critiqued(
+    state: Mapping[str, Any], settings: Settings, judged: Sequence[tuple[dict[str, Any], Judged]]
+) -> dict[str, Any]:
     """The state update of `critique`: one trajectory round holding the best sample (and all samples)."""
-    usage = empty_usage()
-    for _, _, part, _ in judged:
-        usage = add_role_usage(usage, part)
-    failed = next((e for _, c, _, e in judged if e is not None), None)
+    failed = next((e for _, (_, _, e) in judged if e is not None), None)
     if failed is not None:
+        spent = sum_usage([part for _, (_, part, _) in judged])
         message = f"critique failed: {type(failed).__name__}: {failed}"
-        return {"stop_reason": "error", "error": message, "usage": {"critique": usage, "total": usage}}
+        return {"stop_reason": "error", "error": message, "rg_spent": {"critique": spent}}
     trajectory: list[Round] = list(state.get("trajectory") or [])
     iteration = int(state.get("iterations") or 0) + 1
     samples = []
-    for sample, critique, part, _ in judged:
+    for sample, (critique, part, _) in judged:
         assert critique is not None
-        round_usage: dict[str, RoleUsage] = {**sample.get("usage", {}), "critique": part}
-        total = empty_usage()
-        for value in round_usage.values():
-            total = add_role_usage(total, value)
-        round_usage["total"] = total
-        accepted = _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold)
-        samples.append((sample["candidate"], critique, accepted, round_usage))
-    chosen = _rules.best_index([c.score for _, c, _, _ in samples])
-    candidate, critique, accepted, _ = samples[chosen]
-    round_total: dict[str, RoleUsage] = {}
-    for _, _, _, part_usage in samples:
-        for role, value in part_usage.items():
-            round_total[role] = add_role_usage(round_total.get(role), value)
+        usage: dict[str, RoleUsage] = {**sample.get("usage", {}), "critique": part}
+        usage["total"] = sum_usage(list(usage.values()))  # type: ignore[typeddict-unknown-key]
+        samples.append(
+            {
+                "candidate": sample["candidate"],
+                "score": critique.score,
+                "accepted": _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold),
+                "critique": critique.model_dump(),
+                "echo": sample.get("echo", False),
+                "usage": usage,
+            }
+        )
+    chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
+    round_usage: dict[str, RoleUsage] = {}
+    for s in samples:
+        for role, value in s["usage"].items():
+            round_usage[role] = add_role_usage(round_usage.get(role), value)
     record: Round = {
         "iteration": iteration,
-        "candidate": candidate,
-        "critique": critique.model_dump(),
-        "score": critique.score,
-        "accepted": accepted,
-        "diff": _diff(trajectory[-1]["candidate"] if trajectory else None, candidate),
-        "usage": round_total,
+        "candidate": chosen["candidate"],
+        "critique": chosen["critique"],
+        "score": chosen["score"],
+        "accepted": chosen["accepted"],
+        "diff": _diff(trajectory[-1]["candidate"] if trajectory else None, chosen["candidate"]),
+        "usage": round_usage,
+        "job": state["rg_pending"]["job"],
+        "echo": chosen["echo"],
     }
     if len(samples) > 1:
-        record["samples"] = [
-            {"candidate": text, "score": c.score, "accepted": ok, "critique": c.model_dump(), "usage": u}
-            for text, c, ok, u in samples
-        ]
-    stop = _rules.stop_reason(settings, trajectory, iteration, critique.score, accepted, critique.issues)
-    return {
-        "candidate": candidate,
-        "critique": critique.model_dump(),
-        "iterations": iteration,
-        "trajectory": [record],
-        "stop_reason": stop,
-        "rg_pending": [],
-        "usage": {"critique": usage, "total": usage},
-    }
+        record["samples"] = samples
+    update: dict[str, Any] = {"trajectory": [record], "iterations": iteration}
+    stop = _rules.stop_reason(settings, trajectory, iteration, chosen["critique"], chosen["accepted"])
+    if stop is not None:
+        update["stop_reason"] = stop
+    return update
 
 
-def _passes(settings: Settings, critique: Critique) -> bool:
+def _passes(settings: Settings, critique: Critique | None) -> bool:
     """With a threshold, one passing sample ends the search for this round."""
-    return settings.score_threshold is not None and critique.score >= settings.score_threshold
+    return (
+        critique is not None
+        and settings.score_threshold is not None
+        and critique.score >= settings.score_threshold
+    )
 
 
-def critique(
+def _critique(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Judge the pending candidates one after another (stopping at the first that passes a set threshold)."""
     settings, roles = setup.for_run(runtime)
-    judged: list[_Judged] = []
-    for sample in _pending(state):
-        with track_usage() as counter:
-            try:
-                reply = roles.critic.critique(
-                    _request(state, settings, sample["candidate"]), _with_counter(config, counter)
-                )
-                result: Critique | None = _checked(roles.critic, reply)
-                error: BaseException | None = None
-            except Exception as exc:
-                result, error = None, exc
-        judged.append((sample, result, counter.usage, error))
-        if error is not None or (result is not None and _passes(settings, result)):
+    pending, skip = _to_judge(state, settings)
+    if skip is not None:
+        return skip
+    judged: list[tuple[dict[str, Any], Judged]] = []
+    for sample in pending:
+        verdict = judge(roles.critic, _request(state, settings, sample["candidate"]), config)
+        judged.append((sample, verdict))
+        if verdict[2] is not None or _passes(settings, verdict[0]):
             break
     return _critiqued(state, settings, judged)
 
 
-async def acritique(
+async def _acritique(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
-    """Async twin of `critique`: the candidates are judged concurrently; once one passes a set threshold, the
-    critiques still running are cancelled."""
+    """Async twin of `_critique`: the candidates are judged concurrently; once one passes a set threshold (or
+    fails), the critiques still running are cancelled, and awaited, so that no critic's work outlives the node
+    (a test critic's processes and directories are gone when the node returns or is cancelled)."""
     settings, roles = setup.for_run(runtime)
+    pending, skip = _to_judge(state, settings)
+    if skip is not None:
+        return skip
 
-    async def one(sample: dict[str, Any]) -> _Judged:
-        with track_usage() as counter:
-            try:
-                reply = await roles.critic.acritique(
-                    _request(state, settings, sample["candidate"]), _with_counter(config, counter)
-                )
-                return sample, _checked(roles.critic, reply), counter.usage, None
-            except Exception as exc:
-                return sample, None, counter.usage, exc
+    async def one(index: int) -> tuple[int, Judged]:
+        request = _request(state, settings, pending[index]["candidate"])
+        return index, await ajudge(roles.critic, request, config)
 
-    pending = _pending(state)
-    tasks = [asyncio.ensure_future(one(sample)) for sample in pending]
-    judged: list[_Judged] = []
+    tasks = [asyncio.ensure_future(one(i)) for i in range(len(pending))]
+    done: dict[int, Judged] = {}
     try:
         for finished in asyncio.as_completed(tasks):
-            item = await finished
-            judged.append(item)
-            if item[3] is not None or (item[1] is not None and _passes(settings, item[1])):
+            index, verdict = await finished
+            done[index] = verdict
+            if verdict[2] is not None or _passes(settings, verdict[0]):
                 break
     finally:
         for task in tasks:
             task.cancel()
-    judged.sort(key=lambda item: next(i for i, sample in enumerate(pending) if sample is item[0]))
-    return _critiqued(state, settings, judged)
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return _critiqued(state, settings, [(pending[i], done[i]) for i in sorted(done)])
 
 
 # ------------------------------------------------------------------------------------------ review, finalize
@@ -515,11 +575,12 @@ def review(state: ReflectionState) -> dict[str, Any]:
     """Pause for a person: resume with `Command(resume={"accept": True})`, `{"feedback": "..."}` or `{}`."""
     if state.get("stop_reason") is not None:
         return {}
+    rounds = state.get("trajectory") or []
     decision = interrupt(
         {
             "iteration": state.get("iterations"),
-            "candidate": state.get("candidate"),
-            "critique": state.get("critique"),
+            "candidate": rounds[-1]["candidate"] if rounds else None,
+            "critique": rounds[-1]["critique"] if rounds else None,
             "resume_with": {"accept": "bool", "feedback": "str"},
         }
     )
@@ -528,11 +589,7 @@ def review(state: ReflectionState) -> dict[str, Any]:
     if decision.get("accept"):
         return {"stop_reason": "accepted"}
     feedback = decision.get("feedback")
-    if feedback:
-        critique = dict(state.get("critique") or {})
-        critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {feedback}".strip()
-        return {"critique": critique}
-    return {}
+    return {"rg_feedback": str(feedback)} if feedback else {}
 
 
 def _lessons_to_save(setup: Setup, state: Mapping[str, Any]) -> list[str]:
@@ -543,34 +600,56 @@ def _lessons_to_save(setup: Setup, state: Mapping[str, Any]) -> list[str]:
     return list(setup.memory.lessons_from_critiques(state["task"], critiques))
 
 
-def _selected(settings: Settings, state: Mapping[str, Any], memory_error: str | None) -> dict[str, Any]:
+def _usage_totals(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
+    """Usage per role and in total, summed once: every round, an unjudged last refine and a failed step."""
+    parts: list[Mapping[str, RoleUsage]] = [r["usage"] for r in state.get("trajectory") or []]
+    pending = state.get("rg_pending")
+    if pending and pending["iteration"] > int(state.get("iterations") or 0):
+        parts += [s.get("usage") or {} for s in pending["samples"]]
+    parts.append(state.get("rg_spent") or {})
+    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
+    for part in parts:
+        for role, value in part.items():
+            if role != "total":
+                totals[role] = add_role_usage(totals.get(role), value)
+    return {**totals, "total": sum_usage(list(totals.values()))}
+
+
+def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | None) -> dict[str, Any]:
+    """The graph's outputs: the answer (`select`), its critique, the stop reason, the rounds and the usage."""
     trajectory: list[Round] = list(state.get("trajectory") or [])
+    error = "; ".join(e for e in (state.get("error"), memory_error) if e) or None
     update: dict[str, Any] = {
         "stop_reason": state.get("stop_reason") or "max_iterations",
-        "error": state.get("error"),
+        "error": error,
         "iterations": int(state.get("iterations") or 0),
+        "usage": _usage_totals(state),
     }
-    if memory_error:  # the answer is kept; the lesson that could not be saved is reported
-        update["error"] = "; ".join(e for e in (update["error"], memory_error) if e)
-    last_is_unscored = settings.strategy == "self_refine" and int(state.get("rg_revisions") or 0) > 0
-    if last_is_unscored or not trajectory:
-        update["candidate"] = state.get("candidate") or ""
-        update["critique"] = state.get("critique")
-    else:
+    pending = state.get("rg_pending")
+    unjudged = (
+        pending is not None and pending["iteration"] > update["iterations"] and pending["job"] == "revise"
+    )
+    if pending is not None and unjudged and settings.strategy == "self_refine":
+        update["candidate"] = pending["samples"][0]["candidate"]  # Self-Refine's refine, returned unjudged
+        update["critique"] = trajectory[-1]["critique"] if trajectory else None
+    elif trajectory:
         chosen = _rules.select_round(trajectory, settings.select)
-        update["candidate"] = chosen["candidate"]
-        update["critique"] = chosen["critique"]
+        update["candidate"], update["critique"] = chosen["candidate"], chosen["critique"]
+    elif pending is not None and pending["samples"]:  # a first critique failed: the best unjudged candidate
+        samples = pending["samples"]
+        update["candidate"] = samples[_rules.best_index([_rules.rank(s) for s in samples])]["candidate"]
+        update["critique"] = None
+    else:
+        update["candidate"], update["critique"] = state.get("candidate") or "", None
     if "trajectory" not in state:
         update["trajectory"] = []
-    # every role is reported, with zeros for a role that never ran (e.g. no revision when round 1 accepts)
-    update["usage"] = {role: empty_usage() for role in ("generate", "critique", "revise", "total")}
     return update
 
 
-def finalize(
+def _finalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
-    """Save this run's lessons (when memory is on) and pick the answer (`select`)."""
+    """Save this run's lessons (when memory is on) and build the outputs."""
     settings, _ = setup.for_run(runtime)
     problem = None
     lessons = _lessons_to_save(setup, state)
@@ -579,13 +658,13 @@ def finalize(
             setup.memory.save(state["task"], lessons, store=setup.memory_store(runtime))
         except Exception as exc:  # never lose the run's answer for a lesson
             problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _selected(settings, state, problem)
+    return _outputs(settings, state, problem)
 
 
-async def afinalize(
+async def _afinalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
-    """Async twin of `finalize`."""
+    """Async twin of `_finalize`."""
     settings, _ = setup.for_run(runtime)
     problem = None
     lessons = _lessons_to_save(setup, state)
@@ -594,55 +673,30 @@ async def afinalize(
             await setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime))
         except Exception as exc:  # never lose the run's answer for a lesson
             problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _selected(settings, state, problem)
+    return _outputs(settings, state, problem)
 
 
-# ------------------------------------------------------------------------------------------------- routers
-
-
-def after_generate(self_refine: bool) -> Callable[[ReflectionState], Literal["critique", "finalize"]]:
-    """Route after `generate`: to `critique`, or to `finalize` on a stop (and after Self-Refine's one refine)."""
-
-    def route(state: ReflectionState) -> Literal["critique", "finalize"]:
-        if state.get("stop_reason") is not None:
-            return "finalize"
-        if self_refine and state.get("critique") is not None:
-            return "finalize"  # the single refine of Self-Refine is returned without another critique
-        return "critique"
-
-    return route
+# ------------------------------------------------------------------------------------------------- router
 
 
 def after_critique(state: ReflectionState) -> Literal["generate", "finalize"]:
-    """Route after `critique` (or `review`): `critique` sets `stop_reason` when a rule stops the loop."""
+    """Route after `critique` (or `review`): a set `stop_reason` ends the loop."""
     return "finalize" if state.get("stop_reason") is not None else "generate"
 
 
-# --------------------------------------------------------------------------------------------------- node
+def make_nodes(setup: Setup) -> dict[str, tuple[NodeFn, AsyncNodeFn]]:
+    """The node functions bound to `setup`: name -> (sync, async) twins, each `fn(state, runtime, config)`."""
+    pairs = {
+        "generate": (_generate, _agenerate),
+        "critique": (_critique, _acritique),
+        "finalize": (_finalize, _afinalize),
+    }
 
+    def bind(fn: Any) -> Any:
+        def node(state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig) -> Any:
+            return fn(setup, state, runtime, config)
 
-class Node(Runnable[Any, Any]):
-    """A node with a sync and an async body, each called as `fn(setup, state, runtime, config)`.
+        node.__name__ = fn.__name__.lstrip("_")
+        return node
 
-    LangGraph passes `runtime` only to plain functions; a node with both a sync and an async body reads it with
-    `get_runtime`. This wrapper also skips the traced child run `RunnableLambda` would open on every call (the
-    node already runs inside LangGraph's traced task; see bench/README.md).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        setup: Setup,
-        func: Callable[[Setup, Any, Runtime[Context], RunnableConfig], dict[str, Any]],
-        afunc: Callable[[Setup, Any, Runtime[Context], RunnableConfig], Awaitable[dict[str, Any]]],
-    ) -> None:
-        self.name = name
-        self._setup = setup
-        self._func = func
-        self._afunc = afunc
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._func(self._setup, input, get_runtime(Context), ensure_config(config))
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self._afunc(self._setup, input, get_runtime(Context), ensure_config(config))
+    return {name: (bind(fn), bind(afn)) for name, (fn, afn) in pairs.items()}

@@ -1,14 +1,33 @@
-"""The loop's stop and selection rules as pure functions (property-tested in tests/test_rules.py)."""
+"""The loop's stop and selection rules as pure functions (property-tested in tests/test_rules.py).
+
+- Stop: `min_iterations` first, then accept, then the round limit, then the plateau (score, then no new issues).
+  A plateau never stops a run while a verifier (tests, rule checks: `Critique.checks_total`) still reports
+  failures and rounds are left: for a verifier, the same failures again are a reason to try differently.
+- Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
+  then the verifier's count of passed checks outranks the judge's score; then the score; ties go to the later one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round, StopReason
 
-__all__ = ["accepts", "best_index", "no_new_issues", "plateau", "select_round", "stop_reason"]
+__all__ = [
+    "accepts",
+    "best_index",
+    "bounded",
+    "echoes",
+    "no_new_issues",
+    "plateau",
+    "rank",
+    "select_round",
+    "stop_reason",
+    "verifier_failing",
+]
 
 
 def accepts(score: float, is_acceptable: bool, threshold: float | None) -> bool:
@@ -35,18 +54,25 @@ def no_new_issues(earlier: Iterable[str], current: Iterable[str]) -> bool:
     return bool(now) and now <= {_norm(i) for i in earlier}
 
 
+def verifier_failing(critique: Mapping[str, Any] | None) -> bool:
+    """True when a verifier (tests, rule checks) judged the candidate and some of its checks failed."""
+    if not critique:
+        return False
+    total, passed = critique.get("checks_total"), critique.get("checks_passed")
+    return total is not None and (passed or 0) < total
+
+
 def stop_reason(
     settings: Settings,
     trajectory: Sequence[Round],
     iteration: int,
-    score: float,
+    critique: Mapping[str, Any],
     accepted: bool,
-    issues: list[str],
 ) -> StopReason | None:
-    """Why the loop stops after critique number `iteration`, or None to revise again.
+    """Why the loop stops after critique number `iteration` (`critique` is its dict), or None to revise again.
 
     Order: `min_iterations` first (nothing stops before it), then accept, then the round limit, then plateau
-    (score, then no new issues). `trajectory` holds the earlier rounds.
+    (score, then no new issues), which a verifier's failures overrule. `trajectory` holds the earlier rounds.
     """
     if iteration < settings.min_iterations:
         return None
@@ -56,26 +82,75 @@ def stop_reason(
         return None  # one refine follows the single critique, then finalize
     if iteration >= settings.max_iterations:
         return "max_iterations"
-    scores = [float(r["score"]) for r in trajectory if r["score"] is not None] + [score]
+    if verifier_failing(critique):
+        return None  # failures and rounds left: try again, never a plateau
+    scores = [float(r["score"]) for r in trajectory if r["score"] is not None] + [float(critique["score"])]
     if plateau(scores, settings.patience, settings.min_improvement):
         return "plateau"
     if settings.stop_on_no_new_issues and trajectory:
         earlier = [i for r in trajectory for i in (r["critique"] or {}).get("issues", [])]
-        if no_new_issues(earlier, issues):
+        if no_new_issues(earlier, critique.get("issues") or []):
             return "plateau"
     return None
 
 
-def best_index(scores: Sequence[float | None]) -> int:
-    """The index of the highest score; ties go to the later one; a missing score counts as 0."""
-    return max(range(len(scores)), key=lambda i: (scores[i] or 0.0, i))
+_CRITIQUE_TEXT = re.compile(r"(?im)^\W*(?:score|acceptable|is_acceptable)\s*:|\"is_acceptable\"\s*:")
+_ECHO_PREFIX = 40
+"""A candidate that starts with the first this-many characters of a prompt is an echo of it."""
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def echoes(candidate: str, prompts: Iterable[str]) -> bool:
+    """True when `candidate` echoes one of `prompts` (the task, a system message) or a critique.
+
+    An echo starts with a prompt's opening (its first 40 characters, or all of a shorter one), or is mostly a
+    prompt's words in order (80% of its words), or carries critique text ("Score: 7", "Acceptable: False",
+    a JSON verdict).
+    """
+    text = candidate.strip()
+    if not text:
+        return False
+    if _CRITIQUE_TEXT.search(text):
+        return True
+    words = _words(text)
+    for prompt in prompts:
+        head = " ".join(prompt.split())[:_ECHO_PREFIX].casefold()
+        if len(head) >= 12 and " ".join(text.split()).casefold().startswith(head):
+            return True
+        theirs = _words(prompt)
+        if words and len(words) <= len(theirs) + 3:
+            shared = sum(1 for a, b in zip(words, theirs, strict=False) if a == b)
+            if shared >= 0.8 * len(words):
+                return True
+    return False
+
+
+def rank(entry: Mapping[str, Any]) -> tuple[bool, int, float]:
+    """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), then
+    the verifier's checks passed, then the score."""
+    critique = entry.get("critique") or {}
+    passed = int(critique.get("checks_passed") or 0)
+    return (not entry.get("echo", False), passed, float(entry.get("score") or 0.0))
+
+
+def best_index(keys: Sequence[Any]) -> int:
+    """The index of the highest key; ties go to the later one."""
+    return max(range(len(keys)), key=lambda i: (keys[i], i))
 
 
 def select_round(trajectory: Sequence[Round], select: str) -> Round:
-    """The round whose candidate the graph returns: the best-scoring (`best`) or the last (`last`)."""
+    """The round whose candidate the graph returns.
+
+    `best`: by `rank` (no echo, then checks passed, then score; ties to the later). `last`: the last round that
+    is not an echo (the last round when every one is).
+    """
     if select == "best":
-        return trajectory[best_index([r["score"] for r in trajectory])]
-    return trajectory[-1]
+        return trajectory[best_index([rank(r) for r in trajectory])]
+    clean = [r for r in trajectory if not r.get("echo", False)]
+    return (clean or list(trajectory))[-1]
 
 
 def bounded(items: Sequence[Any], window: int) -> list[Any]:

@@ -82,14 +82,14 @@ def pick(tree: Sequence[TreeNode], expanded: Sequence[str]) -> TreeNode | None:
 
 
 def select(state: ReflectionState) -> dict[str, Any]:
-    """Graph node: put the most promising node in `candidate`/`critique`, for `generate` to revise next."""
+    """Graph node: the most promising node becomes `rg_target`, the candidate `generate` revises next."""
     expanded = list(state.get("rg_expanded") or [])
     chosen = pick(nodes(list(state.get("trajectory") or []), expanded), expanded)
     if chosen is None:
         return {}
+    critique = dict(chosen.critique) if chosen.critique is not None else None
     return {
-        "candidate": chosen.candidate,
-        "critique": dict(chosen.critique) if chosen.critique is not None else state.get("critique"),
+        "rg_target": {"candidate": chosen.candidate, "critique": critique},
         "rg_expanded": [*expanded, chosen.candidate],
     }
 

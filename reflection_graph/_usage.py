@@ -1,4 +1,10 @@
-"""Token and time accounting per role, fed by a LangChain callback handler."""
+"""Token and time accounting per role.
+
+The package's own model calls are counted where they are made: `reflection_graph._calls` records every attempt
+(and its reply's `AIMessage.usage_metadata`) in the `Meter` of the current context (`metering()`). A critic that
+calls models itself, outside that layer (a user's own critic), is measured with the `UsageCounter` callback
+instead (`track_usage`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypedDict
 from uuid import UUID
 
@@ -13,7 +20,17 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-__all__ = ["RoleUsage", "UsageCounter", "add_role_usage", "empty_usage", "track_usage"]
+__all__ = [
+    "Meter",
+    "RoleUsage",
+    "UsageCounter",
+    "add_role_usage",
+    "current_meter",
+    "empty_usage",
+    "metering",
+    "sum_usage",
+    "track_usage",
+]
 
 
 class RoleUsage(TypedDict):
@@ -40,6 +57,62 @@ def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage
             out["calls"] += int(part.get("calls", 0))
             out["seconds"] = round(out["seconds"] + float(part.get("seconds", 0.0)), 6)
     return out
+
+
+def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
+    """The sum of `parts` (an empty usage for none)."""
+    out = empty_usage()
+    for part in parts:
+        out = add_role_usage(out, part)
+    return out
+
+
+def _message_usage(result: Any) -> Any:
+    """The `usage_metadata` of a reply: an `AIMessage`, or a structured-output result holding it as `raw`."""
+    if isinstance(result, dict):
+        result = result.get("raw")
+    return result.usage_metadata if isinstance(result, AIMessage) else None
+
+
+class Meter:
+    """Model calls and tokens of one step, recorded by the call layer (`record`), plus its wall seconds."""
+
+    __slots__ = ("_lock", "usage")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.usage = empty_usage()
+
+    def record(self, result: Any) -> None:
+        """One model call (an attempt) that returned `result` (None when it raised)."""
+        meta = _message_usage(result)
+        with self._lock:
+            self.usage["calls"] += 1
+            if meta:
+                self.usage["input_tokens"] += int(meta.get("input_tokens", 0))
+                self.usage["output_tokens"] += int(meta.get("output_tokens", 0))
+                self.usage["total_tokens"] += int(meta.get("total_tokens", 0))
+
+
+_METER: ContextVar[Meter | None] = ContextVar("reflection_graph_meter", default=None)
+
+
+def current_meter() -> Meter | None:
+    """The meter the call layer records into (None outside `metering`)."""
+    return _METER.get()
+
+
+@contextmanager
+def metering(meter: Meter | None = None) -> Iterator[Meter]:
+    """Record this block's model calls in `meter` (a new one by default); wall seconds are added when it ends."""
+    meter = meter or Meter()
+    token = _METER.set(meter)
+    start = time.perf_counter()
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+        meter.usage["seconds"] = round(meter.usage["seconds"] + time.perf_counter() - start, 6)
 
 
 class UsageCounter(BaseCallbackHandler):

@@ -360,12 +360,13 @@ class _LiveRenderer:
         if not isinstance(update, dict):
             return
         if node == "generate":
-            candidate = update.get("candidate")
-            pending = update.get("rg_pending") or []
-            if isinstance(candidate, str):
-                self._draft(candidate, self.round + 1)
-            elif pending and isinstance(pending[0].get("candidate"), str):
-                self._draft(pending[0]["candidate"], self.round + 1, title="given candidate")
+            pending = update.get("rg_pending") or {}
+            samples = pending.get("samples") or [] if isinstance(pending, dict) else []
+            if samples and isinstance(samples[0].get("candidate"), str):
+                title = "given candidate" if pending.get("job") == "glean" else None
+                self._draft(
+                    samples[0]["candidate"], int(pending.get("iteration") or self.round + 1), title=title
+                )
         elif node == "critique":
             for step in update.get("trajectory") or []:
                 if not isinstance(step, dict):

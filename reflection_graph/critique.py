@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field, field_validator
+from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator
 
 from reflection_graph._extract import extract_json_object
 
@@ -86,6 +86,14 @@ class Critique(CritiqueOutput):
     findings: list[Finding] = Field(default_factory=list, description="Issues with their own severity.")
     parsed: bool = Field(
         default=True, description="False when the reply could not be parsed (raw text kept)."
+    )
+    checks_passed: int | None = Field(
+        default=None,
+        ge=0,
+        description="A verifier's count of passed checks (tests, rules); None for a judge.",
+    )
+    checks_total: int | None = Field(
+        default=None, ge=0, description="A verifier's count of checks run; None for a judge."
     )
 
     @field_validator("score", mode="before")
@@ -249,21 +257,57 @@ def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
     )
 
 
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """The top-level JSON objects of `text`, in order; an object inside another (or inside its strings) is not
+    one of them."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    index = text.find("{")
+    while index >= 0:
+        try:
+            value, end = decoder.raw_decode(text, index)
+        except json.JSONDecodeError:
+            index = text.find("{", index + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        index = text.find("{", end)
+    return found
+
+
+def _is_verdict(data: dict[str, Any]) -> bool:
+    """True when `data` carries a verdict or a score under any accepted key."""
+    return any(_first(data, keys)[0] for keys in (_ACCEPT_KEYS, _REJECT_KEYS, _SCORE_KEYS))
+
+
 def parse_critique(reply: str | dict[str, Any] | BaseModel) -> Critique:
     """Parse a critic reply (text with a JSON object, a mapping, or a pydantic model) into a `Critique`.
 
+    A reply that is exactly a `CritiqueOutput` JSON object is validated directly (`model_validate_json`). Otherwise
+    the tolerant parser reads the critic's own verdict: the *last* top-level JSON object in the text that carries a
+    verdict or a score (alias keys accepted). An object quoted earlier (e.g. the candidate's own
+    `{"score": 10, "is_acceptable": true}`) or nested inside the verdict is never taken for it.
+
     Raises:
-        CritiqueParseError: no JSON object in the text, or no verdict and no score in it.
+        CritiqueParseError: no JSON object with a verdict or a score in the text, or a score off the 0-10 scale.
     """
     if isinstance(reply, Critique):
         return reply
+    if isinstance(reply, CritiqueOutput):
+        return Critique.from_output(reply)
     if isinstance(reply, BaseModel):
         return critique_from_mapping(reply.model_dump())
     if isinstance(reply, dict):
         return critique_from_mapping(reply)
     text = str(reply)
-    data = extract_json_object(text)
-    if data is None:
+    try:
+        return Critique.from_output(CritiqueOutput.model_validate_json(text))
+    except ValidationError:
+        pass
+    verdicts = [data for data in _json_objects(text) if _is_verdict(data)]
+    if not verdicts:
         snippet = text.strip()[:120] or "<empty reply>"
-        raise CritiqueParseError(f"critic reply has no JSON object: {snippet!r}", text)
-    return critique_from_mapping(data, raw=text)
+        if not _json_objects(text):
+            raise CritiqueParseError(f"critic reply has no JSON object: {snippet!r}", text)
+        return critique_from_mapping(_json_objects(text)[-1], raw=text)  # names the keys it saw
+    return critique_from_mapping(verdicts[-1], raw=text)

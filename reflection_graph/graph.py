@@ -4,7 +4,9 @@ Counting rule
 -------------
 A *round* is one critique. `iterations` counts rounds, and the `critique` node stops the loop (it sets
 `stop_reason`) as soon as `iterations == max_iterations`: an explicit counter in state, never LangGraph's recursion
-limit. The routers only read `stop_reason`.
+limit. `generate` checks the same limit before it drafts or revises, so a checkpointed run resumed with a lower
+`max_iterations` stops at once (with a warning when the stored run already ran past it). One router a round: the
+conditional edge after `critique` reads `stop_reason`.
 
 With the `loop` strategy and a model critic, a run makes at most
 `max_model_calls(max_iterations, retries=..., parse_retries=..., n_drafts=..., n_revisions=...)` model calls:
@@ -26,93 +28,48 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
+from typing_extensions import Unpack
 
 from reflection_graph import _nodes, _tree
 from reflection_graph._calls import max_model_calls
 from reflection_graph._code import code_defaults
-from reflection_graph._nodes import Node, Roles, Setup
+from reflection_graph._nodes import AsyncNodeFn, NodeFn, Setup
+from reflection_graph._overrides import ModelLike, Overrides, Roles, resolve
+from reflection_graph._overrides import as_critic as _as_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
-from reflection_graph.critics.llm import LLMCritic
-from reflection_graph.critics.probability import LogprobCritic
-from reflection_graph.prompts import CRITIQUE_PROMPT
-from reflection_graph.settings import MAX_ITERATIONS, Settings
+from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
 from reflection_graph.state import InputState, OutputState, ReflectionState
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
 
-ModelLike = Any  # BaseChatModel | str | Callable[[str], str] | None; resolved by reflection_graph.models
 _MEMORY_METHODS = ("search", "asearch", "save", "asave", "lessons_from_critiques", "format_lessons")
 
 
-def _resolve(spec: ModelLike, role: str, base_url: str | None = None) -> BaseChatModel:
-    from reflection_graph.models import resolve_model
+class _Twins(Runnable[Any, Any]):
+    """A node with a sync and an async body, each a plain function `fn(state, runtime, config)`.
 
-    return resolve_model(spec, role=role, base_url=base_url)
-
-
-def _as_critic(
-    critic: ModelLike | Critic,
-    generator: BaseChatModel,
-    settings: Settings,
-    *,
-    base_url: str | None,
-    guidelines: str | None,
-) -> Critic:
-    """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
-
-    With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
-    prompt override, the critic is a `LogprobCritic` (the embedded base model's next-token probabilities: on
-    `datasets/pairs.jsonl` it ranks good above bad far more often than JSON verdicts; see bench/bench_critic.py).
-    Every other case gets an `LLMCritic`.
+    LangGraph passes `runtime` only to a plain function, and runs a plain sync function under `ainvoke` in a
+    worker thread; a node that needs both bodies reads `runtime` with `get_runtime`. This pairing (rather than
+    `RunnableLambda(func, afunc=...)`) also skips the traced child run a lambda opens per call: see the profile
+    in bench/README.md.
     """
-    if isinstance(critic, Critic):
-        return critic
-    from reflection_graph.models import critic_model
-    from reflection_graph.models.embedded import EmbeddedChatModel
 
-    model = generator if critic is None else _resolve(critic, "critic", base_url)
-    plain = guidelines is None and not settings.prompts.get("critique")
-    if critic is None and isinstance(model, EmbeddedChatModel) and plain:
-        return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
-    return LLMCritic(
-        critic_model(model),
-        prompt=settings.prompts.get("critique", CRITIQUE_PROMPT),
-        guidelines=guidelines,
-        parse_retries=settings.parse_retries,
-        on_parse_error=settings.on_parse_error,
-        retries=settings.retries,
-        timeout_s=settings.timeout_s,
-    )
+    def __init__(self, name: str, func: NodeFn, afunc: AsyncNodeFn) -> None:
+        self.name = name
+        self._func = func
+        self._afunc = afunc
 
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return self._func(input, get_runtime(Context), ensure_config(config))
 
-def _role_maker(
-    built: Roles, base_url: str | None, guidelines: str | None
-) -> Callable[[Context, Settings], Roles]:
-    """How a run's `Context` models replace the built ones; unnamed roles keep theirs."""
-
-    def make(ctx: Context, settings: Settings) -> Roles:
-        url = ctx.base_url or base_url
-        generator = _resolve(ctx.generator_model, "generator", url) if ctx.generator_model else None
-        reviser = _resolve(ctx.reviser_model, "reviser", url) if ctx.reviser_model else generator
-        critic = built.critic
-        if ctx.critic_model or generator is not None:
-            critic = _as_critic(
-                ctx.critic_model or None,  # None: the default critic on the (new) generator
-                generator or built.generator,
-                settings,
-                base_url=url,
-                guidelines=guidelines,
-            )
-        elif isinstance(critic, (LLMCritic, LogprobCritic)) and settings.prompts.get("critique"):
-            critic = _as_critic(critic.model, built.generator, settings, base_url=url, guidelines=guidelines)
-        return Roles(generator or built.generator, reviser or built.reviser, critic)
-
-    return make
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        return await self._afunc(input, get_runtime(Context), ensure_config(config))
 
 
 def build_reflection_graph(
@@ -125,7 +82,7 @@ def build_reflection_graph(
     memory: Any = None,
     human_review: bool = False,
     base_url: str | None = None,
-    **settings: Any,
+    **settings: Unpack[SettingsKwargs],
 ) -> StateGraph[ReflectionState, Context, InputState, OutputState]:
     """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments."""
     unknown = set(settings) - set(Settings.__dataclass_fields__)
@@ -148,22 +105,22 @@ def build_reflection_graph(
         missing = [m for m in _MEMORY_METHODS if not callable(getattr(memory, m, None))]
         if missing:
             raise ValueError(f"memory must be a reflection_graph.ReflexionMemory (missing {missing[0]}())")
-    gen_model = _resolve(generator, "generator", base_url)
-    reviser_model = _resolve(reviser, "reviser", base_url) if reviser is not None else gen_model
+    gen_model = resolve(generator, "generator", base_url)
+    reviser_model = resolve(reviser, "reviser", base_url) if reviser is not None else gen_model
     critic_obj = _as_critic(critic, gen_model, built, base_url=base_url, guidelines=critic_guidelines)
     roles = Roles(gen_model, reviser_model, critic_obj)
-    setup = Setup(built, roles, _role_maker(roles, base_url, critic_guidelines), should_refine, memory)
+    overrides = Overrides(
+        built, roles, base_url=base_url, guidelines=critic_guidelines, default_critic=critic is None
+    )
+    setup = Setup(overrides, should_refine, memory)
 
     builder = StateGraph(
         ReflectionState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("generate", Node("generate", setup, _nodes.generate, _nodes.agenerate))
-    builder.add_node("critique", Node("critique", setup, _nodes.critique, _nodes.acritique))
-    builder.add_node("finalize", Node("finalize", setup, _nodes.finalize, _nodes.afinalize))
+    for node, (func, afunc) in _nodes.make_nodes(setup).items():
+        builder.add_node(node, _Twins(node, func, afunc))
     builder.add_edge(START, "generate")
-    builder.add_conditional_edges(
-        "generate", _nodes.after_generate(built.strategy == "self_refine"), ["critique", "finalize"]
-    )
+    builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
     if built.strategy == "tree":
         builder.add_node("select", _tree.select)
         builder.add_conditional_edges("critique", _tree.after_tree_critique, ["select", "finalize"])
@@ -191,7 +148,7 @@ def create_reflection_graph(
     checkpointer: Checkpointer = None,
     store: Any = None,
     name: str = "reflection",
-    **settings: Any,
+    **settings: Unpack[SettingsKwargs],
 ) -> CompiledStateGraph[ReflectionState, Context, InputState, OutputState]:
     """Create a compiled draft -> critique -> revise graph.
 

@@ -43,7 +43,7 @@ import types
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -52,19 +52,17 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     hook_config,
 )
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
-from reflection_graph._nodes import _checked, _diff, _with_counter
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, track_usage
-from reflection_graph.context import Context
+from reflection_graph._nodes import Judged, _diff, ajudge, judge
+from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     HISTORY_CHARS,
@@ -73,7 +71,7 @@ from reflection_graph.prompts import (
     format_critique,
     render_prompt,
 )
-from reflection_graph.settings import Select, Settings
+from reflection_graph.settings import Settings, SettingsKwargs, setting_fields
 from reflection_graph.state import Round, StopReason
 
 try:  # langchain >= 1.3: keep the critic's own model calls out of the agent's message stream
@@ -141,30 +139,6 @@ class _Verdict:
     error: str | None
 
 
-def _as_critic(spec: Any, settings: Settings, *, base_url: str | None, guidelines: str | None) -> Critic:
-    """Our critic from a spec, through the graph's own `_as_critic` (a model spec gets an `LLMCritic`)."""
-    from reflection_graph.graph import _as_critic as graph_as_critic
-    from reflection_graph.models import resolve_model
-
-    if isinstance(spec, Critic):
-        return spec
-    if not isinstance(spec, (str, BaseChatModel)) and not callable(spec):
-        raise ValueError(_critic_help(spec))
-    try:
-        model = resolve_model(spec, role="critic", base_url=base_url)
-    except TypeError as exc:
-        raise ValueError(f"{_critic_help(spec)} ({exc})") from exc
-    return graph_as_critic(model, model, settings, base_url=base_url, guidelines=guidelines)
-
-
-def _critic_help(spec: Any) -> str:
-    return (
-        f"critic must be a reflection_graph Critic (LLMCritic, CodeTestCritic, CompositeCritic, a rule critic or "
-        f"a BaseCritic subclass), a chat model, a model spec string such as 'embedded' or 'openai:gpt-4o-mini', "
-        f"or a callable fn(prompt: str) -> str returning a JSON verdict; got {type(spec).__name__}"
-    )
-
-
 class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any]):
     """Critique the agent's final answer and send it back to revise until a critic accepts it.
 
@@ -173,26 +147,20 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
             model, a model spec string (`"embedded"`, `"openai:gpt-4o-mini"`, a server model name with
             `base_url`), or a callable `fn(prompt: str) -> str` that replies with a JSON verdict. Models get an
             `LLMCritic` at temperature 0, built exactly as `create_reflection_graph` builds its critic.
-        max_iterations: most critique rounds per run (>= 1); the agent answers at most this many times.
-        score_threshold: None: the critic's verdict decides. Set (0-10): `score >= score_threshold` accepts,
-            whatever the verdict says, and an LLM critic is told the bar.
-        select: `"best"` returns the best-scoring round's answer as the final message (ties: the later one);
-            `"last"` keeps the agent's last answer.
-        patience: stop with `plateau` after this many rounds without a score gain of `min_improvement`
-            (None: no plateau stop).
-        min_improvement: the smallest score gain that counts as progress.
-        stop_on_no_new_issues: also stop with `plateau` when a round raises only issues raised before.
         task_key: a state key holding the task (a non-empty string, sent in the agent's input with `messages`);
             None takes the human message that started the run.
         feedback_prompt: the critique message template (see `FEEDBACK_PROMPT`) or a callable of its values.
-        preserve_correct: ask the agent to keep what the critique did not object to.
-        history_window: earlier rounds shown to the critic (bounded, so its prompt does not grow).
         critic_guidelines: domain guidelines added to an LLM critic's prompt.
         base_url: OpenAI-compatible server for a string critic model name.
-        parse_retries: extra LLM-critic calls when its reply cannot be parsed.
-        on_parse_error: `"feedback"` (the round is not acceptable, raw reply as feedback) or `"raise"`.
-        retries: retries of one critic model call on transient errors.
-        timeout_s: time limit of one critic model call, in seconds.
+        **settings: the fields of `reflection_graph.Settings` that apply to an agent, with the same names,
+            defaults and validation as `create_reflection_graph`: `max_iterations` (3: most critique rounds, so
+            the agent answers at most this many times), `min_iterations`, `score_threshold` (None: the critic's
+            verdict decides; set: `score >= score_threshold` accepts and an LLM critic is told the bar),
+            `select` ("best": the best-scoring round's answer becomes the final message, ties to the later),
+            `patience`, `min_improvement`, `stop_on_no_new_issues` (the plateau stop), `preserve_correct`,
+            `history_window` (earlier rounds shown to the critic), `parse_retries`, `on_parse_error`, `retries`,
+            `timeout_s`, `prompts` (only `"critique"`). The drafting settings (`strategy`, `n_drafts`,
+            `n_revisions`, `focus`) do not apply: the agent drafts.
 
     A run's `reflection_graph.Context` (when the agent is built with `context_schema=Context`) overrides
     `max_iterations`, `score_threshold`, `select`, `min_improvement`, `patience` and the critic's model
@@ -224,70 +192,41 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         self,
         critic: Any,
         *,
-        max_iterations: int = 2,
-        score_threshold: float | None = None,
-        select: Select = "best",
-        patience: int | None = 2,
-        min_improvement: float = 0.5,
-        stop_on_no_new_issues: bool = True,
         task_key: str | None = None,
         feedback_prompt: PromptOverride = FEEDBACK_PROMPT,
-        preserve_correct: bool = True,
-        history_window: int = 1,
         critic_guidelines: str | None = None,
         base_url: str | None = None,
-        parse_retries: int = 1,
-        on_parse_error: Literal["feedback", "raise"] = "feedback",
-        retries: int = 2,
-        timeout_s: float | None = None,
+        **settings: Unpack[SettingsKwargs],
     ) -> None:
         super().__init__()
-        self.settings = Settings(
-            max_iterations=max_iterations,
-            score_threshold=score_threshold,
-            select=select,
-            patience=patience,
-            min_improvement=min_improvement,
-            stop_on_no_new_issues=stop_on_no_new_issues,
-            preserve_correct=preserve_correct,
-            history_window=history_window,
-            parse_retries=parse_retries,
-            on_parse_error=on_parse_error,
-            retries=retries,
-            timeout_s=timeout_s,
-        )
+        self.settings = _agent_settings(dict(settings))
         if task_key is not None and (not isinstance(task_key, str) or not task_key.isidentifier()):
             raise ValueError(f"task_key must be a state key name such as 'task', got {task_key!r}")
         if task_key in ReflectionMiddlewareState.__annotations__:
             raise ValueError(f"task_key {task_key!r} is a key of the agent's own state; name another key")
         if not (isinstance(feedback_prompt, str) or callable(feedback_prompt)):
             raise ValueError("feedback_prompt must be a template string or a callable of its values")
+        if critic is None:  # the graph's default critic is the generator's model; an agent has none to share
+            raise ValueError(critic_help(critic))
         self.task_key = task_key
         self.feedback_prompt = feedback_prompt
-        self.guidelines = critic_guidelines
-        self.base_url = base_url
-        self.critic = _as_critic(critic, self.settings, base_url=base_url, guidelines=critic_guidelines)
+        built = as_critic(critic, None, self.settings, base_url=base_url, guidelines=critic_guidelines)
+        self.overrides = Overrides(
+            self.settings, Roles(None, None, built), base_url=base_url, guidelines=critic_guidelines
+        )
         if task_key is not None:  # the task travels in the input: declare the key so the agent accepts it
             self.state_schema = _with_task_key(task_key)
 
+    @property
+    def critic(self) -> Critic:
+        """The critic this middleware was built with (a run's `Context` may name another)."""
+        return self.overrides.roles.critic
+
     # -- per run -------------------------------------------------------------------------------------------
     def _for_run(self, runtime: Runtime[Any]) -> tuple[Settings, Critic]:
-        """This run's settings and critic: a `Context` in the runtime overrides the built ones."""
-        ctx = getattr(runtime, "context", None)
-        if isinstance(ctx, Mapping):
-            known = Context.__dataclass_fields__
-            ctx = Context(**{k: v for k, v in ctx.items() if k in known})
-        if not isinstance(ctx, Context):
-            return self.settings, self.critic
-        settings = ctx.settings(self.settings)
-        critic = self.critic
-        if ctx.critic_model:
-            critic = _as_critic(
-                ctx.critic_model, settings, base_url=ctx.base_url or self.base_url, guidelines=self.guidelines
-            )
-        elif ctx.critique_prompt and isinstance(critic, LLMCritic):
-            critic = _as_critic(critic.model, settings, base_url=self.base_url, guidelines=self.guidelines)
-        return settings, critic
+        """This run's settings and critic: a `Context` (or context mapping) overrides the built ones."""
+        settings, roles = self.overrides.for_run(getattr(runtime, "context", None))
+        return settings, roles.critic
 
     def _task(self, state: Mapping[str, Any]) -> str:
         if self.task_key is not None:
@@ -330,15 +269,8 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         if answer is None:
             return _not_triggered(state)
         settings, critic = self._for_run(runtime)
-        request = self._request(state, settings, answer)
-        with track_usage() as counter:
-            try:
-                result: Critique | BaseException = _checked(
-                    critic, critic.critique(request, _critic_config(counter))
-                )
-            except Exception as exc:  # reported in `reflection`, the answer is kept
-                result = exc
-        return self._update(state, settings, answer, result, counter.usage)
+        verdict = judge(critic, self._request(state, settings, answer), _critic_config())
+        return self._update(state, settings, answer, verdict)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_agent(
@@ -349,15 +281,8 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         if answer is None:
             return _not_triggered(state)
         settings, critic = self._for_run(runtime)
-        request = self._request(state, settings, answer)
-        with track_usage() as counter:
-            try:
-                result: Critique | BaseException = _checked(
-                    critic, await critic.acritique(request, _critic_config(counter))
-                )
-            except Exception as exc:  # reported in `reflection`, the answer is kept
-                result = exc
-        return self._update(state, settings, answer, result, counter.usage)
+        verdict = await ajudge(critic, self._request(state, settings, answer), _critic_config())
+        return self._update(state, settings, answer, verdict)
 
     # -- shared by the sync and async hooks -------------------------------------------------------------------
     def _request(self, state: Mapping[str, Any], settings: Settings, answer: AIMessage) -> CritiqueRequest:
@@ -385,10 +310,11 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         state: Mapping[str, Any],
         settings: Settings,
         answer: AIMessage,
-        result: Critique | BaseException,
-        usage: RoleUsage,
+        judged: Judged,
     ) -> dict[str, Any]:
-        verdict = _judge(state, settings, answer, result, usage)
+        result, usage, error = judged
+        outcome: Critique | BaseException = result if result is not None else cast(BaseException, error)
+        verdict = _judge(state, settings, answer, outcome, usage)
         rounds = [*(state.get("reflection_rounds") or []), verdict.round]
         update: dict[str, Any] = {
             "reflection_iterations": verdict.round["iteration"],
@@ -431,6 +357,22 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         return HumanMessage(content=text, id=f"{CRITIQUE_MESSAGE_PREFIX}{uuid.uuid4()}")
 
 
+def _agent_settings(values: dict[str, Any]) -> Settings:
+    """`Settings` from the middleware's keyword arguments; settings that only shape drafting are refused."""
+    agent = {f.name for f in setting_fields(agent=True)}
+    unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
+    if unknown:
+        raise TypeError(f"unknown argument(s) {unknown}; the settings are {sorted(agent)}")
+    drafting = sorted(set(values) - agent)
+    if drafting:
+        raise TypeError(f"{drafting} shape drafting, which the agent does itself; use {sorted(agent)}")
+    settings = Settings(**values)
+    other_roles = sorted(set(settings.prompts) - {"critique"})
+    if other_roles:
+        raise ValueError(f"prompts {other_roles} do not apply to the middleware; only 'critique' does")
+    return settings
+
+
 def _final_answer(state: Mapping[str, Any]) -> AIMessage | None:
     """The agent's final answer: the last message, when it is an `AIMessage` without tool calls."""
     messages = state.get("messages") or []
@@ -447,8 +389,8 @@ def _not_triggered(state: Mapping[str, Any]) -> dict[str, Any]:
     return {"reflection": _report(rounds, chosen, _Verdict({}, "not_triggered", None))}
 
 
-def _critic_config(counter: Any) -> RunnableConfig:
-    """The node's config (tracing callbacks) with the usage counter added and the calls marked internal."""
+def _critic_config() -> RunnableConfig:
+    """The node's config (tracing callbacks) with the critic's calls marked internal."""
     try:
         config: dict[str, Any] = dict(get_config())
     except RuntimeError:  # called outside a graph run
@@ -459,7 +401,7 @@ def _critic_config(counter: Any) -> RunnableConfig:
         **internal_call_metadata(),
     }
     config["tags"] = [*(config.get("tags") or []), "nostream"]
-    return _with_counter(cast(RunnableConfig, config), counter)
+    return cast(RunnableConfig, config)
 
 
 def _judge(
@@ -486,9 +428,7 @@ def _judge(
         return _Verdict(record, "error", f"critique failed: {type(result).__name__}: {result}")
     accepted = _rules.accepts(result.score, result.is_acceptable, settings.score_threshold)
     record.update(critique=result.model_dump(), score=result.score, accepted=accepted)
-    stop = _rules.stop_reason(
-        settings, cast(list[Round], rounds), iteration, result.score, accepted, result.issues
-    )
+    stop = _rules.stop_reason(settings, cast(list[Round], rounds), iteration, record["critique"], accepted)
     return _Verdict(record, stop, None)
 
 

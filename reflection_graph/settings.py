@@ -6,7 +6,11 @@
 - the runtime `Context` (reflection_graph/context.py) offers the fields marked `runtime=True` as per-run
   overrides, with the same description (Studio shows it);
 - the CLI (reflection_graph/cli.py) turns the fields marked `cli=True` into typer options with typer's own
-  `min`/`max` and choices.
+  `min`/`max` and choices;
+- `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting, which the agent does
+  itself) with the same names and defaults;
+- `SettingsKwargs` names every field with its type for `**settings: Unpack[SettingsKwargs]` (PEP 692), so editors
+  and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
 Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals.
 """
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any, Literal, get_args
+
+from typing_extensions import TypedDict
 
 __all__ = [
     "MAX_DRAFTS",
@@ -27,6 +33,7 @@ __all__ = [
     "ParseErrorPolicy",
     "Select",
     "Settings",
+    "SettingsKwargs",
     "Strategy",
     "choices",
     "setting_fields",
@@ -52,6 +59,7 @@ def _setting(
     max: float | None = None,
     runtime: bool = False,
     cli: bool = True,
+    agent: bool = True,
     flag: str | None = None,
     short: str | None = None,
 ) -> Any:
@@ -62,6 +70,7 @@ def _setting(
         "max": max,
         "runtime": runtime,
         "cli": cli,
+        "agent": agent,
         "flag": flag,
         "short": short,
     }
@@ -119,6 +128,7 @@ class Settings:
         "loop",
         "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass; "
         "'tree' expands the most promising candidate so far and drops dead ends, until accepted or the limit.",
+        agent=False,
     )
     n_drafts: int = _setting(
         1,
@@ -126,6 +136,7 @@ class Settings:
         min=1,
         max=MAX_DRAFTS,
         runtime=True,
+        agent=False,
     )
     n_revisions: int = _setting(
         1,
@@ -133,9 +144,12 @@ class Settings:
         min=1,
         max=MAX_DRAFTS,
         runtime=True,
+        agent=False,
     )
     preserve_correct: bool = _setting(True, "Tell the reviser to keep what the critique did not object to.")
-    focus: Focus = _setting("general", "Targeted revision prompt: general, code, reasoning or format.")
+    focus: Focus = _setting(
+        "general", "Targeted revision prompt: general, code, reasoning or format.", agent=False
+    )
     history_window: int = _setting(
         1, "Earlier rounds shown to the reviser (bounded, so prompts do not grow).", min=0, max=20
     )
@@ -186,10 +200,32 @@ class Settings:
         """The settings as keyword arguments of `create_reflection_graph`."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    @property
-    def rounds(self) -> int:
-        """The rounds this strategy can run: `max_iterations`, or 1 for `self_refine`."""
-        return 1 if self.strategy == "self_refine" else self.max_iterations
+
+class SettingsKwargs(TypedDict, total=False):
+    """Every `Settings` field as an optional keyword argument, with its type (for `Unpack`, PEP 692).
+
+    Defaults, bounds and descriptions live on `Settings` alone; tests/test_settings.py checks that the names and
+    types here are `Settings`' own.
+    """
+
+    max_iterations: int
+    min_iterations: int
+    score_threshold: float | None
+    min_improvement: float
+    patience: int | None
+    stop_on_no_new_issues: bool
+    select: Select
+    strategy: Strategy
+    n_drafts: int
+    n_revisions: int
+    preserve_correct: bool
+    focus: Focus
+    history_window: int
+    parse_retries: int
+    on_parse_error: ParseErrorPolicy
+    retries: int
+    timeout_s: float | None
+    prompts: Mapping[str, Any]
 
 
 def choices(annotation: Any) -> tuple[Any, ...]:
@@ -258,23 +294,18 @@ def _one_of(allowed: tuple[Any, ...]) -> str:
     return listed if len(quoted) <= 2 else f"one of {listed}"
 
 
-def setting_fields(*, runtime: bool | None = None, cli: bool | None = None) -> Iterator[Field[Any]]:
-    """The `Settings` fields, optionally only those overridable per run or shown on the CLI."""
+def setting_fields(
+    *, runtime: bool | None = None, cli: bool | None = None, agent: bool | None = None
+) -> Iterator[Field[Any]]:
+    """The `Settings` fields, optionally only those overridable per run, shown on the CLI or taken by the agent
+    middleware."""
+    wanted = {"runtime": runtime, "cli": cli, "agent": agent}
     for f in fields(Settings):
-        if runtime is not None and f.metadata["runtime"] != runtime:
-            continue
-        if cli is not None and f.metadata["cli"] != cli:
-            continue
-        yield f
+        if all(value is None or f.metadata[key] == value for key, value in wanted.items()):
+            yield f
 
 
 def default(name: str) -> Any:
     """The default value of setting `name`."""
     f = Settings.__dataclass_fields__[name]
     return f.default_factory() if f.default is MISSING and callable(f.default_factory) else f.default
-
-
-def settings_from(values: Mapping[str, Any], *, ignore: Callable[[str], bool] | None = None) -> Settings:
-    """Build `Settings` from the keys of `values` that are settings (others ignored)."""
-    names = Settings.__dataclass_fields__
-    return Settings(**{k: v for k, v in values.items() if k in names and not (ignore and ignore(k))})

@@ -10,10 +10,11 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from typing_extensions import NotRequired, Required
 
-from reflection_graph._usage import RoleUsage, add_role_usage
+from reflection_graph._usage import RoleUsage
 
 __all__ = [
     "InputState",
+    "Job",
     "OutputState",
     "ReflectionState",
     "Round",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "error"]
+Job = Literal["draft", "revise", "glean"]
+"""What `generate` did for a round: drafted, revised the previous round's candidate, or took the given one."""
 UsageReport = dict[str, RoleUsage]
 """Usage keyed by role: `generate`, `critique`, `revise` and `total`."""
 
@@ -36,6 +39,9 @@ class Round(TypedDict):
     accepted: bool
     diff: str
     usage: UsageReport
+    job: NotRequired[Job]
+    echo: NotRequired[bool]
+    """The candidate echoes a prompt, a system message or a critique (never selected while another exists)."""
     samples: NotRequired[list[dict[str, Any]]]
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 
@@ -43,14 +49,6 @@ class Round(TypedDict):
 def _append_rounds(left: list[Round] | None, right: list[Round] | None) -> list[Round]:
     """Reducer: append this step's rounds to the trajectory."""
     return [*(left or []), *(right or [])]
-
-
-def _add_usage(left: UsageReport | None, right: UsageReport | None) -> UsageReport:
-    """Reducer: sum usage per role (and the `total`)."""
-    merged: UsageReport = dict(left or {})
-    for role, usage in (right or {}).items():
-        merged[role] = add_role_usage(merged.get(role), usage)
-    return merged
 
 
 class InputState(TypedDict, total=False):
@@ -86,13 +84,31 @@ class OutputState(TypedDict, total=False):
     iterations: int
     stop_reason: StopReason | None
     error: str | None
-    usage: Annotated[UsageReport, _add_usage]
+    usage: UsageReport
+
+
+class Pending(TypedDict):
+    """The candidates `generate` made for round `iteration`, waiting for `critique`."""
+
+    iteration: int
+    job: Job
+    samples: list[dict[str, Any]]
+    """Each: `candidate`, `usage` (of the call that made it) and `echo`."""
 
 
 class ReflectionState(InputState, OutputState, total=False):
-    """The overall state; `rg_*` keys are internal and never leave the graph."""
+    """The overall state; `rg_*` keys are internal and never leave the graph.
 
-    rg_pending: list[dict[str, Any]]
-    rg_revisions: int
+    `candidate` is the given candidate going in and the answer coming out; the candidates of a round live in
+    `rg_pending` and, once judged, in `trajectory`.
+    """
+
+    rg_pending: Pending
+    rg_feedback: str | None
+    """A reviewer's words (human review), added to the critique the next revision sees."""
+    rg_spent: UsageReport
+    """Usage of a step that ended the run with an error before any round could record it."""
     rg_expanded: list[str]
     """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
+    rg_target: dict[str, Any] | None
+    """The `tree` strategy: the candidate (and its critique) the next revision expands."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,9 +16,23 @@ scores = st.floats(min_value=0, max_value=10, allow_nan=False)
 whole = st.integers(min_value=0, max_value=10).map(float)
 
 
-def round_(score: float, issues: list[str] | None = None) -> Round:
-    critique: dict[str, Any] = {"issues": issues or [], "score": score}
+def verdict(
+    score: float, issues: list[str] | None = None, passed: int | None = None, total: int | None = None
+):
+    return {"issues": issues or [], "score": score, "checks_passed": passed, "checks_total": total}
+
+
+def round_(
+    score: float,
+    issues: list[str] | None = None,
+    *,
+    passed: int | None = None,
+    total: int | None = None,
+    echo: bool = False,
+) -> Round:
+    critique: dict[str, Any] = verdict(score, issues, passed, total)
     return {
+        "echo": echo,
         "iteration": 1,
         "candidate": "c",
         "critique": critique,
@@ -70,12 +85,12 @@ def test_no_new_issues_is_a_subset_test_ignoring_case_and_spaces(
     assert _rules.no_new_issues(earlier, current) is expected
 
 
-@given(st.lists(st.one_of(st.none(), whole), min_size=1, max_size=10))
-def test_best_index_takes_the_highest_score_and_the_later_of_ties(values: list[float | None]) -> None:
+@given(st.lists(whole, min_size=1, max_size=10))
+def test_best_index_takes_the_highest_key_and_the_later_of_ties(values: list[float]) -> None:
     index = _rules.best_index(values)
-    best = max(v or 0.0 for v in values)
-    assert (values[index] or 0.0) == best
-    assert all((v or 0.0) < best for v in values[index + 1 :])  # nothing later ties it
+    best = max(values)
+    assert values[index] == best
+    assert all(v < best for v in values[index + 1 :])  # nothing later ties it
 
 
 @given(st.integers(1, 6), st.integers(1, 6), st.lists(whole, min_size=1, max_size=6), st.booleans())
@@ -86,7 +101,9 @@ def test_stop_reason_order(
     settings = Settings(max_iterations=max_iterations, min_iterations=min_iterations, patience=None)
     trajectory = [round_(s, [f"issue {i}"]) for i, s in enumerate(history[:-1])]
     iteration = len(history)
-    stop = _rules.stop_reason(settings, trajectory, iteration, history[-1], accepted, [f"new {iteration}"])
+    stop = _rules.stop_reason(
+        settings, trajectory, iteration, verdict(history[-1], [f"new {iteration}"]), accepted
+    )
     if iteration < min_iterations:
         assert stop is None
     elif accepted:
@@ -100,15 +117,116 @@ def test_stop_reason_order(
 def test_stop_reason_plateau_and_no_new_issues() -> None:
     settings = Settings(max_iterations=10, patience=2, min_improvement=0.5)
     flat = [round_(5.0, ["x"]), round_(5.2, ["y"])]
-    assert _rules.stop_reason(settings, flat, 3, 5.4, False, ["z"]) == "plateau"
-    assert _rules.stop_reason(settings, flat, 3, 5.5, False, ["z"]) is None  # gain of exactly 0.5 is progress
+    assert _rules.stop_reason(settings, flat, 3, verdict(5.4, ["z"]), False) == "plateau"
+    assert (
+        _rules.stop_reason(settings, flat, 3, verdict(5.5, ["z"]), False) is None
+    )  # a gain of 0.5 is progress
     repeat = [round_(1.0, ["same issue"])]
-    assert _rules.stop_reason(settings, repeat, 2, 4.0, False, ["Same  issue"]) == "plateau"
+    assert _rules.stop_reason(settings, repeat, 2, verdict(4.0, ["Same  issue"]), False) == "plateau"
     quiet = Settings(max_iterations=10, patience=None, stop_on_no_new_issues=False)
-    assert _rules.stop_reason(quiet, repeat, 2, 4.0, False, ["same issue"]) is None
+    assert _rules.stop_reason(quiet, repeat, 2, verdict(4.0, ["same issue"]), False) is None
 
 
 def test_select_round_best_or_last() -> None:
     rounds = [round_(3.0), round_(8.0), round_(8.0), round_(2.0)]
     assert _rules.select_round(rounds, "best") is rounds[2]
     assert _rules.select_round(rounds, "last") is rounds[3]
+
+
+# ------------------------------------------------------------------ never worse than no loop (issue 24, item 3)
+
+
+@given(
+    st.integers(2, 8),
+    st.lists(whole, min_size=1, max_size=6),
+    st.integers(1, 5),
+    st.integers(0, 4),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_a_verifier_reporting_failures_never_stops_on_a_plateau_while_rounds_are_left(
+    max_iterations: int, history: list[float], total: int, passed: int, patience: int, repeat: bool
+) -> None:
+    passed = min(passed, total - 1)  # at least one check still fails
+    settings = Settings(max_iterations=max_iterations, patience=patience, min_improvement=5.0)
+    issues = ["the same failing test"] if repeat else [f"fails {len(history)}"]
+    trajectory = [round_(s, ["the same failing test"], passed=passed, total=total) for s in history[:-1]]
+    iteration = len(history)
+    stop = _rules.stop_reason(
+        settings, trajectory, iteration, verdict(history[-1], issues, passed, total), False
+    )
+    if iteration < max_iterations:
+        assert stop is None  # neither "plateau" (flat scores) nor "no new issues" (the same failures)
+    else:
+        assert stop == "max_iterations"
+
+
+def test_the_same_flat_scores_from_a_judge_do_stop_on_a_plateau() -> None:
+    settings = Settings(max_iterations=10, patience=1, min_improvement=0.5)
+    judged = [round_(4.0, ["x"])]
+    assert _rules.stop_reason(settings, judged, 2, verdict(4.0, ["y"]), False) == "plateau"
+    passing = [round_(4.0, ["x"], passed=3, total=3)]  # a verifier whose checks all pass: judged by its score
+    assert _rules.stop_reason(settings, passing, 2, verdict(4.0, ["y"], 3, 3), False) == "plateau"
+
+
+candidates = st.lists(
+    st.tuples(whole, st.integers(0, 5), st.booleans()),  # judge's score, tests passed (of 5), echo
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(candidates)
+def test_selection_never_returns_fewer_passed_tests_than_another_candidate(
+    rows: list[tuple[float, int, bool]],
+) -> None:
+    rounds = [round_(score, passed=passed, total=5, echo=False) for score, passed, _ in rows]
+    chosen = _rules.select_round(rounds, "best")
+    most = max(passed for _, passed, _ in rows)
+    assert chosen["critique"]["checks_passed"] == most  # a verifier's verdict outranks the judge's score
+    tied = [r for r in rounds if r["critique"]["checks_passed"] == most]
+    assert chosen["score"] == max(r["score"] for r in tied)  # then the score
+    later = rounds[next(i for i, r in enumerate(rounds) if r is chosen) + 1 :]
+    assert not any(r["critique"]["checks_passed"] == most and r["score"] == chosen["score"] for r in later)
+
+
+@given(candidates)
+def test_an_echo_is_never_selected_while_another_candidate_exists(
+    rows: list[tuple[float, int, bool]],
+) -> None:
+    rounds = [round_(score, passed=passed, total=5, echo=echo) for score, passed, echo in rows]
+    for select in ("best", "last"):
+        chosen = _rules.select_round(rounds, select)
+        if not all(echo for _, _, echo in rows):
+            assert chosen["echo"] is False
+
+
+TASK = "Write a polite email to the Data Engineer at Acme declining their job offer."
+SYSTEM = "You are an experienced writer. Produce exactly what the task asks for, nothing else."
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        SYSTEM,  # the system prompt
+        TASK + " The following is your task: write the email below.",  # starts with the instruction
+        "write a polite email to the data engineer at acme declining their job offer",  # mostly the task
+        "Score: 0.485/10. Acceptable: False. Issues: too short",  # a critique
+        'Here is my verdict: {"score": 3, "is_acceptable": false}',  # a JSON verdict
+    ],
+)
+def test_echoes_of_a_prompt_a_system_message_or_a_critique(candidate: str) -> None:
+    assert _rules.echoes(candidate, [TASK, SYSTEM]) is True
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "Dear Hiring Team at Acme,\n\nThank you for offering me the Data Engineer role. After careful thought I "
+        "have decided to decline. I am grateful for your time.\n\nBest regards,\nSam",
+        "Hello,\nI must decline the offer; my score on fit: not the issue.",
+        "",
+    ],
+)
+def test_real_answers_are_not_echoes(candidate: str) -> None:
+    assert _rules.echoes(candidate, [TASK, SYSTEM]) is False

@@ -67,11 +67,12 @@ def test_best_of_n_drafts_keeps_the_best_and_records_every_sample(mode: str) -> 
     result = run(graph, mode)
     first = result["trajectory"][0]
     samples = first["samples"]
+    # the first sample is the generator's own call (never worse than no loop); the others distinct seeds, warmer
     assert [s["candidate"] for s in samples] == [
-        "sample seed=10 t=0.0",  # the first is the model's own (greedy) call, as a plain call would give
+        "sample seed=10 t=0.0",
         "sample seed=11 t=0.7",
         "sample seed=12 t=0.7",
-    ]  # distinct seeds
+    ]
     assert [s["score"] for s in samples] == [3.0, 8.0, 5.0]
     assert first["candidate"] == result["candidate"] == "sample seed=11 t=0.7" and first["score"] == 8.0
     usage = result["usage"]

@@ -119,3 +119,71 @@ def test_huge_critiques_are_bounded() -> None:
     )
     assert sum(len(str(m.content)) for m in messages) < 20_000
     assert len(critique.model_dump_json()) < 20_000
+
+
+# ------------------------------------------------------------------------------- one declaration of the settings
+
+
+def test_settings_kwargs_names_and_types_are_the_settings_own() -> None:
+    from reflection_graph.settings import SettingsKwargs
+
+    declared = typing.get_type_hints(Settings)
+    offered = typing.get_type_hints(SettingsKwargs)
+    assert offered == declared  # same names, same types (Literal choices included)
+    # every setting is optional, its default is on Settings
+    assert SettingsKwargs.__required_keys__ == frozenset()
+
+
+@pytest.mark.parametrize("factory", ["create_reflection_graph", "build_reflection_graph"])
+def test_the_factories_unpack_settings_kwargs(factory: str) -> None:
+    import inspect
+
+    from typing_extensions import Unpack
+
+    from reflection_graph import graph as graph_module
+    from reflection_graph.settings import SettingsKwargs
+
+    kwargs = inspect.signature(getattr(graph_module, factory)).parameters["settings"]
+    assert kwargs.kind is inspect.Parameter.VAR_KEYWORD
+    hint = typing.get_type_hints(getattr(graph_module, factory))["settings"]
+    assert hint == Unpack[SettingsKwargs]
+
+
+def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
+    import inspect
+
+    from typing_extensions import Unpack
+
+    from reflection_graph.middleware import ReflectionMiddleware
+    from reflection_graph.settings import SettingsKwargs
+
+    critic = lambda prompt: '{"score": 9, "is_acceptable": true}'  # noqa: E731
+    middleware = ReflectionMiddleware(critic)
+    assert type(middleware.settings) is Settings and middleware.settings == Settings()
+    assert middleware.settings.max_iterations == 3  # Settings' default, not a middleware copy
+    params = inspect.signature(ReflectionMiddleware.__init__).parameters
+    assert typing.get_type_hints(ReflectionMiddleware.__init__)["settings"] == Unpack[SettingsKwargs]
+    # no setting is re-declared by hand as its own parameter
+    assert not set(params) & set(Settings.__dataclass_fields__)
+    agent = {f.name for f in setting_fields(agent=True)}
+    assert agent == set(Settings.__dataclass_fields__) - {"strategy", "n_drafts", "n_revisions", "focus"}
+    tuned = ReflectionMiddleware(critic, max_iterations=5, score_threshold=7, patience=None)
+    assert tuned.settings == Settings(max_iterations=5, score_threshold=7, patience=None)
+    with pytest.raises(TypeError, match=r"\['n_drafts'\] shape drafting"):
+        ReflectionMiddleware(critic, n_drafts=2)
+    with pytest.raises(ValueError, match="max_iterations must be >= 1"):
+        ReflectionMiddleware(critic, max_iterations=0)
+
+
+def test_graph_and_middleware_share_one_override_resolution() -> None:
+    from reflection_graph import _overrides
+    from reflection_graph.middleware import ReflectionMiddleware
+
+    critic = lambda prompt: '{"score": 9, "is_acceptable": true}'  # noqa: E731
+    middleware = ReflectionMiddleware(critic, max_iterations=4)
+    assert isinstance(middleware.overrides, _overrides.Overrides)
+    settings, roles = middleware.overrides.for_run({"max_iterations": 2, "unrelated": 1})
+    assert settings.max_iterations == 2 and roles.critic is middleware.critic
+    assert middleware.overrides.for_run(None)[0].max_iterations == 4
+    with pytest.raises(ValueError, match="select must be 'best' or 'last'"):
+        middleware.overrides.for_run(Context(select="worst"))  # type: ignore[arg-type]

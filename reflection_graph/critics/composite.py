@@ -155,6 +155,7 @@ class CompositeCritic(BaseCritic):
             feedback="\n".join(feedback),
             findings=findings,
             parsed=all(c.parsed for c in critiques),
+            **_checks(critiques),
         )
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
@@ -165,3 +166,14 @@ class CompositeCritic(BaseCritic):
         """Run every critic concurrently and merge the critiques."""
         results = await asyncio.gather(*(critic.acritique(request, config) for _, critic in self.critics))
         return self.merge(list(results))
+
+
+def _checks(critiques: Sequence[Critique]) -> dict[str, int | None]:
+    """The verifiers' checks summed (None when no critic is a verifier)."""
+    verifiers = [c for c in critiques if c.checks_total is not None]
+    if not verifiers:
+        return {"checks_passed": None, "checks_total": None}
+    return {
+        "checks_passed": sum(c.checks_passed or 0 for c in verifiers),
+        "checks_total": sum(c.checks_total or 0 for c in verifiers),
+    }

@@ -65,6 +65,8 @@ class RuleCritic(BaseCritic):
             score=score,
             feedback=feedback,
             findings=findings,
+            checks_passed=int(accepted),  # one rule check: it passes or it fails
+            checks_total=1,
         )
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:

@@ -319,6 +319,8 @@ class CodeTestCritic(BaseCritic):
             score=0,
             feedback="The candidate contains no code to test.",
             findings=[finding],
+            checks_passed=0,
+            checks_total=max(1, len(self.test_names)),
         )
 
     def _interpret(self, result: SandboxResult, ruff: SandboxResult | None, secret: bytes) -> Critique:
@@ -477,6 +479,8 @@ class CodeTestCritic(BaseCritic):
             score=score,
             feedback=feedback,
             findings=findings,
+            checks_passed=0 if zero_score else passed,
+            checks_total=max(total, 1),
         )
 
     def _ruff_findings(self, result: SandboxResult, suggestions: list[str]) -> list[Finding]:
@@ -614,7 +618,13 @@ class CommandCritic(BaseCritic):
             suggestion = "Make the candidate need less memory to check."
         elif result.returncode == 0:
             return Critique(
-                issues=[], suggestions=[], is_acceptable=True, score=10, feedback="The check passed."
+                issues=[],
+                suggestions=[],
+                is_acceptable=True,
+                score=10,
+                feedback="The check passed.",
+                checks_passed=1,
+                checks_total=1,
             )
         else:
             output = _tail(result.stdout + "\n" + result.stderr) or "no output"
@@ -631,6 +641,8 @@ class CommandCritic(BaseCritic):
             score=0,
             feedback=finding.message,
             findings=[finding],
+            checks_passed=0,
+            checks_total=1,
         )
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:

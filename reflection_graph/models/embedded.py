@@ -623,31 +623,13 @@ class EmbeddedChatModel(BaseChatModel):
         self, loaded: _Loaded, prompt: str, params: dict[str, Any]
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
         usage = UsageMetadata(input_tokens=0, output_tokens=0, total_tokens=0)
-        base_seed = params["seed"]
-        text, result, attempt = "", {}, 0
-        for attempt in range(self.empty_retries + 1):
-            args = dict(params)
-            run_prompt = prompt
-            if attempt:
-                # Retry an empty reply: the next seed, a minimum temperature, and on the last try a starter.
-                args["seed"] = None if base_seed is None else base_seed + attempt
-                args["temperature"] = max(args["temperature"], 0.7)
-            starter = ""
-            if attempt and attempt == self.empty_retries:
-                starter = _starter(prompt)
-                run_prompt = prompt + starter
-            result = self._complete(loaded, run_prompt, args)
-            _add_usage(usage, result)
-            choice = result["choices"][0]
-            text = _clean(starter + choice["text"], truncated=choice.get("finish_reason") == "length")
-            if text and text != starter.strip():
-                break
-        if not text:
-            raise RuntimeError(
-                f"the embedded model returned an empty reply {attempt + 1} times; the prompt may not fit a base "
-                "model: end it with a cue line such as 'Draft:'"
-            )
-        return text, usage, self._meta(result, attempt + 1)
+        # One attempt: an empty reply is retried (next seed, warmer) by the one retry layer,
+        # reflection_graph._calls, where every attempt is counted in max_model_calls.
+        result = self._complete(loaded, prompt, dict(params))
+        _add_usage(usage, result)
+        choice = result["choices"][0]
+        text = _clean(choice["text"], truncated=choice.get("finish_reason") == "length")
+        return text, usage, self._meta(result, 1)
 
     def _generate_json(
         self,
