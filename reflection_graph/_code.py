@@ -62,12 +62,10 @@ CODE_TEST_DEFAULTS: dict[str, Any] = {
     "n_drafts": 4,
     "n_revisions": 2,
     "max_iterations": 3,
-    "stop_on_no_new_issues": False,
 }
 """The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): 4 first drafts (the
-greedy one and 3 samples), then up to 2 revision rounds of 2 samples while the tests fail, and the same failing
-tests again are a reason to try again, not to stop. 8 model calls at most; measured on HumanEval/40-163 in
-bench/README.md."""
+greedy one and 3 samples), then up to 2 revision rounds of 2 samples while the tests fail. 8 generations at most;
+measured on HumanEval/40-163 in bench/README.md."""
 
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 _ISSUES_SHOWN = 4

@@ -203,7 +203,6 @@ def test_focus_code_with_a_test_critic_defaults_to_four_drafts_and_two_revision_
         "n_drafts": 4,
         "n_revisions": 2,
         "max_iterations": 3,
-        "stop_on_no_new_issues": False,
     }
     assert code_defaults(critic, {"focus": "code", "n_drafts": 1})["n_drafts"] == 1  # what a user passes wins
     assert code_defaults(critic, {"focus": "general"}) == {"focus": "general"}
