@@ -91,31 +91,38 @@ class Stub:
         return len(line) - len(line.lstrip())
 
 
+def _docstring_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr | None:
+    """The docstring statement of a stub: a string after nothing but imports, with nothing but `pass` or more
+    strings after it (so `def f():\n    import math\n    \"\"\"Doc.\"\"\"` is a stub too). None otherwise."""
+    body = list(node.body)
+    while body and isinstance(body[0], (ast.Import, ast.ImportFrom)):
+        body.pop(0)
+    if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Constant):
+        return None
+    if not isinstance(body[0].value.value, str):
+        return None
+    empty = all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        for s in body[1:]
+    )
+    return body[0] if empty else None
+
+
 def _stub_in(code: str, entry_point: str | None) -> Stub | None:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return None
-    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Expr]] = []
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
             continue
-        first = node.body[0]
-        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
-            continue
-        if not isinstance(first.value.value, str):
-            continue
-        rest = node.body[1:]
-        empty = all(
-            isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-            for s in rest
-        )
-        if empty and (entry_point is None or node.name == entry_point):
-            found.append(node)
+        doc = _docstring_of(node)
+        if doc is not None and (entry_point is None or node.name == entry_point):
+            found.append((node, doc))
     if not found:
         return None
-    node = found[-1]
-    doc = node.body[0]
+    node, doc = found[-1]
     lines = code.splitlines()
     assert doc.end_lineno is not None
     body_line = lines[doc.lineno - 1]

@@ -211,3 +211,10 @@ def test_focus_code_with_a_test_critic_defaults_to_four_drafts_and_two_revision_
     result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
     assert len(generator.received) == 4 + 2 + 2 and result["stop_reason"] == "max_iterations"
     assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [4, 2, 2]
+
+
+def test_a_stub_may_import_before_its_docstring() -> None:
+    stub = 'def area(r):\n    import math\n    """Area of a circle of radius r."""\n'
+    found = find_stub(stub)
+    assert found is not None and found.name == "area" and found.source + "\n" == stub
+    assert finish_candidate(stub, "return math.pi * r * r") == stub + "    return math.pi * r * r\n"
