@@ -139,7 +139,13 @@ def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
     # a base model writes code when the prompt ends inside a ```python fence
     prompts = {"generate": CODE_GENERATE_PROMPT, "revise": CODE_REVISE_PROMPT}
     graph = create_reflection_graph(
-        generator, critic=CodeTestCritic(tests, timeout_s=5), max_iterations=2, focus="code", prompts=prompts
+        generator,
+        critic=CodeTestCritic(tests, timeout_s=5),
+        max_iterations=2,
+        focus="code",
+        prompts=prompts,
+        n_drafts=1,
+        n_revisions=1,
     )
     result = graph.invoke({"task": "Write a Python function add(a, b) that returns a + b."})
 
