@@ -107,6 +107,14 @@ def validate_input(state: Mapping[str, Any]) -> None:
             raise ValueError(
                 f"'{key}' must be a string, got {type(value).__name__}{'; ' + hint if hint else ''}"
             )
+    for key in ("task", "candidate", "context"):  # text no model or HTTP client can send: a lone surrogate
+        try:
+            (state.get(key) or "").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"'{key}' has a character with no UTF-8 form at position {exc.start} "
+                f"(U+{ord(exc.object[exc.start]):04X}, a lone surrogate); pass valid Unicode text"
+            ) from None
 
 
 def _text(message: Any) -> str:
