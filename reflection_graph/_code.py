@@ -1,11 +1,13 @@
 """Code for base models: complete the function stub instead of restating it.
 
 When a task holds a function stub (a signature and a docstring, with nothing else in the body) and the focus is
-"code", the nodes prompt completion-style: the prompt ends with the stub, so a base model (the embedded Gemma 3
-270M) writes the function body next, as it would in a source file. `finish_candidate` turns that continuation
+"code", the nodes prompt completion-style: a first draft's prompt is the stub itself, exactly what a plain
+completion of the stub sees (never worse than no loop: at temperature 0 the first draft is the model's own greedy
+completion), so a base model (the embedded Gemma 3 270M) writes the function body next, as in a source file. `finish_candidate` turns that continuation
 into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
 critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
-Revisions see the previous code, the failing tests (the critique's issues) and the stub again.
+Revisions see a solved example, the previous code, the failing tests (the critique's issues) and the stub again.
+With a `CodeTestCritic`, `CODE_TEST_DEFAULTS` are the code focus's sampling defaults (`code_defaults`).
 
 Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
 opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).
