@@ -514,6 +514,7 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
         EmbeddedChatModel(max_tokens=48, seed=0),
         critic=CodeTestCritic(tests, timeout_s=5, isolation="required"),
         max_iterations=1,
+        n_drafts=1,
         focus="code",
         prompts={"generate": CODE_GENERATE_PROMPT, "revise": CODE_REVISE_PROMPT},
     )

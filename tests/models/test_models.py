@@ -279,6 +279,8 @@ def test_messages_to_prompt_plain_and_conversation() -> None:
         [HumanMessage(content="hi"), AIMessage(content="hello"), HumanMessage(content="q")]
     )
     assert convo == "User: hi\n\nAssistant: hello\n\nUser: q\n\nAssistant:"
+    stub = 'def f(x):\n    """Double x."""\n'
+    assert messages_to_prompt([HumanMessage(content=stub)]) == stub, "a lone message is continued as written"
 
 
 def test_bounded_json_schema_caps_strings_lists_and_score() -> None:
