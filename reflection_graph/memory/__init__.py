@@ -20,10 +20,10 @@ from reflection_graph.memory._text import MAX_TASK_TERMS, jaccard, task_tokens
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "E5SmallEmbeddings",
     "LESSONS_HEADER",
-    "Lesson",
     "MAX_TASK_TERMS",
+    "E5SmallEmbeddings",
+    "Lesson",
     "ReflexionMemory",
     "default_embeddings",
     "format_lessons",
