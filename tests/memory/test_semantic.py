@@ -282,14 +282,6 @@ def test_real_embedder_concurrent_saves_and_async_search_on_sqlite(
         store.conn.close()
 
 
-def test_memory_all_is_sorted_and_importable() -> None:
-    import reflection_graph.memory as memory_package
-
-    names = memory_package.__all__
-    assert names == sorted(names, key=lambda n: (n[0].islower(), n))
-    assert all(getattr(memory_package, name) is not None for name in names)
-
-
 @pytest.mark.embedded
 def test_embedded_model_drafts_a_reworded_task_with_the_lesson_found_by_meaning(
     e5: E5SmallEmbeddings,
