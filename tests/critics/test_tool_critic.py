@@ -516,6 +516,9 @@ def test_values_exceptions_and_in_place_changes_cross_between_the_processes() ->
 def test_tests_that_need_the_candidates_objects_run_in_process_and_say_why(tests: str, why: str) -> None:
     critic = CodeTestCritic(tests)
     assert critic.verdict_source == "in-process" and why in str(critic.why_in_process)
+    # a capitalised entry point is the function under test (HumanEval has one), not a class
+    named = CodeTestCritic("def check(candidate):\n    assert candidate(1) == 2\n", entry_point="Add_One")
+    assert named.verdict_source == "outside"
 
 
 async def test_more_concurrent_critiques_than_pool_workers_all_finish() -> None:
