@@ -8,28 +8,35 @@ instead (`track_usage`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.runnables import RunnableConfig
 
 __all__ = [
     "Meter",
     "RoleUsage",
     "UsageCounter",
     "add_role_usage",
+    "critic_counter",
     "current_meter",
     "empty_usage",
+    "message_usage",
     "metering",
+    "run_usage",
     "sum_usage",
     "track_usage",
+    "usage_of",
+    "with_counter",
 ]
 
 
@@ -67,7 +74,7 @@ def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
     return out
 
 
-def _message_usage(result: Any) -> Any:
+def message_usage(result: Any) -> Any:
     """The `usage_metadata` of a reply: an `AIMessage`, or a structured-output result holding it as `raw`."""
     if isinstance(result, dict):
         result = result.get("raw")
@@ -85,7 +92,7 @@ class Meter:
 
     def record(self, result: Any) -> None:
         """One model call (an attempt) that returned `result` (None when it raised)."""
-        meta = _message_usage(result)
+        meta = message_usage(result)
         with self._lock:
             self.usage["calls"] += 1
             if meta:
@@ -113,6 +120,22 @@ def metering(meter: Meter | None = None) -> Iterator[Meter]:
     finally:
         _METER.reset(token)
         meter.usage["seconds"] = round(meter.usage["seconds"] + time.perf_counter() - start, 6)
+
+
+def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
+    """A run's usage per role and in total, from its state: every round (`trajectory`), the candidates still
+    waiting for a critique (`rg_pending`) and a failed step (`rg_spent`)."""
+    parts: list[Mapping[str, RoleUsage]] = [r["usage"] for r in state.get("trajectory") or []]
+    pending = state.get("rg_pending")
+    if pending and pending["iteration"] > int(state.get("iterations") or 0):
+        parts += [s.get("usage") or {} for s in pending["samples"]]
+    parts.append(state.get("rg_spent") or {})
+    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
+    for part in parts:
+        for role, value in part.items():
+            if role != "total":
+                totals[role] = add_role_usage(totals.get(role), value)
+    return {**totals, "total": sum_usage(list(totals.values()))}
 
 
 class UsageCounter(BaseCallbackHandler):
@@ -162,3 +185,38 @@ def track_usage() -> Iterator[UsageCounter]:
         yield counter
     finally:
         counter.usage["seconds"] = round(time.perf_counter() - start, 6)
+
+
+def with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
+    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
+    merged: dict[str, Any] = dict(config or {})
+    callbacks = merged.get("callbacks")
+    if callbacks is None:
+        merged["callbacks"] = [counter]
+    elif isinstance(callbacks, list):
+        merged["callbacks"] = [*callbacks, counter]
+    else:
+        manager = callbacks.copy()
+        manager.add_handler(counter, inherit=True)
+        merged["callbacks"] = manager
+    return cast(RunnableConfig, merged)
+
+
+def usage_of(meter: Meter, counter: UsageCounter | None) -> RoleUsage:
+    """A step's usage: the meter's, or the callback's counts with the meter's seconds."""
+    if counter is None:
+        return cast(RoleUsage, meter.usage)
+    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
+
+
+def _metered(critic: Any) -> bool:
+    """True when every model call of `critic` goes through the package's call layer (its own critics, also
+    inside a composite); any other critic is measured with a callback."""
+    if not type(critic).__module__.startswith("reflection_graph."):
+        return False
+    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
+
+
+def critic_counter(critic: Any) -> Any:
+    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
+    return contextlib.nullcontext() if _metered(critic) else track_usage()

@@ -15,6 +15,11 @@ round, one critique per candidate (re-asked up to `parse_retries` times when it 
 these calls retried at most `retries` times (transient errors, empty replies). With the defaults that is 2 calls per
 round when nothing fails.
 
+Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
+has left (reflection_graph/_budget.py); a call the budget cannot cover is not started, and the run stops with
+`stop_reason="budget"` after that step, returning its best candidate so far. `n_drafts`/`n_revisions` samples are
+cut to what the budget covers. A budget only removes calls, so `max_model_calls` stays a true bound.
+
 The `self_refine` strategy is one Self-Refine pass: draft, one critique, and (unless accepted) one revision that
 is returned without a second critique.
 """
@@ -161,7 +166,7 @@ def create_reflection_graph(
             ("loop" or "self_refine"), `n_drafts` and `n_revisions` (1: samples per round, best kept),
             `preserve_correct`, `focus` ("general", "code", "reasoning", "format"), `history_window`, `prompts`
             (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
-            `timeout_s`.
+            `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 
     Returns:
         A `CompiledStateGraph` taking `{"task", "candidate"?, "context"?}` and returning `candidate`,

@@ -22,7 +22,7 @@ __all__ = [
     "UsageReport",
 ]
 
-StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "error"]
+StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "budget", "error"]
 Job = Literal["draft", "revise", "glean"]
 """What `generate` did for a round: drafted, revised the previous round's candidate, or took the given one."""
 UsageReport = dict[str, RoleUsage]
@@ -73,8 +73,9 @@ class OutputState(TypedDict, total=False):
         critique: the critique of that answer, as a dict (`Critique.model_dump()`).
         trajectory: one entry per round.
         iterations: number of critique rounds run.
-        stop_reason: `accepted | max_iterations | plateau | not_triggered | error`.
-        error: what went wrong when `stop_reason == "error"`, else None.
+        stop_reason: `accepted | max_iterations | plateau | not_triggered | budget | error`.
+        error: what went wrong when `stop_reason == "error"`; with `budget`, why the budget refused a call (and
+            any failure of the same step); else None.
         usage: tokens, calls and seconds per role and in total.
     """
 
@@ -108,3 +109,5 @@ class ReflectionState(InputState, OutputState, total=False):
     """A reviewer's words (human review), added to the critique the next revision sees."""
     rg_spent: UsageReport
     """Usage of a step that ended the run with an error before any round could record it."""
+    rg_elapsed: float
+    """Seconds of the run's steps so far (written only under a `time_budget_s`)."""
