@@ -47,9 +47,9 @@ from reflection_graph._budget import current_budget
 from reflection_graph._usage import current_meter
 
 __all__ = [
+    "TRANSIENT_ERRORS",
     "CallTimeout",
     "EmptyReply",
-    "TRANSIENT_ERRORS",
     "acall",
     "call",
     "is_transient",

@@ -63,7 +63,7 @@ from reflection_graph.prompts import (
     revise_messages,
 )
 from reflection_graph.settings import Settings
-from reflection_graph.state import Job, Pending, ReflectionState, Round
+from reflection_graph.state import Job, Pending, ReflectionState, Round, RouteReads
 
 __all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
 
@@ -667,8 +667,8 @@ async def _afinalize(
 # ------------------------------------------------------------------------------------------------- router
 
 
-def after_critique(state: ReflectionState) -> Literal["generate", "finalize"]:
-    """Route after `critique` (or `review`): a set `stop_reason` ends the loop."""
+def after_critique(state: RouteReads) -> Literal["generate", "finalize"]:
+    """Route after `critique` (or `review`): a set `stop_reason` ends the loop (it reads only that key)."""
     return "finalize" if state.get("stop_reason") is not None else "generate"
 
 

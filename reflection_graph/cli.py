@@ -359,13 +359,12 @@ class _LiveRenderer:
     def update(self, node: str, update: Any) -> None:
         if not isinstance(update, dict):
             return
-        if node == "generate":
-            candidate = update.get("candidate")
-            pending = update.get("rg_pending") or []
-            if isinstance(candidate, str):
-                self._draft(candidate, self.round + 1)
-            elif pending and isinstance(pending[0].get("candidate"), str):
-                self._draft(pending[0]["candidate"], self.round + 1, title="given candidate")
+        if node == "generate":  # the round's candidates (`rg_pending`): drafted, revised or given
+            pending = update.get("rg_pending")
+            samples = pending.get("samples") if isinstance(pending, dict) else None
+            if pending and samples and isinstance(samples[0].get("candidate"), str):
+                title = "given candidate" if pending.get("job") == "glean" else None
+                self._draft(samples[0]["candidate"], self.round + 1, title=title)
         elif node == "critique":
             for step in update.get("trajectory") or []:
                 if not isinstance(step, dict):

@@ -44,7 +44,7 @@ from reflection_graph._overrides import as_critic as _as_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
-from reflection_graph.state import InputState, OutputState, ReflectionState
+from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
 
@@ -111,8 +111,11 @@ def build_reflection_graph(
     builder = StateGraph(
         ReflectionState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
+    reads = {"generate": GenerateReads, "critique": CritiqueReads, "finalize": ReflectionState}
     for node, (func, afunc) in _nodes.make_nodes(setup).items():
-        builder.add_node(node, _Twins(node, func, afunc))
+        builder.add_node(
+            node, _Twins(node, func, afunc), input_schema=reads[node]
+        )  # each reads what it needs
     builder.add_edge(START, "generate")
     builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
     if human_review:

@@ -89,8 +89,8 @@ except ImportError:  # pragma: no cover - older langchain 1.x
 
 
 __all__ = [
-    "FEEDBACK_PROMPT",
     "CRITIQUE_MESSAGE_PREFIX",
+    "FEEDBACK_PROMPT",
     "ReflectionMiddleware",
     "ReflectionMiddlewareState",
     "ReflectionReport",

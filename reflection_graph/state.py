@@ -13,11 +13,15 @@ from typing_extensions import NotRequired, Required
 from reflection_graph._usage import RoleUsage
 
 __all__ = [
+    "CritiqueReads",
+    "GenerateReads",
     "InputState",
     "Job",
     "OutputState",
+    "Pending",
     "ReflectionState",
     "Round",
+    "RouteReads",
     "StopReason",
     "UsageReport",
 ]
@@ -111,3 +115,34 @@ class ReflectionState(InputState, OutputState, total=False):
     """Usage of a step that ended the run with an error before any round could record it."""
     rg_elapsed: float
     """Seconds of the run's steps so far (written only under a `time_budget_s`)."""
+
+
+class GenerateReads(TypedDict, total=False):
+    """The keys `generate` reads (LangGraph hands a node only the channels of its input schema)."""
+
+    task: str
+    candidate: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_feedback: str | None
+    rg_elapsed: float
+
+
+class CritiqueReads(TypedDict, total=False):
+    """The keys `critique` reads."""
+
+    task: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_pending: Pending
+    rg_elapsed: float
+
+
+class RouteReads(TypedDict, total=False):
+    """The one key the router after `critique` reads."""
+
+    stop_reason: StopReason | None

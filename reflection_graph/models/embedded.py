@@ -40,8 +40,8 @@ from pydantic import BaseModel, Field, TypeAdapter, field_validator, model_valid
 
 __all__ = [
     "DEFAULT_STOP",
-    "EmbeddedChatModel",
     "INSTALL_HINT",
+    "EmbeddedChatModel",
     "bounded_json_schema",
     "default_model_path",
     "llama_load_guard",
