@@ -684,6 +684,12 @@ def run(
         raise typer.Exit(EXIT_FAILED)
 
 
+_TOTAL_HELP = (
+    "Tokens of all records of this run together; records not started once they are spent are written as "
+    "resumable 'budget' entries (rerun with more to finish them)."
+)
+
+
 @app.command(cls=_OneLineErrors)
 @graph_options
 def batch(
@@ -696,6 +702,7 @@ def batch(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    token_budget_total: Annotated[int | None, typer.Option(min=1, help=_TOTAL_HELP)] = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -740,6 +747,7 @@ def batch(
         summary = _server_batch(
             ctx, options, server, graph_name, in_path, out_path,
             concurrency=concurrency, timeout=timeout, retries=retries, progress=progress, shard=shard_pair,
+            token_budget=token_budget_total,
         )  # fmt: skip
         _report_batch(summary, as_json)
         return
@@ -755,6 +763,7 @@ def batch(
                 retries=retries,
                 progress=progress,
                 shard=shard_pair,
+                token_budget=token_budget_total,
             )
     _report_batch(summary, as_json)
 
@@ -838,6 +847,7 @@ def _server_batch(
             retries=kwargs["retries"],
             progress=kwargs["progress"],
             shard=kwargs["shard"],
+            token_budget=kwargs["token_budget"],
         )
 
     try:
@@ -924,6 +934,15 @@ def eval_command(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Cap the per-round figures at this many tokens per record (as a --token-budget run would stop), "
+            "and count the records it stops.",
+        ),
+    ] = None,
+    token_budget_total: Annotated[int | None, typer.Option(min=1, help=_TOTAL_HELP)] = None,
 ) -> None:
     """Score every round of the loop on DATA.jsonl against ground truth: does reflection pay off?
 
@@ -977,6 +996,8 @@ def eval_command(
                 timeout_s=timeout,
                 retries=retries,
                 progress=progress,
+                budget=budget,
+                token_budget=token_budget_total,
             )
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -1035,6 +1056,10 @@ def _print_eval(report: Any, console: Console) -> None:
     for r in report.rounds:
         table.add_row(*r.cells())
     console.print(table)
+    if report.budget is not None or report.budget_hits:
+        cap = f"capped at {report.budget} tokens per record; " if report.budget is not None else ""
+        hits = ", ".join(map(str, report.budget_hits)) or "none"
+        console.print(f"budget: {cap}records a token budget stopped: {hits}")
     compare = Table(show_edge=False)
     for column in ("answer", "mean score", "pass share"):
         compare.add_column(column, justify="left" if column == "answer" else "right")

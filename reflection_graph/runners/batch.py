@@ -16,7 +16,13 @@ Output (``OUT``) is JSON Lines with exactly one entry per record (after compacti
   line: not JSON, not an object, missing ``task``, duplicate ``id``; the message starts with ``line N:``).
 
 Resuming: rerunning with the same ``OUT`` skips every record that already has an ``ok`` entry and retries the
-records whose entry is an error. Input errors are never sent to the graph; they are recomputed from ``IN`` on
+records whose entry is an error.
+
+Total budget: with ``token_budget``, a record starts only while this run's records have used fewer tokens than
+that (their ``usage.total.total_tokens``); every record not started after that is written as an error entry with
+``error_type == "budget"`` (``"skipped: budget ..."``), so a rerun with more budget finishes it. Records already
+running when the total is reached finish, so the total may be passed by what they use (at most ``concurrency``
+records; give each run its own ``token_budget`` to bound those too). Input errors are never sent to the graph; they are recomputed from ``IN`` on
 each run, so they go away when the line is fixed.
 
 Record identity: every entry stores ``input_hash`` (`BatchRecord.input_hash`, a sha256 of the ``task``,
@@ -191,7 +197,8 @@ class BatchSummary:
         processed: records sent to the graph in this run.
         retried: records of this run that had an error entry from an earlier run.
         input_errors: lines of ``IN`` that are not valid records.
-        errors_by_type: error entries by ``error_type`` (``exception``, ``timeout``, ``graph``, ``input``).
+        errors_by_type: error entries by ``error_type`` (``exception``, ``timeout``, ``graph``, ``input``, and
+            ``budget`` for records not started once a total ``token_budget`` was spent).
         total_tokens: tokens of all ``ok`` entries (from their ``usage.total.total_tokens``).
         run_tokens: tokens of the ``ok`` entries produced by this run.
         seconds: wall-clock seconds of this run.
@@ -783,6 +790,28 @@ def _validate_options(concurrency: int, timeout_s: float | None, retries: int) -
         raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
 
 
+@dataclass
+class _TokenTotal:
+    """A batch run's total token budget: a record starts only while the records before it used less."""
+
+    limit: int | None = None
+    used: int = 0
+
+    @classmethod
+    def of(cls, token_budget: int | None) -> _TokenTotal:
+        bad = isinstance(token_budget, bool) or not isinstance(token_budget, (int, type(None)))
+        if bad or (token_budget is not None and token_budget < 1):
+            raise ValueError(f"token_budget must be an integer >= 1 or None (no total), got {token_budget!r}")
+        return cls(token_budget)
+
+    def skip(self, record: BatchRecord) -> dict[str, Any] | None:
+        """The entry of a record not started because the total is spent, else None."""
+        if self.limit is None or self.used < self.limit:
+            return None
+        why = f"skipped: budget (this run's {self.used} tokens reached its token budget of {self.limit}); rerun to finish"
+        return _error_entry(record, "budget", why, 0, 0.0)
+
+
 class _Progress:
     """A rich progress bar on stderr, or nothing."""
 
@@ -836,6 +865,7 @@ async def arun_batch(
     progress: bool = True,
     config: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
+    token_budget: int | None = None,
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path`` (async).
 
@@ -854,6 +884,8 @@ async def arun_batch(
             ``batch_id``, and the record's `BatchRecord.input_hash` as ``batch_input_hash``).
         shard: ``(I, N)`` to run only the records of shard ``I`` of ``N`` (`shard_of` their id; input errors
             go to shard 0). Each shard needs its own ``out_path``; `merge_outputs` combines them.
+        token_budget: this run's total tokens over all records, or None; records not started once it is spent
+            become resumable ``error_type == "budget"`` entries (see the module docstring).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -864,6 +896,7 @@ async def arun_batch(
         BatchLocked: another run is writing ``out_path`` (its lock file ``OUT.lock`` names it).
     """
     _validate_options(concurrency, timeout_s, retries)
+    total = _TokenTotal.of(token_budget)
     shard_label = None
     if shard is not None:
         index, count = shard
@@ -886,7 +919,7 @@ async def arun_batch(
         return await _run_locked(
             graph_or_factory, in_file, out_file, records, input_errors, lock, started,
             concurrency=concurrency, timeout_s=timeout_s, retries=retries, progress=progress,
-            config=config, shard_label=shard_label,
+            config=config, shard_label=shard_label, total=total,
         )  # fmt: skip
     finally:
         lock.release()
@@ -907,6 +940,7 @@ async def _run_locked(
     progress: bool,
     config: dict[str, Any] | None,
     shard_label: str | None,
+    total: _TokenTotal,
 ) -> BatchSummary:
     start = _compact(out_file, records, input_errors, shard_label)
     previous = start.entries
@@ -948,8 +982,8 @@ async def _run_locked(
     async def run_one(record: BatchRecord) -> None:
         async with semaphore:
             t0 = time.perf_counter()
-            entry: dict[str, Any] | None = None
-            for number in range(1, retries + 2):
+            entry: dict[str, Any] | None = total.skip(record)  # None: the batch's total is not spent
+            for number in range(1, retries + 2) if entry is None else ():
                 try:
                     result = await attempt(record)
                 except asyncio.TimeoutError:
@@ -969,6 +1003,7 @@ async def _run_locked(
                     entry = _ok_entry(record, result, number, seconds)
                 break  # a graph-reported error is deterministic enough: retried on the next run, not now
             assert entry is not None
+            total.used += _tokens(entry)  # before the next record may start
             if shard_label is not None:
                 entry["shard"] = shard_label
         # outside the semaphore: the next record starts while this one's entry is made durable (fsync-ed)
@@ -1048,6 +1083,7 @@ def run_batch(
     progress: bool = True,
     config: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
+    token_budget: int | None = None,
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path``.
 
@@ -1065,6 +1101,7 @@ def run_batch(
         progress: show a progress bar on stderr.
         config: a RunnableConfig passed to every ``ainvoke``.
         shard: ``(I, N)`` to run only shard ``I`` of ``N`` (see `arun_batch`).
+        token_budget: this run's total tokens over all records (see `arun_batch`), or None.
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -1086,6 +1123,7 @@ def run_batch(
             progress=progress,
             config=config,
             shard=shard,
+            token_budget=token_budget,
         ),
     )
 

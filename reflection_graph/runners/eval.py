@@ -76,6 +76,9 @@ class RoundStats:
         selected_pass_share: pass share of that answer.
         cum_tokens: mean cumulative tokens (in + out) per record up to this round.
         cum_seconds: mean cumulative model seconds per record up to this round.
+        hit_budget: records stopped by a token budget by this round: the report's per-record `budget` (its
+            rounds are replayed only while their cumulative tokens fit in it) or the run's own
+            (`stop_reason == "budget"`).
     """
 
     round: int
@@ -87,6 +90,7 @@ class RoundStats:
     selected_pass_share: float
     cum_tokens: float
     cum_seconds: float
+    hit_budget: int = 0
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
         "round",
@@ -97,6 +101,7 @@ class RoundStats:
         "sel. pass",
         "cum tokens",
         "cum s",
+        "hit budget",
     )
     """The headers of `cells`, for the printed and the plain-text tables."""
 
@@ -111,6 +116,7 @@ class RoundStats:
             f"{self.selected_pass_share:.0%}",
             f"{self.cum_tokens:.0f}",
             f"{self.cum_seconds:.1f}",
+            str(self.hit_budget),
         )
 
 
@@ -128,6 +134,8 @@ class EvalReport:
         errors_by_type: error rows by type (``input``, ``exception``, ``timeout``, ``graph``, ``scorer``).
         error_samples: up to 5 error messages, as ``"id: message"``.
         rounds: one `RoundStats` per round.
+        budget: the per-record token budget the rounds were capped at (`evaluate(budget=...)`), or None.
+        budget_hits: ids of the records a token budget stopped (the report's cap or the run's own budget).
         comparison: mean score and pass share of the ``first`` draft, the ``selected`` answer, the ``last``
             round and the ``oracle`` round (best by the external score).
         flips: ``right_to_wrong`` / ``wrong_to_right``: records whose pass/fail changed from the first draft to
@@ -150,6 +158,8 @@ class EvalReport:
     errors_by_type: dict[str, int] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
     rounds: list[RoundStats] = field(default_factory=list)
+    budget: int | None = None
+    budget_hits: list[Any] = field(default_factory=list)
     comparison: dict[str, dict[str, float | None]] = field(default_factory=dict)
     flips: dict[str, int] = field(default_factory=dict)
     agreement: dict[str, float | int | None] = field(default_factory=dict)
@@ -393,19 +403,43 @@ def _select_upto(rounds: list[_Round], k: int, select: str, actual: int) -> int:
     return _rules.best_index([r.critic_score for r in rounds[:n]])
 
 
-def _round_stats(scored: list[_Scored], pass_mark: float, select: str) -> list[RoundStats]:
-    depth = max((len(s.rounds) for s in scored), default=0)
+def _within_budget(rounds: Sequence[_Round], budget: int | None) -> int:
+    """How many leading rounds fit in `budget` tokens (their cumulative tokens); all without a budget. The first
+    round always counts: a budgeted run keeps its first candidate."""
+    if budget is None:
+        return len(rounds)
+    used = 0
+    for index, r in enumerate(rounds):
+        used += r.tokens_in + r.tokens_out
+        if used > budget:
+            return max(index, 1)
+    return len(rounds)
+
+
+def _hit_budget(s: _Scored, budget: int | None) -> bool:
+    """True when a token budget stopped this record: the run's own, or the report's cap."""
+    return s.entry.get("stop_reason") == "budget" or _within_budget(s.rounds, budget) < len(s.rounds)
+
+
+def _round_stats(
+    scored: list[_Scored], pass_mark: float, select: str, budget: int | None = None
+) -> list[RoundStats]:
+    kept = {id(s): _within_budget(s.rounds, budget) for s in scored}
+    depth = max(kept.values(), default=0)
     stats: list[RoundStats] = []
     for k in range(1, depth + 1):
         scores, selected, tokens, seconds = [], [], [], []
-        ran = 0
+        ran = hit = 0
         for s in scored:
-            n = min(k, len(s.rounds))
-            ran += len(s.rounds) >= k
-            scores.append(s.rounds[n - 1].score)
-            selected.append(s.rounds[_select_upto(s.rounds, k, select, s.selected)].score)
-            tokens.append(float(sum(r.tokens_in + r.tokens_out for r in s.rounds[:n])))
-            seconds.append(sum(r.seconds for r in s.rounds[:n]))
+            rounds = s.rounds[: kept[id(s)]]
+            n = min(k, len(rounds))
+            ran += len(rounds) >= k
+            hit += len(rounds) <= k and _hit_budget(s, budget)
+            actual = _select_upto(s.rounds, len(rounds), select, s.selected)  # what a capped run returns
+            scores.append(rounds[n - 1].score)
+            selected.append(rounds[_select_upto(rounds, k, select, actual)].score)
+            tokens.append(float(sum(r.tokens_in + r.tokens_out for r in rounds[:n])))
+            seconds.append(sum(r.seconds for r in rounds[:n]))
         stats.append(
             RoundStats(
                 round=k,
@@ -417,6 +451,7 @@ def _round_stats(scored: list[_Scored], pass_mark: float, select: str) -> list[R
                 selected_pass_share=_mean([float(v >= pass_mark) for v in selected]),
                 cum_tokens=round(_mean(tokens), 1),
                 cum_seconds=round(_mean(seconds), 3),
+                hit_budget=hit,
             )
         )
     return stats
@@ -505,8 +540,9 @@ def _recommend(rounds: list[RoundStats]) -> tuple[int | None, str]:
 # ------------------------------------------------------------------------------------------------- outputs
 
 
-def _ok_rows(s: _Scored, pass_mark: float) -> list[dict[str, Any]]:
+def _ok_rows(s: _Scored, pass_mark: float, budget: int | None = None) -> list[dict[str, Any]]:
     rows = []
+    kept, hit = _within_budget(s.rounds, budget), _hit_budget(s, budget)
     cum_in = cum_out = 0
     cum_s = 0.0
     for index, r in enumerate(s.rounds):
@@ -534,6 +570,8 @@ def _ok_rows(s: _Scored, pass_mark: float) -> list[dict[str, Any]]:
                 "cum_tokens_out": cum_out,
                 "cum_tokens": cum_in + cum_out,
                 "cum_seconds": round(cum_s, 3),
+                "hit_budget": hit,
+                "over_budget": index >= kept,
                 "task": s.record.task,
                 "candidate": r.candidate,
             }
@@ -793,6 +831,8 @@ async def aevaluate(
     progress: bool = True,
     plot: bool = True,
     config: dict[str, Any] | None = None,
+    budget: int | None = None,
+    token_budget: int | None = None,
 ) -> EvalReport:
     """Run a reflection graph over a dataset, score every round against ground truth, and report (async).
 
@@ -813,6 +853,11 @@ async def aevaluate(
         progress: show progress bars on stderr.
         plot: draw ``gain.png`` (needs matplotlib: ``pip install 'reflection-graph[eval]'``).
         config: a RunnableConfig passed to every graph call.
+        budget: cap the per-round figures at this many tokens per record: a record's rounds count only while
+            their cumulative tokens fit (the first always does); `RoundStats.hit_budget`, the rows'
+            ``hit_budget`` / ``over_budget`` and `EvalReport.budget_hits` show which records it stopped.
+        token_budget: the total tokens of the graph runs of this call (see `arun_batch`); records not started
+            once it is spent become resumable ``budget`` error rows.
 
     Returns:
         The `EvalReport` (also in ``out_dir/summary.json``).
@@ -826,6 +871,8 @@ async def aevaluate(
     built = scorer if isinstance(scorer, Scorer) else make_scorer(scorer, pass_mark=pass_mark)
     if select not in ("best", "last"):
         raise ValueError(f"select must be 'best' or 'last', got {select!r}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise ValueError(f"budget must be an integer >= 1 (tokens per record) or None, got {budget!r}")
     if plot:
         _require_matplotlib()
     out = Path(out_dir)
@@ -858,6 +905,7 @@ async def aevaluate(
         retries=retries,
         progress=progress,
         config=config,
+        token_budget=token_budget,
     )
     entries, _ = read_output(runs)
     by_key = {_key(e.get("id")): e for e in entries if e.get("error_type") != "input"}
@@ -890,7 +938,7 @@ async def aevaluate(
         rows.append((err.line, [_error_row(err.id, err.line, "input", err.message)]))
     for record in records:
         if record.key in scored:
-            rows.append((record.line, _ok_rows(scored[record.key], built.pass_mark)))
+            rows.append((record.line, _ok_rows(scored[record.key], built.pass_mark, budget)))
         elif record.key in score_errors:
             rows.append(
                 (
@@ -920,7 +968,9 @@ async def aevaluate(
         by_type[row["error_type"]] = by_type.get(row["error_type"], 0) + 1
     report.errors_by_type = dict(sorted(by_type.items()))
     report.error_samples = [f"{row['id']}: {row['error']}" for row in errors[:5]]
-    report.rounds = _round_stats(ordered, built.pass_mark, select)
+    report.rounds = _round_stats(ordered, built.pass_mark, select, budget)
+    report.budget = budget
+    report.budget_hits = [s.record.id for s in ordered if _hit_budget(s, budget)]
     report.comparison = _comparison(ordered, built.pass_mark)
     report.flips = _flips(ordered, built.pass_mark)
     report.agreement = _agreement(ordered, built.pass_mark)
@@ -956,6 +1006,8 @@ def evaluate(
     progress: bool = True,
     plot: bool = True,
     config: dict[str, Any] | None = None,
+    budget: int | None = None,
+    token_budget: int | None = None,
 ) -> EvalReport:
     """Run a reflection graph over a dataset, score every round against ground truth, and report.
 
@@ -976,6 +1028,8 @@ def evaluate(
         progress: show progress bars.
         plot: draw ``gain.png``.
         config: a RunnableConfig for every graph call.
+        budget: cap the per-round figures at this many tokens per record.
+        token_budget: the total tokens of the graph runs.
 
     Returns:
         The `EvalReport`.
@@ -1002,5 +1056,7 @@ def evaluate(
             progress=progress,
             plot=plot,
             config=config,
+            budget=budget,
+            token_budget=token_budget,
         ),
     )
