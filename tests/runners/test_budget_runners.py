@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage
 from reflection_graph import create_reflection_graph, evaluate, run_batch
 from reflection_graph.cli import app
 from tests.fakes import critique
+from tests.runners.test_eval import QUIZ, RECORDS, QuizCritic
 from tests.test_budgets import Metered, MeteredCritic
 
 PIL = pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
@@ -51,18 +52,8 @@ def test_a_bad_total_is_refused_before_anything_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "out.jsonl").exists()
 
 
-# the quiz of tests/runners/test_eval.py: three rounds a question; here each round's draft costs 100 tokens
-QUIZ = {
-    "Q1": ("Paris", ["Berlin", "Paris", "Paris"]),
-    "Q2": ("Rome", ["Milan", "Rome", "Naples"]),
-    "Q3": ("Madrid", ["Madrid", "Madrid", "Madrid"]),
-    "Q4": ("Lisbon", ["Lisbon", "Porto", "Porto"]),
-}
-
-
+# the quiz of tests/runners/test_eval.py (three rounds a question), with each round's draft at 100 tokens
 def quiz_graph() -> Any:
-    from tests.runners.test_eval import QuizCritic
-
     calls: dict[str, int] = {}
 
     def reply(messages: list[BaseMessage]) -> str:
@@ -73,11 +64,6 @@ def quiz_graph() -> Any:
     return create_reflection_graph(
         Metered(replies=[reply]), critic=QuizCritic(), max_iterations=3, min_iterations=3
     )
-
-
-RECORDS = [
-    {"id": q, "task": f"[{q}] Name the capital city.", "reference": ref} for q, (ref, _) in QUIZ.items()
-]
 
 
 def test_the_eval_report_caps_the_rounds_at_a_budget_and_names_the_records_it_stopped(tmp_path: Path) -> None:
