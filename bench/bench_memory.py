@@ -20,8 +20,16 @@ another of the same kind; steps with 10,000-word tasks and with short tasks alte
 ratio long / short is printed. The same long step then runs with the term cap lifted (`MAX_TASK_TERMS` patched:
 every distinct word indexed, as before the cap) on a store filled the same way, for the ratio no cap / cap.
 
+Semantic memory (`--semantic`, issue 21): the 121 rewordings of `datasets/paraphrases.jsonl` (40 tasks, one lesson
+each, stored among `--distractors` synthetic tasks) are searched three ways on one store: words only (the lexical
+index), the store's vector index alone (`index=True`, cosine >= the embedder's threshold) and combined
+(`embeddings=`, reciprocal rank fusion). Printed: recall@1 and recall@3 (the task's lesson is first / in the
+first 3), split by English and other languages, and how often lessons of *other* tasks came back. Then the time per
+search, words only vs combined (query embedding included), interleaved, at each of `--sizes` stored tasks.
+
 Usage:
     python bench/bench_memory.py                  # 100,000 tasks x 3 lessons, both backends, 12 queries
+    python bench/bench_memory.py --semantic --sizes 1000,10000 --queries 30
     python bench/bench_memory.py --n 20000 --queries 30 --backends memory --lessons-per-task 1
     python bench/bench_memory.py --n 2000 --long-words 10000 --long-reps 5
 
@@ -34,6 +42,7 @@ import argparse
 import functools
 import gc
 import itertools
+import json
 import random
 import statistics
 import sys
@@ -46,12 +55,20 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from langchain_core.embeddings import Embeddings  # noqa: E402
 from langgraph.store.base import BaseStore, Op, Result  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
-from reflection_graph.memory import ReflexionMemory, jaccard, task_tokens  # noqa: E402
-from reflection_graph.memory import _memory as memory_module  # noqa: E402
+from reflection_graph.memory import (  # noqa: E402
+    ReflexionMemory,
+    default_embeddings,
+    jaccard,
+    semantic_index,
+    sqlite_store,
+    task_tokens,
+)
+from reflection_graph.memory import _text as memory_module  # noqa: E402
 
 # --------------------------------------------------------------------------- synthetic tasks
 
@@ -373,6 +390,173 @@ def run_long(words: int, reps: int, background: int, seed: int) -> dict[str, flo
     return out
 
 
+# --------------------------------------------------------------------------- semantic memory (issue 21)
+
+PARAPHRASES = ROOT / "datasets" / "paraphrases.jsonl"
+
+
+class FillCache(Embeddings):
+    """Wraps an embedder; while `filling`, remembers document vectors so a second store of the same entries does
+    not embed them again. Outside filling (every timed search) each text is embedded afresh."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.dims = getattr(inner, "dims", None)
+        self.similarity_threshold = getattr(inner, "similarity_threshold", 0.5)
+        self.filling = False
+        self.cache: dict[str, list[float]] = {}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not self.filling:
+            return self.inner.embed_documents(texts)
+        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        for part in _batches(todo, 64):
+            self.cache.update(zip(part, self.inner.embed_documents(part), strict=True))
+        return [self.cache[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def _batches(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _semantic_store(backend: str, embeddings: Embeddings, tmp: str) -> BaseStore:
+    if backend == "memory":
+        return InMemoryStore(index=semantic_index(embeddings))  # type: ignore[arg-type]
+    return sqlite_store(Path(tmp) / f"semantic-{time.monotonic_ns()}.sqlite", embeddings=embeddings)
+
+
+def _fill_semantic(
+    store: BaseStore, embeddings: FillCache, rows: list[dict], distractors: int, seed: int
+) -> None:
+    """The paraphrase set's tasks (one lesson each) among `distractors` synthetic tasks (one lesson each)."""
+    rng = random.Random(seed)
+    records = [(t, lessons_for(t, rng, 1)) for t in synthetic_tasks(distractors, seed=seed + 7)]
+    records += [(str(r["task"]), [str(r["lesson"])]) for r in rows]
+    rng.shuffle(records)
+    embeddings.filling = True
+    try:
+        ReflexionMemory(store, embeddings=embeddings, max_entries=len(records) + 1).save_many(records)
+    finally:
+        embeddings.filling = False
+
+
+def run_recall(
+    backend: str, embeddings: FillCache, distractors: int, seed: int
+) -> dict[str, dict[str, float]]:
+    """Recall@1 and @3 of every rewording in the paraphrase set: words only, the vector index only, combined."""
+    rows = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = _semantic_store(backend, embeddings, tmp)
+        _fill_semantic(store, embeddings, rows, distractors, seed)
+        threshold = embeddings.similarity_threshold
+        memories = {
+            "lexical": ReflexionMemory(store),
+            "semantic": ReflexionMemory(store, index=True, similarity_threshold=threshold),
+            "combined": ReflexionMemory(store, embeddings=embeddings),
+        }
+        for name, memory in memories.items():
+            hits1 = hits3 = others = 0
+            per_lang: dict[str, list[int]] = {}
+            queries = [(str(r["lesson"]), w) for r in rows for w in r["rewordings"]]
+            for lesson, wording in queries:
+                found = [x.text for x in memory.search(wording["text"])]
+                hits1 += found[:1] == [lesson]
+                hits3 += lesson in found[:3]
+                others += any(text != lesson for text in found)
+                per_lang.setdefault("en" if wording["lang"] == "en" else "other", []).append(
+                    lesson in found[:3]
+                )
+            n = len(queries)
+            out[name] = {
+                "r1": hits1 / n,
+                "r3": hits3 / n,
+                "en3": statistics.fmean(per_lang["en"]),
+                "other3": statistics.fmean(per_lang["other"]),
+                "others": others / n,
+                "n": n,
+            }
+        getattr(getattr(store, "conn", None), "close", lambda: None)()
+    return out
+
+
+def run_semantic_timing(
+    backend: str, embeddings: FillCache, size: int, queries: int, seed: int
+) -> dict[str, float]:
+    """Mean ms per search, words only vs combined, on `size` tasks; the rewordings as queries, interleaved."""
+    rows = [json.loads(line) for line in PARAPHRASES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    wordings = [w["text"] for r in rows for w in r["rewordings"]]
+    rng = random.Random(seed)
+    picked = rng.sample(wordings, k=min(queries, len(wordings)))
+    with tempfile.TemporaryDirectory() as tmp:
+        store = _semantic_store(backend, embeddings, tmp)
+        start = time.perf_counter()
+        _fill_semantic(store, embeddings, rows, size, seed)
+        fill_s = time.perf_counter() - start
+        lexical, combined = ReflexionMemory(store), ReflexionMemory(store, embeddings=embeddings)
+        times: dict[str, list[float]] = {"lexical": [], "combined": []}
+        for query in picked:
+            order = ["lexical", "combined"]
+            rng.shuffle(order)
+            for name in order:
+                memory = lexical if name == "lexical" else combined
+                times[name].append(_time_ms(lambda m=memory, q=query: m.search(q))[0])  # type: ignore[misc]
+        getattr(getattr(store, "conn", None), "close", lambda: None)()
+    return {
+        "fill_s": fill_s,
+        "lexical": statistics.fmean(times["lexical"]),
+        "combined": statistics.fmean(times["combined"]),
+        "lexical_p50": statistics.median(times["lexical"]),
+        "combined_p50": statistics.median(times["combined"]),
+    }
+
+
+def semantic_main(args: argparse.Namespace, backends: list[str]) -> int:
+    """Print the recall table and the time per search at each size (`--semantic`)."""
+    inner = default_embeddings()
+    if inner is None:
+        print(
+            "the [semantic] extra is not installed (pip install 'reflection-graph[semantic]'): nothing to measure"
+        )
+        return 1
+    embeddings = FillCache(inner)
+    print(
+        f"paraphrase set: {PARAPHRASES.name} (40 tasks, 121 rewordings, 40 of them in another language; written "
+        f"for this project); the embedder's threshold {embeddings.similarity_threshold} was chosen on this set"
+    )
+    for backend in backends:
+        print(
+            f"\nrecall, {backend}: the 40 tasks among {args.distractors:,} synthetic tasks, one lesson each"
+        )
+        res = run_recall(backend, embeddings, args.distractors, args.seed)
+        print(
+            f"{'method':<10}{'recall@1':>10}{'recall@3':>10}{'@3 English':>12}{'@3 other':>10}{'other lessons':>15}"
+        )
+        for name, r in res.items():
+            print(
+                f"{name:<10}{r['r1']:>10.3f}{r['r3']:>10.3f}{r['en3']:>12.3f}{r['other3']:>10.3f}"
+                f"{r['others']:>15.3f}"
+            )
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    print(
+        f"\ntime per search (mean / p50 ms over {args.queries} rewordings, interleaved), query embedding included"
+    )
+    print(f"{'backend':<14}{'tasks':>9}{'fill s':>9}{'lexical':>18}{'combined':>18}{'combined/lexical':>18}")
+    for backend in backends:
+        for size in sizes:
+            t = run_semantic_timing(backend, embeddings, size, args.queries, args.seed)
+            print(
+                f"{backend:<14}{size:>9,}{t['fill_s']:>9.1f}{t['lexical']:>10.1f} / {t['lexical_p50']:>5.1f}"
+                f"{t['combined']:>10.1f} / {t['combined_p50']:>5.1f}{t['combined'] / t['lexical']:>17.2f}x",
+                flush=True,
+            )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="ReflexionMemory.search vs a plain scan, side by side.")
     parser.add_argument("--n", type=int, default=100_000, help="tasks to store (default 100000)")
@@ -391,6 +575,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--long-reps", type=int, default=3, help="interleaved long/short steps (default 3)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="semantic memory instead: recall and time per search (issue 21)",
+    )
+    parser.add_argument("--sizes", default="1000,10000", help="with --semantic: stored tasks to time at")
+    parser.add_argument(
+        "--distractors", type=int, default=1000, help="with --semantic: tasks besides the set"
+    )
     args = parser.parse_args(argv)
     if args.n < 1 or args.queries < 1 or args.lessons_per_task < 1 or args.long_reps < 1:
         parser.error("--n, --queries, --lessons-per-task and --long-reps must be >= 1")
@@ -400,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(backends) - {"memory", "sqlite"}
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}; choose from memory, sqlite")
+    if args.semantic:
+        return semantic_main(args, backends)
 
     rows = []
     for backend in backends:

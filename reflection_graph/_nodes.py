@@ -32,28 +32,17 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-from pydantic import BaseModel
 
 from reflection_graph import _budget, _rules
 from reflection_graph._budget import BudgetExhausted, current_budget
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
-from reflection_graph._usage import (
-    Meter,
-    RoleUsage,
-    add_role_usage,
-    critic_counter,
-    metering,
-    run_usage,
-    sum_usage,
-    usage_of,
-    with_counter,
-)
+from reflection_graph._usage import Meter, RoleUsage, add_role_usage, metering, run_usage, sum_usage
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critique import Critique, parse_critique
+from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -65,7 +54,7 @@ from reflection_graph.prompts import (
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, ReflectionState, Round, RouteReads
 
-__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
+__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "make_nodes", "review"]
 
 MAX_TASK_CHARS = 200_000
 _ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
@@ -118,6 +107,14 @@ def validate_input(state: Mapping[str, Any]) -> None:
             raise ValueError(
                 f"'{key}' must be a string, got {type(value).__name__}{'; ' + hint if hint else ''}"
             )
+    for key in ("task", "candidate", "context"):  # text no model or HTTP client can send: a lone surrogate
+        try:
+            (state.get(key) or "").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"'{key}' has a character with no UTF-8 form at position {exc.start} "
+                f"(U+{ord(exc.object[exc.start]):04X}, a lone surrogate); pass valid Unicode text"
+            ) from None
 
 
 def _text(message: Any) -> str:
@@ -385,48 +382,6 @@ def _request(state: Mapping[str, Any], settings: Settings, candidate: str) -> Cr
         score_threshold=settings.score_threshold,
         history=history,
     )
-
-
-def _checked(critic: Critic, result: Any) -> Critique:
-    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
-    if isinstance(result, Critique):
-        return result
-    if isinstance(result, (Mapping, BaseModel)):
-        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
-    name = getattr(critic, "name", type(critic).__name__)
-    raise TypeError(
-        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
-        "reflection_graph.Critique(...) from critique()/acritique()"
-    )
-
-
-Judged = tuple[Critique | None, RoleUsage, BaseException | None]
-
-
-def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
-    with metering() as meter, critic_counter(critic) as counter:
-        cfg = config if counter is None else with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, critic.critique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, usage_of(meter, counter), error
-
-
-async def ajudge(
-    critic: Critic, request: CritiqueRequest, config: RunnableConfig | None, meter: Meter | None = None
-) -> Judged:
-    """Async twin of `judge`; `meter` keeps the calls of a critique that is cancelled."""
-    with metering(meter) as meter, critic_counter(critic) as counter:
-        cfg = config if counter is None else with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, await critic.acritique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, usage_of(meter, counter), error
 
 
 def _to_judge(

@@ -8,26 +8,23 @@ instead (`track_usage`).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
-from langchain_core.runnables import RunnableConfig
 
 __all__ = [
     "Meter",
     "RoleUsage",
     "UsageCounter",
     "add_role_usage",
-    "critic_counter",
     "current_meter",
     "empty_usage",
     "message_usage",
@@ -35,8 +32,6 @@ __all__ = [
     "run_usage",
     "sum_usage",
     "track_usage",
-    "usage_of",
-    "with_counter",
 ]
 
 
@@ -188,38 +183,3 @@ def track_usage() -> Iterator[UsageCounter]:
         yield counter
     finally:
         counter.usage["seconds"] = round(time.perf_counter() - start, 6)
-
-
-def with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
-    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
-    merged: dict[str, Any] = dict(config or {})
-    callbacks = merged.get("callbacks")
-    if callbacks is None:
-        merged["callbacks"] = [counter]
-    elif isinstance(callbacks, list):
-        merged["callbacks"] = [*callbacks, counter]
-    else:
-        manager = callbacks.copy()
-        manager.add_handler(counter, inherit=True)
-        merged["callbacks"] = manager
-    return cast(RunnableConfig, merged)
-
-
-def usage_of(meter: Meter, counter: UsageCounter | None) -> RoleUsage:
-    """A step's usage: the meter's, or the callback's counts with the meter's seconds."""
-    if counter is None:
-        return cast(RoleUsage, meter.usage)
-    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
-
-
-def _metered(critic: Any) -> bool:
-    """True when every model call of `critic` goes through the package's call layer (its own critics, also
-    inside a composite); any other critic is measured with a callback."""
-    if not type(critic).__module__.startswith("reflection_graph."):
-        return False
-    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
-
-
-def critic_counter(critic: Any) -> Any:
-    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
-    return contextlib.nullcontext() if _metered(critic) else track_usage()

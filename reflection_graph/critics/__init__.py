@@ -1,8 +1,9 @@
-"""Critics: the `Critic` protocol, the LLM critic, the token-probability critic, and critics that need no model."""
+"""Critics: the `Critic` protocol, the LLM critic, the token-probability and pairwise critics, and critics that need no model."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.pairwise import PairwiseCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
 from reflection_graph.critics.tool import (
@@ -24,6 +25,7 @@ __all__ = [
     "LLMCritic",
     "LengthCritic",
     "LogprobCritic",
+    "PairwiseCritic",
     "RequiredTermsCritic",
     "RuleCritic",
     "extract_code",

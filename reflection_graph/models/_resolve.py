@@ -34,6 +34,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from reflection_graph.critique import CritiqueOutput, critique_from_mapping, extract_json_object
+from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 
 __all__ = [
@@ -177,16 +178,14 @@ def _parse_json_reply(message: BaseMessage, schema: dict[str, Any] | type) -> An
         raise OutputParserException(
             f"no JSON object in the model reply: {text.strip()[:120]!r}", llm_output=text
         )
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
+    if isinstance(schema, type) and issubclass(schema, CritiqueOutput):
         try:
-            if issubclass(schema, CritiqueOutput):
-                return schema.model_validate(critique_from_mapping(data, raw=text).model_dump())
-            return schema.model_validate(data)
+            data = critique_from_mapping(data, raw=text).model_dump()
         except ValueError as exc:
             raise OutputParserException(
                 f"reply does not fit {schema.__name__}: {exc}", llm_output=text
             ) from exc
-    return data
+    return validate_reply(data, schema, text)
 
 
 def _openai_name(spec: str) -> str:

@@ -15,11 +15,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from reflection_graph.models._prompting import messages_to_prompt
+from reflection_graph.models._structured import _TIGHTER
+
 
 def token_bound(model: Any, messages: list[BaseMessage], **options: Any) -> int:
     """The most tokens (prompt and reply) that one call of the embedded `model` on `messages` can report."""
-    from reflection_graph.models.embedded import _TIGHTER, messages_to_prompt
-
     prompt = messages_to_prompt(messages)
     llama = model._loaded().llama
     n_prompt = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))

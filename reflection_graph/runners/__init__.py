@@ -1,8 +1,12 @@
 """Runners around the loop: batch gleaning (local, shards, a LangGraph server), eval against ground truth, scorers.
 
-`reflection_graph.runners.batch` runs a graph over a JSONL file, resumable and per-record isolated;
-`reflection_graph.runners.eval` scores every round of it against ground truth; `reflection_graph.runners.scorers`
-holds that ground truth's scorers.
+`reflection_graph.runners.batch` runs a graph over a JSONL file, resumable and per-record isolated (locally, or
+each record as a run on a LangGraph server); `reflection_graph.runners.shards` splits it over machines and merges
+the outputs; `reflection_graph.runners.eval` scores every round of it against ground truth, with the scorers of
+`reflection_graph.runners.scorers`. Private modules hold the pieces: the JSON Lines reader and writers (`_jsonl`),
+records (`_records`), output entries and compaction (`_output`), the summary (`_summary`), the output lock
+(`_lock`), the progress bar (`_progress`), server runs (`_server`), eval's rounds and figures (`_rounds`) and its
+report files (`_report`).
 """
 
 from reflection_graph.runners.batch import arun_batch, run_batch

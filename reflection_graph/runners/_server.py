@@ -7,7 +7,7 @@ hash and the run's context), so a rerun finds the thread again. Before starting 
 latest run: one still running is joined, one that succeeded is read back from the thread's state (it finished
 while the client was down), and only otherwise is a new background run created (`runs.create` + `runs.join`, so
 a client that dies leaves its runs running). Server 5xx/429 answers, timeouts and dropped connections are
-retried with exponential backoff; each retry looks at the thread again, so a run is never started twice.
+retried with exponential backoff (tenacity); each retry looks at the thread again, so a run is never started twice.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import contextlib
 import json
 import uuid
 from typing import Any
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 __all__ = ["ServerError", "ServerGraph", "thread_id_for"]
 
@@ -139,16 +141,16 @@ class ServerGraph:
         thread_id = thread_id_for(
             self.graph, metadata.get("batch_id"), str(metadata.get("batch_input_hash")), self.context
         )
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_exponential(multiplier=self.backoff, max=10.0),
+            reraise=True,
+        )
+        async for attempt in retrying:  # each attempt looks at the thread again: a run is never started twice
+            with attempt:
                 return await self._run(thread_id, input, metadata)
-            except Exception as exc:
-                if attempt == self.retries or not _transient(exc):
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover - reraise=True raises the last error
 
     async def _run(self, thread_id: str, input: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
         client = self.client

@@ -13,7 +13,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from reflection_graph.critics import CritiqueRequest, LLMCritic, LogprobCritic
-from reflection_graph.critics.probability import A_MID, A_SCALE, V_MID, V_SCALE
 from reflection_graph.graph import _as_critic
 from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.settings import Settings
@@ -72,42 +71,72 @@ def _request(candidate: str = "The capital of France is Paris.") -> CritiqueRequ
     return CritiqueRequest(task="What is the capital of France?", candidate=candidate)
 
 
-def _logit(p: float) -> float:
-    return math.log(p) - math.log(1 - p)
+class FakeEmbedded(EmbeddedChatModel):
+    """The embedded model's call surface without llama.cpp: the candidate's token logprobs are given."""
+
+    token_logprobs: list[float] = Field(default_factory=list)
+    prompts: list[str] = Field(default_factory=list)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        self.prompts.append(str(messages[-1].content))
+        if not kw.get("logprobs"):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Too rude."))])
+        assert str(messages[-1].content).endswith(kw["score_text"])
+        meta = {"prompt_logprobs": list(self.token_logprobs)}
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(content=" ", response_metadata=meta))]
+        )
 
 
-# -- the verdict and score math ---------------------------------------------------------------------------------
+# -- the verdict and score math (worked out by hand: nothing is fitted) -----------------------------------------
 
 
-def test_score_is_a_sigmoid_of_the_standardized_verdict_logit() -> None:
-    critic = LogprobCritic(LogprobModel(), accept_at=0.5)
-    p = 0.8
-    verdict = critic.verdict({" Yes": math.log(p), " No": math.log(1 - p)})
-    z = (_logit(p) - V_MID) / V_SCALE
-    assert verdict.p_yes == pytest.approx(p)
-    assert verdict.z == pytest.approx(z)
-    assert verdict.score == pytest.approx(10 / (1 + math.exp(-2 * (z - 0.5))))
-    assert verdict.accepted is (z >= 0.5)
-
-
-def test_the_answer_likelihood_is_averaged_in_after_standardizing() -> None:
+def test_the_verdict_score_is_ten_times_p_yes_and_accepts_from_one_half() -> None:
     critic = LogprobCritic(LogprobModel())
-    top = {" Yes": math.log(0.6), " No": math.log(0.4)}
-    zv = (_logit(0.6) - V_MID) / V_SCALE
-    likely, unlikely = critic.verdict(top, -0.5), critic.verdict(top, -4.0)
-    assert likely.z == pytest.approx((zv + (-0.5 - A_MID) / A_SCALE) / 2)
-    assert likely.score > unlikely.score
-    assert likely.answer_logprob == -0.5
+    high = critic.verdict({" Yes": math.log(0.8), " No": math.log(0.2)})
+    assert (high.signal, high.score, high.accepted) == ("verdict", pytest.approx(8.0), True)
+    assert high.p_yes == pytest.approx(0.8) and high.answer_logprob is None
+    low = critic.verdict({" Yes": math.log(0.3), " No": math.log(0.6)})  # renormalized: 0.3 / 0.9
+    assert (low.score, low.accepted) == (pytest.approx(10 / 3), False)
+    even = critic.verdict({" Yes": math.log(0.4), " No": math.log(0.4)})
+    assert (even.score, even.accepted) == (pytest.approx(5.0), True)
 
 
-def test_accepted_exactly_when_the_score_reaches_five() -> None:
-    critic = LogprobCritic(LogprobModel(), accept_at=0.0)
-    for p in (0.05, 0.3, 0.5, 0.51, 0.7, 0.99):
-        verdict = critic.verdict({"yes": math.log(p), "no": math.log(1 - p)})
-        assert verdict.accepted == (verdict.score >= 5), p
-    # a higher bar accepts less
-    strict = LogprobCritic(LogprobModel(), accept_at=3.0)
-    assert not strict.verdict({"yes": math.log(0.7), "no": math.log(0.3)}).accepted
+def test_the_likelihood_score_is_ten_times_the_geometric_mean_token_probability() -> None:
+    critic = LogprobCritic(FakeEmbedded())
+    likely = critic.likelihood([math.log(0.5), math.log(0.8)])  # sqrt(0.5 * 0.8) = 0.632...
+    assert likely.score == pytest.approx(10 * math.sqrt(0.4)) and likely.accepted
+    assert likely.answer_logprob == pytest.approx((math.log(0.5) + math.log(0.8)) / 2)
+    unlikely = critic.likelihood([math.log(0.1), math.log(0.1), math.log(0.1)])
+    assert unlikely.score == pytest.approx(1.0) and not unlikely.accepted
+    half = critic.likelihood([math.log(0.5)])
+    assert half.score == pytest.approx(5.0) and half.accepted
+    with pytest.raises(ValueError, match="no scored tokens"):
+        critic.likelihood([])
+    with pytest.raises(ValueError, match="finite"):
+        critic.likelihood([0.5])
+
+
+def test_the_embedded_model_is_judged_by_likelihood_after_a_plain_task_prompt() -> None:
+    model = FakeEmbedded(token_logprobs=[math.log(0.2), math.log(0.05)])  # sqrt(0.01) = 0.1 -> score 1
+    critic = LogprobCritic(model)
+    assert critic.signal == "likelihood"
+    result = critic.critique(_request("The capital of France is Berlin."))
+    assert result.score == pytest.approx(1.0) and not result.is_acceptable
+    assert (
+        model.prompts[0] == "Task: What is the capital of France?\nAnswer: The capital of France is Berlin."
+    )
+    assert model.prompts[1].endswith("Berlin.\nCorrect: No\nProblem:")  # the problem line for the reviser
+    assert result.issues == ["Too rude."]
+
+
+def test_likelihood_needs_the_embedded_model() -> None:
+    with pytest.raises(ValueError, match="signal='verdict'"):
+        LogprobCritic(LogprobModel(), signal="likelihood")
+    assert LogprobCritic(LogprobModel()).signal == "verdict"
+    assert LogprobCritic(FakeEmbedded(), signal="verdict").signal == "verdict"
 
 
 def test_spellings_of_yes_add_up_and_a_missing_no_gets_the_smallest_listed_probability() -> None:
@@ -225,7 +254,7 @@ def test_a_refused_option_falls_back_but_a_transient_error_is_raised() -> None:
     [
         ({"top_logprobs": 0}, "top_logprobs"),
         ({"top_logprobs": 21}, "top_logprobs"),
-        ({"accept_at": float("nan")}, "accept_at"),
+        ({"signal": "vibes"}, "signal"),
         ({"max_candidate_chars": 0}, "max_candidate_chars"),
         ({"timeout_s": 0}, "timeout_s"),
     ],
@@ -252,7 +281,7 @@ def _default(generator: BaseChatModel, **settings: Any) -> Any:
 
 def test_the_embedded_model_gets_the_logprob_critic_by_default() -> None:
     critic = _default(EmbeddedChatModel(temperature=0.7))
-    assert isinstance(critic, LogprobCritic)
+    assert isinstance(critic, LogprobCritic) and critic.signal == "likelihood"
     assert critic.model.temperature == 0  # type: ignore[attr-defined]
 
 

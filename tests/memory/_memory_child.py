@@ -6,11 +6,16 @@ Usage:
     python tests/_memory_child.py --db PATH --task TEXT --mode graph
     python tests/_memory_child.py --db PATH --task TEXT --mode race --lesson L --name NAME --count N
         --max-entries M --barrier DIR --parties P
+    python tests/_memory_child.py --db DIR --task TEXT --mode setup --lesson L --name NAME --count ROUNDS
+        --barrier DIR --parties P [--raw-setup]
 
 Prints one JSON object on stdout:
 - save: {"saved": [...], "count": N}
 - search: {"lessons": [{"text", "task", "similarity"}, ...]}
 - graph: {"generate_prompts": [...], "critic_prompts": [...], "stop_reason": ..., "candidate": ..., "count": N}
+- setup: {"failures": [...]}. For each of `--count` rounds: waits until all `--parties` children are ready, then
+  opens the fresh file `DIR/round-R.sqlite`, sets the store up (`setup_store`, or the store's bare `setup()` with
+  `--raw-setup`) and saves `--task` with its `--lesson`; an error of a round is recorded, not raised.
 - race: {"count": N}. Waits until all `--parties` children are ready, saves `--count` distinct tasks of its own
   one by one (racing the other children's saves), waits for all of them again, then saves `--task` with its
   `--lesson` (so no later save evicts that task).
@@ -33,7 +38,7 @@ if str(ROOT) not in sys.path:
 
 from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
-from reflection_graph.memory import ReflexionMemory  # noqa: E402
+from reflection_graph.memory import ReflexionMemory, setup_store  # noqa: E402
 
 FIRST_CRITIQUE = {
     "issues": ["The email does not thank the recruiter"],
@@ -83,21 +88,38 @@ def _race(memory: ReflexionMemory, args: argparse.Namespace) -> dict[str, Any]:
     return {"count": memory.count()}
 
 
+def _setup_rounds(args: argparse.Namespace) -> dict[str, Any]:
+    failures: list[str] = []
+    for i in range(args.count):
+        _barrier(Path(args.barrier), f"round{i}", args.name, args.parties)
+        try:
+            with SqliteStore.from_conn_string(str(Path(args.db) / f"round-{i}.sqlite")) as store:
+                store.setup() if args.raw_setup else setup_store(store)
+                ReflexionMemory(store).save(f"{args.task} {args.name}", args.lesson)
+        except Exception as exc:  # recorded: the test counts the rounds that failed
+            failures.append(f"round {i}: {type(exc).__name__}: {exc}")
+    return {"failures": failures}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="SQLite file shared by the processes")
     parser.add_argument("--task", required=True)
-    parser.add_argument("--mode", choices=["save", "search", "graph", "race"], required=True)
+    parser.add_argument("--mode", choices=["save", "search", "graph", "race", "setup"], required=True)
     parser.add_argument("--lesson", action="append", default=[])
     parser.add_argument("--name", default="child")
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--max-entries", type=int, default=1000)
     parser.add_argument("--barrier", default="")
     parser.add_argument("--parties", type=int, default=1)
+    parser.add_argument("--raw-setup", action="store_true", help="call the store's own setup(), unlocked")
     args = parser.parse_args(argv)
+    if args.mode == "setup":
+        print(json.dumps(_setup_rounds(args)))
+        return 0
 
     with SqliteStore.from_conn_string(args.db) as store:
-        store.setup()
+        setup_store(store)
         memory = ReflexionMemory(store, max_entries=args.max_entries)
         if args.mode == "race":
             out: dict[str, Any] = _race(memory, args)

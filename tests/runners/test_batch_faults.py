@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- fault 4: a lone surrogate must not abort its group commit -------------------------------------------------
-def test_lone_surrogate_task_does_not_lose_its_group(tmp_path: Path) -> None:
+def test_lone_surrogate_metadata_does_not_lose_its_group(tmp_path: Path) -> None:
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = [json.dumps({"id": f"r{i}", "task": f"task {i}"}) for i in range(12)]
-    lines[5] = '{"id": "bad", "task": "caf\\u00e9 \\ud800 lone surrogate"}'  # valid JSON, not valid UTF-8
+    lines[5] = (
+        '{"id": "bad", "task": "task 5", "note": "caf\\u00e9 \\ud800 lone"}'  # valid JSON, not valid UTF-8
+    )
     lines[6] = json.dumps({"id": "r6", "task": "café"}, ensure_ascii=False)
     in_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     graph = FakeGraph(delay=0.01)  # all 12 finish together, so their entries share one group commit
@@ -34,16 +36,42 @@ def test_lone_surrogate_task_does_not_lose_its_group(tmp_path: Path) -> None:
     assert (summary.ok, summary.error, summary.processed) == (12, 0, 12)
     entries = out_entries(out_path)
     assert [e["id"] for e in entries] == [f"r{i}" if i != 5 else "bad" for i in range(12)]
-    assert (
-        entries[5]["task"] == "café \ud800 lone surrogate" and entries[6]["task"] == "café"
-    )  # read back exactly, surrogate included
-    assert entries[5]["candidate"] == "draft for café \ud800 lone surrogate (revised)"
+    assert entries[5]["metadata"] == {"note": "café \ud800 lone"}  # read back exactly, surrogate included
+    assert entries[6]["task"] == "café"
     raw = out_path.read_text(encoding="utf-8").splitlines()
     assert "\\ud800" in raw[5] and "é" not in raw[5] and "é" in raw[6]  # only that entry is escaped
 
     graph.calls.clear()  # the rerun reads the file back and has nothing to redo
     again = run_batch(graph, in_path, out_path, progress=False)
     assert graph.calls == [] and (again.ok, again.skipped) == (12, 12)
+
+
+# -- issue 20, fault 9: a task no model can be sent is refused when the input is read --------------------------
+@pytest.mark.parametrize("field", ["task", "candidate", "context"])
+def test_lone_surrogate_in_a_graph_field_is_an_input_error_naming_field_and_position(
+    tmp_path: Path, field: str
+) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    bad = {"id": "bad", "task": "Write a poem.", field: "caf\u00e9 \ud800 rain"}  # "café " is 5 characters
+    in_path.write_text(
+        json.dumps({"id": "a", "task": "one"})
+        + "\n"
+        + json.dumps(bad)
+        + "\n"
+        + json.dumps({"id": "b", "task": "two"})
+        + "\n",
+        encoding="utf-8",
+    )
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, summary.errors_by_type) == (2, 1, {"input": 1})
+    assert sorted(graph.calls) == ["a", "b"]  # the bad record never reached the graph
+    entry = out_entries(out_path)[1]
+    assert entry["error_type"] == "input" and entry["line"] == 2
+    assert entry["error"] == (
+        f"line 2: '{field}' has a character with no UTF-8 form at position 5 (U+D800, a lone surrogate); "
+        "pass valid Unicode text"
+    )
 
 
 def test_lone_surrogate_in_an_error_message_is_written(tmp_path: Path) -> None:
@@ -182,3 +210,67 @@ def test_lock_file_without_a_holder_is_taken_over(tmp_path: Path) -> None:
     lock_path(out_path).write_text(json.dumps({"pid": 999999, "host": "elsewhere", "started": "2020-01-01"}))
     summary = run_batch(FakeGraph(), in_path, out_path, progress=False)
     assert summary.ok == 2 and summary.stale_lock == "pid 999999 on host elsewhere, started 2020-01-01"
+
+
+# -- issue 20, fault 2: an append never glues onto a line a killed writer left torn --------------------------------
+def test_append_after_a_torn_tail_cuts_it_and_starts_a_whole_line(tmp_path: Path) -> None:
+    from reflection_graph.runners._jsonl import append_lines, read_objects
+
+    path = tmp_path / "scores.jsonl"
+    path.write_bytes(b'{"k": "a", "score": 1.0}\n{"k": "b", "sco')  # a kill in the middle of the second line
+    append_lines(path, ['{"k": "c", "score": 0.5}'])
+    assert path.read_bytes() == b'{"k": "a", "score": 1.0}\n{"k": "c", "score": 0.5}\n'
+    assert read_objects(path) == ([{"k": "a", "score": 1.0}, {"k": "c", "score": 0.5}], 0)
+
+
+# -- issue 20, fault 7: a line that is not UTF-8 is an error row naming it, never U+FFFD -------------------------
+BAD_UTF8 = b'{"id": "bad", "task": "caf\xe9 au lait"}\n'  # Latin-1 e-acute: byte 0xe9 is the 27th byte
+
+
+def test_invalid_utf8_line_is_an_input_error_and_the_others_run(tmp_path: Path) -> None:
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    in_path.write_bytes(b'{"id": "a", "task": "one"}\n' + BAD_UTF8 + b'{"id": "b", "task": "two"}\n')
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, summary.errors_by_type) == (2, 1, {"input": 1})
+    assert sorted(graph.calls) == ["a", "b"]
+    entries = out_entries(out_path)
+    assert [(e["id"], e["status"]) for e in entries] == [("a", "ok"), (2, "error"), ("b", "ok")]
+    assert entries[1]["error"] == "line 2: not valid UTF-8 (byte 0xe9 at column 27); save the file as UTF-8"
+    assert "\ufffd" not in out_path.read_text(encoding="utf-8")
+
+
+def test_invalid_utf8_line_in_eval_data_is_an_error_row_on_its_line(tmp_path: Path) -> None:
+    from reflection_graph.runners.eval import evaluate
+
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b'{"id": "a", "prompt": "one", "reference": "one"}\n' + BAD_UTF8)
+    report = evaluate(
+        data, out_dir=tmp_path / "o", graph=FakeGraph(), fields={"task": "prompt"}, progress=False, plot=False
+    )
+    assert (report.records, report.scored, report.errors_by_type) == (2, 1, {"input": 1})
+    rows = [json.loads(line) for line in (tmp_path / "o" / "rounds.jsonl").read_text().splitlines()]
+    assert rows[-1]["line"] == 2 and rows[-1]["error"].startswith(
+        "line 2: not valid UTF-8 (byte 0xe9 at column 27)"
+    )
+    assert (tmp_path / "o" / "input.jsonl").read_bytes().splitlines()[1] == BAD_UTF8.rstrip(
+        b"\n"
+    )  # kept as is
+
+
+def test_a_task_over_the_graphs_limit_is_an_input_error_not_a_run(tmp_path: Path) -> None:
+    """Batch refuses what the graph's own input check refuses, by the same rule, before any record runs."""
+    from reflection_graph._nodes import MAX_TASK_CHARS
+
+    in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    long_task = "x" * (MAX_TASK_CHARS + 1)
+    in_path.write_text(
+        json.dumps({"id": "long", "task": long_task}) + "\n" + json.dumps({"id": "ok", "task": "y"}) + "\n"
+    )
+    graph = FakeGraph()
+    summary = run_batch(graph, in_path, out_path, progress=False)
+    assert (summary.ok, summary.error, graph.calls) == (1, 1, ["ok"])
+    error = out_entries(out_path)[0]["error"]
+    assert error.startswith(
+        f"line 1: 'task' is {MAX_TASK_CHARS + 1:,} characters, over the {MAX_TASK_CHARS:,} limit"
+    )

@@ -225,7 +225,7 @@ def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Pat
             _cli("batch", str(in_path), str(out), "--shard", f"{i}/2", *model).exit_code
             for i, out in enumerate(outs)
         ]
-        assert sorted(codes) == [0, 1]  # the shard holding the surrogate record reports one failed record
+        assert codes == [1, 0]  # shard 0 holds the input errors: it reports the surrogate line
         result = _cli("merge", str(outs[0]), str(outs[1]), str(merged), "--input", str(in_path), "--json")
         assert result.exit_code == 1 and (
             json.loads(result.stdout)["ok"],
@@ -237,7 +237,10 @@ def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Pat
     entries = out_entries(merged)
     assert [e["id"] for e in entries] == ids + ["surrogate"]
     assert all(e["status"] == "ok" and e["candidate"].startswith("A short answer to:") for e in entries[:-1])
-    # a lone surrogate cannot be sent as UTF-8: the record is an error entry that keeps its task, nothing is lost
+    # a lone surrogate cannot be sent as UTF-8: refused when the input is read (issue 20, fault 9), never sent
     bad = entries[-1]
-    assert bad["status"] == "error" and bad["task"] == "Describe \ud800 politely." and bad["attempts"] == 1
-    assert "UnicodeEncodeError" in bad["error"] and "surrogates not allowed" in bad["error"]
+    assert (bad["status"], bad["error_type"], bad["line"]) == ("error", "input", 31)
+    assert bad["error"] == (
+        "line 31: 'task' has a character with no UTF-8 form at position 9 (U+D800, a lone surrogate); "
+        "pass valid Unicode text"
+    )

@@ -556,12 +556,12 @@ def test_missing_matplotlib_says_how_to_install_it(
 def test_cli_eval_into_an_out_dir_another_run_is_writing_is_one_line_exit_2(
     cli_quiz: CliQuiz, tmp_path: Path
 ) -> None:
-    from reflection_graph.runners.batch import _OutputLock
+    from reflection_graph.runners._lock import OutputLock
 
     data = write_quiz(tmp_path / "quiz.jsonl")
     out = tmp_path / "out"
     out.mkdir()
-    held = _OutputLock(out / "runs.jsonl")
+    held = OutputLock(out / "runs.jsonl")
     held.acquire()  # a second open file description: flock refuses it as it would another process
     try:
         result = runner.invoke(cli.app, ["eval", str(data), "--out", str(out), "--no-progress"])
@@ -573,12 +573,20 @@ def test_cli_eval_into_an_out_dir_another_run_is_writing_is_one_line_exit_2(
 
 
 def test_a_lone_surrogate_in_a_record_loses_nothing(tmp_path: Path) -> None:
-    """Valid JSON "\\ud800" has no UTF-8 form: every file is still written, and every record is scored."""
+    """Valid JSON "\\ud800" has no UTF-8 form: a task with one is an input error row naming its place (issue 20,
+    fault 9); one in another field is kept; every file is still written and every other record is scored."""
     records = [dict(r, task=r["task"] + " \ud800") if r["id"] in ("Q1", "Q3") else r for r in RECORDS]
+    records[1] = dict(records[1], note="a \ud800 note")  # Q2: not sent to the graph, kept as metadata
     report = evaluate(records, out_dir=tmp_path, graph=quiz_graph()[0], scorer="contains", progress=False)
-    assert (report.records, report.scored, report.errors) == (4, 4, 0)
+    assert (report.records, report.scored, report.errors, report.errors_by_type) == (4, 2, 2, {"input": 2})
     rows = read_rows(tmp_path / "rounds.jsonl")
-    assert len(rows) == 12 and {r["id"] for r in rows} == {"Q1", "Q2", "Q3", "Q4"}
-    tasks = {json.loads(line)["task"] for line in (tmp_path / "input.jsonl").read_text().splitlines()}
-    assert "[Q1] Name the capital city. \ud800" in tasks  # escaped on disk, the same string read back
+    errors = [r for r in rows if r["status"] == "error"]
+    assert [(r["id"], r["line"]) for r in errors] == [("Q1", 1), ("Q3", 3)]
+    position = len("[Q1] Name the capital city. ")  # 28: where the surrogate stands
+    assert errors[0]["error"].startswith(
+        f"line 1: 'task' has a character with no UTF-8 form at position {position}"
+    )
+    assert len(rows) == 2 + 3 + 3 and {r["id"] for r in rows if r["status"] == "ok"} == {"Q2", "Q4"}
+    notes = [json.loads(line).get("note") for line in (tmp_path / "input.jsonl").read_text().splitlines()]
+    assert notes[1] == "a \ud800 note"  # escaped on disk, the same string read back
     assert "<img" in (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -1,0 +1,243 @@
+"""The ``reflection-graph`` command line (typer), thin over `reflection_graph.runners`: ``run`` one task live, or ``batch`` glean a JSONL file.
+
+``reflection-graph run "TASK"`` builds the graph with `create_reflection_graph` and streams it, printing every
+round as it happens (the draft, then the critique: score, verdict, issues, feedback) and, at the end, the stop
+reason, the chosen answer and the token/time usage per role. ``--json`` prints only the full final result as
+JSON. ``reflection-graph batch IN.jsonl OUT.jsonl`` runs `reflection_graph.runners.batch.run_batch` with a progress bar
+and prints its summary; it is resumable (see `reflection_graph.runners.batch`). ``--shard I/N`` runs one shard of the
+input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards' outputs; ``--server URL`` runs
+every record on a LangGraph server instead of in this process. ``reflection-graph eval DATA.jsonl --out DIR``
+scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.runners.eval`).
+
+With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
+(an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
+``error: ...`` on stderr, never a traceback.
+
+Layout: this package builds the graph a command runs (`GraphOptions`, `build_graph`; ``_resolve_model`` is the
+seam tests replace with a fake); ``_options`` turns `Settings` into options; ``_run``, ``_batch`` (``batch``,
+``merge``) and ``_eval`` hold the commands, ``_render`` what they print, ``_common`` the one-line errors.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reflection_graph.cli._common import BadInput, _fail, _job_errors, app
+from reflection_graph.critics.sandbox import Isolation, IsolationUnavailableError
+from reflection_graph.settings import Settings
+
+__all__ = ["GraphOptions", "app", "build_graph", "main"]
+
+
+@dataclass
+class GraphOptions:
+    """Everything the CLI needs to build a reflection graph.
+
+    Attributes:
+        model: model spec for every role (``embedded``, ``local:/path.gguf``, ``provider:model``); None means
+            the embedded model.
+        generator: model spec for drafting, overriding ``model``.
+        critic: model spec for critiquing, overriding ``model``.
+        reviser: model spec for revising, overriding ``model``.
+        base_url: OpenAI-compatible server URL for string model names.
+        max_tokens: most tokens per model reply, or None for the model's default.
+        seed: sampling seed, or None.
+        checkpoint: SQLite file for a checkpointer, or None.
+        memory: SQLite file for the Reflexion memory store, or None.
+        memory_embeddings: ``auto`` (semantic memory with the `[semantic]` extra's offline embedder when it is
+            installed, else words only) or ``none`` (words only).
+        tests: test source (checked, importing from `solution`) that judges the candidates through a
+            `CodeTestCritic` instead of a critic model, or None.
+        isolation: how that critic isolates the generated code (`auto`, `required`, `off`).
+        settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
+    """
+
+    model: str | None = None
+    generator: str | None = None
+    critic: str | None = None
+    reviser: str | None = None
+    base_url: str | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    checkpoint: Path | None = None
+    memory: Path | None = None
+    memory_embeddings: str = "auto"
+    tests: str | None = None
+    isolation: Isolation = "auto"
+    settings: Settings = field(default_factory=Settings)
+
+    def validate(self) -> None:
+        """Check the options that need no model, naming the flag to fix.
+
+        Raises:
+            BadInput: an option is out of range.
+        """
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise BadInput(f"--max-tokens must be >= 1, got {self.max_tokens}")
+        for flag, spec in (
+            ("--model", self.model),
+            ("--generator", self.generator),
+            ("--critic", self.critic),
+            ("--reviser", self.reviser),
+        ):
+            if spec is not None and not spec.strip():
+                raise BadInput(
+                    f"{flag} is empty; give a model spec such as 'embedded' or 'openai:gpt-4o-mini'"
+                )
+        if self.memory_embeddings not in ("auto", "none"):
+            raise BadInput(f"--memory-embeddings must be 'auto' or 'none', got {self.memory_embeddings!r}")
+        for flag, path in (("--checkpoint", self.checkpoint), ("--memory", self.memory)):
+            if path is not None and path.parent and not path.parent.exists():
+                raise BadInput(f"{flag}: directory {path.parent} does not exist")
+
+
+def _resolve_model(spec: str | None, options: GraphOptions, role: str) -> Any:
+    """Turn a model spec into a chat model for one role (the seam tests replace with a fake)."""
+    from reflection_graph.models import resolve_model
+
+    return resolve_model(spec, role=role, base_url=options.base_url)  # type: ignore[arg-type]
+
+
+def _apply_sampling(model: Any, options: GraphOptions) -> Any:
+    """Set ``--max-tokens``/``--seed`` on a resolved model, or fail naming the option it does not support."""
+    update = {k: v for k, v in (("max_tokens", options.max_tokens), ("seed", options.seed)) if v is not None}
+    if not update:
+        return model
+    fields = getattr(type(model), "model_fields", {})
+    for name in update:
+        if name not in fields:
+            flag = "--max-tokens" if name == "max_tokens" else "--seed"
+            raise BadInput(
+                f"{flag} is not supported by {type(model).__name__}; drop the option for this model"
+            )
+    return model.model_copy(update=update)
+
+
+def _role_models(options: GraphOptions) -> tuple[Any, Any | None, Any | None]:
+    """(generator, critic, reviser); None means "derived from the generator" (the critic at temperature 0)."""
+    generator = _apply_sampling(
+        _resolve_model(options.generator or options.model, options, "generator"), options
+    )
+    critic = reviser = None
+    if options.critic:
+        critic = _apply_sampling(_resolve_model(options.critic, options, "critic"), options)
+    if options.reviser:
+        reviser = _apply_sampling(_resolve_model(options.reviser, options, "reviser"), options)
+    return generator, critic, reviser
+
+
+def build_graph(
+    options: GraphOptions, *, checkpointer: Any = None, store: Any = None, memory: Any = None
+) -> Any:
+    """Build the compiled reflection graph the CLI runs.
+
+    Args:
+        options: the parsed CLI options (validated here).
+        checkpointer: a LangGraph checkpointer, or None.
+        store: a LangGraph store, or None.
+        memory: a `ReflexionMemory`, or None.
+
+    Returns:
+        The `CompiledStateGraph` from `create_reflection_graph`.
+
+    Raises:
+        BadInput: an option is out of range.
+        ValueError: the model spec or another factory argument is invalid (message says what to change).
+    """
+    from reflection_graph.graph import create_reflection_graph
+
+    options.validate()
+    generator, critic, reviser = _role_models(options)
+    if options.tests is not None:
+        from reflection_graph.critics.tool import CodeTestCritic
+
+        if critic is not None:
+            raise BadInput("--tests and --critic cannot be combined: the tests are the critic")
+        critic = CodeTestCritic(options.tests, isolation=options.isolation)
+    return create_reflection_graph(
+        generator,
+        critic=critic,
+        reviser=reviser,
+        base_url=options.base_url,
+        memory=memory,
+        checkpointer=checkpointer,
+        store=store,
+        **options.settings.as_kwargs(),
+    )
+
+
+def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any, Any]:
+    """Open the SQLite checkpointer and memory store the options ask for; ``stack`` closes them.
+
+    Returns:
+        ``(checkpointer, store, memory)``, each None when not asked for.
+
+    Raises:
+        BadInput: an option is invalid or a SQLite file cannot be opened.
+    """
+    options.validate()
+    checkpointer = store = memory = None
+    if options.checkpoint is not None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        try:
+            conn = sqlite3.connect(str(options.checkpoint), check_same_thread=False)
+            stack.callback(conn.close)
+            checkpointer = SqliteSaver(conn)
+            checkpointer.setup()
+        except sqlite3.Error as exc:
+            raise BadInput(
+                f"--checkpoint: cannot use {options.checkpoint} as a SQLite database: {exc}"
+            ) from None
+    if options.memory is not None:
+        from reflection_graph.memory import ReflexionMemory, default_embeddings, sqlite_store
+
+        embeddings = default_embeddings() if options.memory_embeddings == "auto" else None
+        try:
+            try:  # set up once per file, even with several processes at once
+                store = sqlite_store(options.memory, embeddings=embeddings)
+            except ImportError:  # this sqlite3 cannot load sqlite-vec: words only
+                embeddings = None
+                store = sqlite_store(options.memory)
+            stack.callback(store.conn.close)
+        except sqlite3.Error as exc:
+            raise BadInput(f"--memory: cannot use {options.memory} as a SQLite database: {exc}") from None
+        memory = ReflexionMemory(store, embeddings=embeddings)
+    return checkpointer, store, memory
+
+
+def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = False) -> Any:
+    """The compiled graph of a command, with its SQLite persistence opened on `stack`; bad options exit in one line."""
+    try:
+        checkpointer, store, reflexion = _open_persistence(options, stack)
+        return build_graph(
+            options, checkpointer=checkpointer if checkpoint else None, store=store, memory=reflexion
+        )
+    except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
+        _fail(str(exc))
+
+
+@contextmanager
+def _batch_job(options: GraphOptions) -> Iterator[Any]:
+    """The graph of a `batch` or `eval` job, its persistence open while the job runs; errors end in one line."""
+    with ExitStack() as stack:
+        graph = _job_graph(options, stack)
+        with _job_errors():
+            yield graph
+
+
+def main() -> None:
+    """Console-script entry point (``reflection-graph``)."""
+    app()
+
+
+# the commands register themselves on `app`, in the order `--help` lists them; they use what is defined above
+from reflection_graph.cli import _run  # noqa: E402, F401
+
+# isort: split
+from reflection_graph.cli import _batch, _eval  # noqa: E402, F401

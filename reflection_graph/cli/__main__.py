@@ -1,0 +1,5 @@
+"""``python -m reflection_graph.cli``."""
+
+from reflection_graph.cli import main
+
+main()

@@ -1,0 +1,91 @@
+"""What every command shares: the typer app, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperCommand
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+
+app = typer.Typer(
+    name="reflection-graph",
+    help="Draft -> critique -> revise with LangGraph. Runs offline on an embedded model by default.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+class BadInput(ValueError):
+    """A user error in the options: reported as one line, exit code 2."""
+
+
+@contextmanager
+def _job_errors() -> Iterator[None]:
+    """How `batch` and `eval` end on an error: one line; a locked output is bad input; a rerun resumes."""
+    from reflection_graph.runners.batch import BatchLocked
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fail("interrupted; rerun the same command to resume", 130)
+    except BatchLocked as exc:
+        _fail(str(exc))
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+
+
+def _check_job_limits(concurrency: int, timeout: float | None, retries: int) -> None:
+    """The limits `batch` and `eval` share, checked before any record runs."""
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if timeout is not None and timeout <= 0:
+        _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
+    if retries < 0:
+        _fail(f"--retries must be >= 0, got {retries}")
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    first_line = " ".join(str(message).split()) or "unknown error"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {escape(first_line)}")
+    raise typer.Exit(code)
+
+
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError
+
+
+class _OneLineErrors(TyperCommand):
+    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as exc:
+            flag = exc.param.opts[0] if exc.param is not None and exc.param.opts else (exc.param_hint or "")
+            message = exc.message.removeprefix("Value error, ").rstrip(".")
+            for said, short in (
+                ("Input should be less than or equal to", "must be <="),
+                ("Input should be greater than or equal to", "must be >="),
+            ):
+                message = message.replace(said, short)
+            _fail(f"{flag}: {message}" if message.startswith("'") else f"{flag} {message}")
+        except _UsageError as exc:
+            _fail(str(getattr(exc, "message", exc)))
+
+
+def _printable(text: str) -> str:
+    """`text` with lone surrogates (valid in JSON, not in UTF-8) escaped, so a terminal can show it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+TOTAL_BUDGET_HELP = (
+    "Tokens of all records of this run together; records not started once they are spent are written as "
+    "resumable 'budget' entries (rerun with more to finish them)."
+)

@@ -1,0 +1,157 @@
+"""A critic for capable models: "which of these two answers is better?", asked in both orders.
+
+`PairwiseCritic` judges a candidate against the best earlier candidate the critic is shown (the request's
+`history`, a bounded window of earlier rounds). It asks the model twice, once with the candidate as answer A and
+once as answer B, so a judge that always prefers one position gives a tie, not a verdict (position bias cancels).
+The candidate's score moves from the earlier one's towards 10 when it wins both orders, towards 0 when it loses
+both, and stays level on a split (ties go to the later candidate in selection). The first candidate, with nothing
+to compare against, is judged by `first` (an `LLMCritic` on the same model by default).
+
+Absolute acceptance needs a bar: with `score_threshold` set, the score decides as everywhere; without one, a
+comparison alone never accepts, and the loop runs its rounds and keeps the best. On the embedded 270M base model
+this comparison is at chance (see bench/bench_critic.py); use it with models that can read two answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+from reflection_graph._calls import acall, call
+from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critique import Critique
+from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
+
+__all__ = ["PairwiseCritic"]
+
+_CHOICE = re.compile(r"\b(A|B)\b")
+
+
+class PairwiseCritic(BaseCritic):
+    """Score a candidate by comparing it with the best earlier candidate, in both orders.
+
+    Args:
+        model: the judge (a chat model; it runs at temperature 0 where it has one).
+        first: the critic of a candidate with no earlier one to compare against; default `LLMCritic(model)`.
+        prompt: the comparison template, with `{task}`, `{context}`, `{a}` and `{b}`; the reply names A or B.
+        retries: retries of transient model errors.
+        timeout_s: time limit of one model call, in seconds (None: no limit).
+        name: the critic's name in findings.
+
+    Example:
+        ```python
+        from reflection_graph import create_reflection_graph
+        from reflection_graph.critics import PairwiseCritic
+
+        graph = create_reflection_graph("openai:gpt-4o-mini", critic=PairwiseCritic(judge_model))
+        ```
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        first: Critic | None = None,
+        prompt: str = PAIRWISE_PROMPT,
+        retries: int = 2,
+        timeout_s: float | None = None,
+        name: str = "pairwise",
+    ) -> None:
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(f"PairwiseCritic needs a LangChain chat model, got {type(model).__name__}")
+        if first is not None and not isinstance(first, Critic):
+            raise TypeError(f"first must be a Critic, got {type(first).__name__}")
+        self.model = model
+        self.first: Critic = first or LLMCritic(model, retries=retries, timeout_s=timeout_s)
+        self.prompt = prompt
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.name = name
+        fields = type(model).model_fields
+        self._judge = model.bind(temperature=0.0) if "temperature" in fields else model
+
+    def _messages(self, request: CritiqueRequest, a: str, b: str) -> list[HumanMessage]:
+        context = f"Context: {request.context.strip()}\n" if request.context else ""
+        values = {"task": request.task.strip(), "context": context, "a": a.strip(), "b": b.strip()}
+        return [HumanMessage(render_prompt(self.prompt, values))]
+
+    def _result(self, request: CritiqueRequest, reference: Mapping[str, Any], replies: list[str]) -> Critique:
+        """Combine the two orders: the candidate is A in the first reply and B in the second."""
+        wins = [_choice(replies[0], "A"), _choice(replies[1], "B")]
+        p = sum(wins) / 2
+        base = float(reference.get("score") or 0.0)
+        score = base + (p - 0.5) * 2 * ((10 - base) if p >= 0.5 else base)
+        accepted = request.score_threshold is not None and score >= request.score_threshold
+        if p > 0.5:
+            feedback = "Judged better than the best earlier answer in both orders."
+        elif p < 0.5:
+            feedback = (
+                "Judged worse than the best earlier answer in both orders; keep what that answer did right."
+            )
+        else:
+            feedback = "Neither answer was preferred once the order was swapped."
+        issues = [] if p >= 0.5 else [feedback]
+        return Critique(
+            is_acceptable=accepted, score=min(10.0, max(0.0, score)), issues=issues, feedback=feedback
+        )
+
+    def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        reference = _best(request)
+        if reference is None:
+            return self.first.critique(request, config)
+        orders = [(request.candidate, reference["candidate"]), (reference["candidate"], request.candidate)]
+        replies = [
+            call(
+                self._judge,
+                self._messages(request, a, b),
+                config,
+                retries=self.retries,
+                timeout_s=self.timeout_s,
+            ).text
+            for a, b in orders
+        ]
+        return self._result(request, reference, replies)
+
+    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        reference = _best(request)
+        if reference is None:
+            return await self.first.acritique(request, config)
+        orders = [(request.candidate, reference["candidate"]), (reference["candidate"], request.candidate)]
+        replies = [
+            (
+                await acall(
+                    self._judge,
+                    self._messages(request, a, b),
+                    config,
+                    retries=self.retries,
+                    timeout_s=self.timeout_s,
+                )
+            ).text
+            for a, b in orders
+        ]
+        return self._result(request, reference, replies)
+
+
+def _best(request: CritiqueRequest) -> Mapping[str, Any] | None:
+    """The highest-scoring earlier candidate shown to the critic (the later one on a tie), or None."""
+    best = None
+    for entry in request.history:
+        if entry.get("candidate") and (
+            best is None or float(entry.get("score") or 0) >= float(best.get("score") or 0)
+        ):
+            best = entry
+    return best
+
+
+def _choice(reply: str, letter: str) -> float:
+    """1 when the reply names `letter` first, 0 when it names the other, 0.5 when it names neither."""
+    found = _CHOICE.search(reply.strip())
+    if found is None:
+        return 0.5
+    return 1.0 if found.group(1) == letter else 0.0

@@ -1,0 +1,109 @@
+"""Token log-probabilities from a loaded llama.cpp model: the next token, and each token of a continuation.
+
+Scoring reads logits straight from llama.cpp. Every scoring pass starts from an empty KV cache and evaluates
+its whole text in the same batches, so a text gets the same log-probabilities whatever the model ran before:
+reusing a cached prefix splits the batches differently, and llama.cpp's quantized matrix products then differ
+by a few hundredths of a nat, enough to reorder close candidates (a judge must not depend on its history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reflection_graph.models._llama import _import_llama_cpp, _Loaded
+
+
+def _eval_fresh(llama: Any, ids: list[int]) -> None:
+    """Evaluate `ids` from an empty KV cache (no cached prefix is reused, so the logits never depend on it)."""
+    llama.reset()
+    ctx: Any = getattr(llama, "_ctx", None)
+    if ctx is not None and hasattr(ctx, "kv_cache_clear"):
+        ctx.kv_cache_clear()
+    llama.eval(ids)
+
+
+def _logits_row(llama: Any, index: int) -> Any:
+    import numpy as np  # a dependency of llama-cpp-python, so present whenever a model is loaded
+
+    llama_cpp = _import_llama_cpp()
+    row = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llama.ctx, index), shape=(llama.n_vocab(),))
+    return row.astype(np.float64)
+
+
+def _log_softmax(row: Any) -> Any:
+    import numpy as np
+
+    shifted = row - row.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def _last_logprobs(llama: Any) -> Any:
+    return _log_softmax(_logits_row(llama, -1))
+
+
+def _continuation_logprobs(llama: Any, targets: list[int], *, batched: bool = True) -> list[float]:
+    """Log-probabilities of `targets` following what is evaluated; the targets are evaluated too, except the last.
+
+    The first comes from the last logits; the rest from one batch decoded with logits for every position
+    (llama-cpp-python's own `eval` keeps only the last row unless the model was loaded with `logits_all`,
+    which would cost n_ctx x vocabulary floats per model). Without that batch API, tokens are run one by one.
+    """
+    out = [float(_last_logprobs(llama)[targets[0]])]
+    rest = targets[:-1]
+    if not rest:
+        return out
+    batch: Any = getattr(llama, "_batch", None)
+    ctx: Any = getattr(llama, "_ctx", None)
+    batched = (
+        batched and hasattr(batch, "set_batch") and hasattr(ctx, "decode") and len(rest) <= llama.n_batch
+    )
+    if batched:
+        start = llama.n_tokens
+        ctx.kv_cache_seq_rm(-1, start, -1)
+        batch.set_batch(batch=rest, n_past=start, logits_all=True)
+        ctx.decode(batch)
+        llama.input_ids[start : start + len(rest)] = rest
+        llama.n_tokens = start + len(rest)
+        for i, token in enumerate(targets[1:]):
+            out.append(float(_log_softmax(_logits_row(llama, i))[token]))
+        return out
+    for token, following in zip(rest, targets[1:], strict=True):
+        llama.eval([token])
+        out.append(float(_last_logprobs(llama)[following]))
+    return out
+
+
+def _piece(llama: Any, token: int) -> str:
+    text: str = llama.detokenize([token]).decode("utf-8", errors="replace")
+    return text
+
+
+def next_token_logprobs(
+    loaded: _Loaded, ids: list[int], top: int, tokens: tuple[str, ...]
+) -> dict[str, float]:
+    """The `top` most likely tokens after `ids`, plus each single-token text of `tokens`, as natural logs."""
+    llama = loaded.llama
+    with loaded.lock:
+        _eval_fresh(llama, ids)
+        logprobs = _last_logprobs(llama)
+    picks = [int(i) for i in logprobs.argsort()[::-1][:top]]
+    out = {_piece(llama, i): float(logprobs[i]) for i in picks}
+    for text in tokens:
+        ids_of = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        if len(ids_of) == 1:
+            out.setdefault(text, float(logprobs[ids_of[0]]))
+    return out
+
+
+def continuation_logprobs(loaded: _Loaded, head: list[int], full: list[int], max_tokens: int) -> list[float]:
+    """Log-probability of each token of `full` past its common prefix with `head` (at most `max_tokens`)."""
+    shared = 0
+    for a, b in zip(head, full, strict=False):
+        if a != b:
+            break
+        shared += 1
+    shared = max(1, min(shared, len(full) - 1))  # tokens can merge across the boundary
+    targets = full[shared : shared + max_tokens]
+    with loaded.lock:
+        _eval_fresh(loaded.llama, full[:shared])
+        return _continuation_logprobs(loaded.llama, targets)
