@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 from bench._common import interleaved, median, print_table  # noqa: E402
 from reflection_graph.critics import CodeTestCritic  # noqa: E402
 from reflection_graph.critics.base import CritiqueRequest  # noqa: E402
-from reflection_graph.critics.sandbox import _process as _sandbox  # noqa: E402
+from reflection_graph.critics.sandbox import _isolation as _sandbox  # noqa: E402
 
 TESTS = """\
 from solution import add

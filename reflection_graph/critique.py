@@ -87,6 +87,13 @@ class Critique(CritiqueOutput):
     parsed: bool = Field(
         default=True, description="False when the reply could not be parsed (raw text kept)."
     )
+    verdict_source: Literal["outside", "in-process"] | None = Field(
+        default=None,
+        description=(
+            "Tests only: `outside` when the verdict was decided in a process that never ran the candidate's code, "
+            "`in-process` when the tests ran in the candidate's own process (where its code could forge it)."
+        ),
+    )
     checks_passed: int | None = Field(
         default=None,
         ge=0,

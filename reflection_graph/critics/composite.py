@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 
@@ -155,6 +155,8 @@ class CompositeCritic(BaseCritic):
             feedback="\n".join(feedback),
             findings=findings,
             parsed=all(c.parsed for c in critiques),
+            # the weakest: "in-process" sorts before "outside"
+            verdict_source=min((c.verdict_source for c in critiques if c.verdict_source), default=None),
             **_checks(critiques),
         )
 
@@ -168,7 +170,7 @@ class CompositeCritic(BaseCritic):
         return self.merge(list(results))
 
 
-def _checks(critiques: Sequence[Critique]) -> dict[str, int | None]:
+def _checks(critiques: Sequence[Critique]) -> dict[str, Any]:
     """The verifiers' checks summed (None when no critic is a verifier)."""
     verifiers = [c for c in critiques if c.checks_total is not None]
     if not verifiers:

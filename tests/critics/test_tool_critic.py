@@ -432,3 +432,87 @@ def test_sandbox_result_channel_carries_only_what_the_command_writes_to_it() -> 
     assert result.ok and result.channel == b"got " + secret and result.stdout == "stdout is separate\n"
     with pytest.raises(ValueError, match="16 to 4096 random bytes"):
         run_sandboxed({"main.py": code}, PY, channel_secret=b"short")
+
+
+# -- the verdict decided outside the candidate's process: HumanEval's check, entry points, plain values ------------
+
+RUNNING_MAX = "def running_max(xs):\n    out = []\n    for x in xs:\n        out.append(max(x, out[-1]) if out else x)\n    return out\n"
+CHECK = """
+METADATA = {"author": "reflection-graph tests"}
+
+
+def check(candidate):
+    assert candidate([1, 3, 2]) == [1, 3, 3]
+    assert candidate([]) == []
+    assert abs(candidate([0.5, 0.25])[1] - 0.5) < 1e-9
+"""
+
+
+def test_humaneval_check_with_an_entry_point_is_judged_outside() -> None:
+    critic = CodeTestCritic(CHECK, entry_point="running_max")
+    assert critic.verdict_source == "outside" and critic.test_names == ("check",)
+    good = critic.critique(request(RUNNING_MAX))
+    assert good.is_acceptable and good.score == 10 and good.verdict_source == "outside"
+    bad = critic.critique(request(RUNNING_MAX.replace("max(x, out[-1])", "x")))
+    assert not bad.is_acceptable and bad.score == 0
+    assert (
+        "check failed: assert candidate([1, 3, 2]) == [1, 3, 3] failed (candidate([1, 3, 2]) was [1, 3, 2],"
+        in bad.issues[0]
+    )
+    missing = critic.critique(request("def other(xs):\n    return xs\n"))
+    assert not missing.is_acceptable and "no function named 'running_max'" in missing.issues[0]
+
+
+def test_names_the_tests_call_without_importing_come_from_the_code() -> None:
+    """Held-out tests that call the function bare, and a helper the code defines (both taken from the code)."""
+    tests = "def test_round_trip():\n    assert unshift(shift('abc')) == 'abc'\n\n\ndef test_shift():\n    assert shift('az') == 'ba'\n"
+    code = (
+        "def shift(s):\n    return ''.join(chr((ord(c) - 97 + 1) % 26 + 97) for c in s)\n\n\n"
+        "def unshift(s):\n    return ''.join(chr((ord(c) - 97 - 1) % 26 + 97) for c in s)\n"
+    )
+    critic = CodeTestCritic(tests, entry_point="unshift")
+    assert critic.verdict_source == "outside"
+    assert critic.critique(request(code)).is_acceptable
+    wrong = critic.critique(request(code.replace("- 1) % 26", "+ 1) % 26")))
+    assert [f.message.split(" ")[0] for f in wrong.findings] == ["test_round_trip"]
+
+
+def test_values_exceptions_and_in_place_changes_cross_between_the_processes() -> None:
+    tests = (
+        "from solution import parse, sort_in_place, pair, gen, weird\n\n"
+        "def test_value_types():\n    assert parse('1') == 1 and pair() == (1, {2: {3.5, None}}, b'x', 2**80)\n\n"
+        "def test_raises():\n    try:\n        parse('x')\n    except ValueError as exc:\n"
+        "        assert 'invalid literal' in str(exc)\n    else:\n        assert False, 'no ValueError'\n\n"
+        "def test_in_place():\n    xs = [3, 1, 2]\n    assert sort_in_place(xs) is None\n    assert xs == [1, 2, 3]\n\n"
+        "def test_generator():\n    assert list(gen(3)) == [0, 1, 2]\n\n"
+        "def test_not_plain_data():\n    assert weird() == 1\n"
+    )
+    code = (
+        "def parse(s):\n    return int(s)\n\ndef sort_in_place(xs):\n    xs.sort()\n\n"
+        "def pair():\n    return (1, {2: {3.5, None}}, b'x', 2**80)\n\ndef gen(n):\n    yield from range(n)\n\n"
+        "class AlwaysEqual:\n    def __eq__(self, other):\n        return True\n\ndef weird():\n    return AlwaysEqual()\n"
+    )
+    critic = CodeTestCritic(tests)
+    assert critic.verdict_source == "outside"
+    result = critic.critique(request(code))
+    failing = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert set(failing) == {"test_not_plain_data"}, result.issues
+    assert "returned a AlwaysEqual object, which is not plain data" in failing["test_not_plain_data"]
+    assert result.score == 8
+
+
+@pytest.mark.parametrize(
+    ("tests", "why"),
+    [
+        ("from solution import add\n\ndef test_a():\n    assert add.__name__ == 'add'\n", "add.__name__"),
+        ("import solution\n\ndef test_a():\n    assert solution.add(1, 1) == 2\n", "import solution"),
+        ("from solution import *\n\ndef test_a():\n    assert add(1, 1) == 2\n", "import *"),
+        (
+            "from solution import Stack\n\ndef test_a():\n    assert Stack().size() == 0\n",
+            "looks like a class",
+        ),
+    ],
+)
+def test_tests_that_need_the_candidates_objects_run_in_process_and_say_why(tests: str, why: str) -> None:
+    critic = CodeTestCritic(tests)
+    assert critic.verdict_source == "in-process" and why in str(critic.why_in_process)

@@ -1,17 +1,29 @@
-"""Launcher that runs inside the sandbox just before the sandboxed command (stdlib only, `python -I -S -c`).
+"""Launcher that runs the sandboxed command (stdlib only, passed as `python -I -S -c <this file>`).
 
-    python -I -S -c <this file> MODE WORKDIR HIDE AS_BYTES CPU_S FSIZE_BYTES COMMAND...
+    python -I -S -c <this file> CONFIG_JSON COMMAND...
 
-- MODE `plain` (no isolation, or inside bubblewrap): set the resource limits and `execv` the command.
-- MODE `unshare`: we were started by `unshare --user --map-root-user --net --pid --mount --fork` and are process 1
-  of the new pid namespace. HIDE is JSON `[dirs to hide, paths to keep visible in them]`: each of those dirs gets
-  an empty tmpfs, with only WORKDIR and the kept paths bound back in. Put a fresh `/dev` in place (a tmpfs holding only null, zero, full, random, urandom and
-  tty, so no disk device is reachable), make every mount read-only except WORKDIR, then fork: the child drops every
-  capability (bounding set included, and `no_new_privs`, so that neither remounting nor an `execve` as root gives
-  any back), sets the limits and `execv`s the command; we reap children until the command ends and exit with its
-  status (128 + signal when it was killed). When process 1 exits, the kernel kills everything left in the namespace.
+It runs twice for an isolated run (first outside the sandbox, then inside it) and once otherwise. CONFIG keys:
 
-`_sandbox` reads this file and passes it with `-c`, so the limits are in place before the command runs (instead of
+- `supervise` (first stage): `{"parent": pid, "cgroup": cgroup.procs path or null, "workdir": the run dir,
+  "token": the run token}`. Join the run's pids cgroup (so every process the command makes is counted and bounded
+  by its `pids.max`), ask the kernel for SIGTERM when the parent dies (`PR_SET_PDEATHSIG`), then run COMMAND as a
+  child and wait for it, ending the same way it ended (its exit status, or the same signal). If the parent dies
+  first (Ctrl-C, SIGTERM, SIGKILL of the process running the critique): SIGKILL the command (bubblewrap's
+  `--die-with-parent` and unshare's `--kill-child` take the namespace down with it), everything left in the
+  cgroup and every process carrying the run token, remove the run dir, and exit.
+- `unshare`: `{"workdir": ..., "hidden": [dirs], "keep": [paths]}`: we were started by `unshare --user
+  --map-root-user --net --pid --mount --fork` and are process 1 of the new pid namespace. Each hidden dir gets an
+  empty tmpfs, with only WORKDIR and the kept paths bound back in. Put a fresh `/dev` in place (a tmpfs holding only
+  null, zero, full, random, urandom and tty, so no disk device is reachable), make every mount read-only except
+  WORKDIR, then fork: the child drops every capability (bounding set included, and `no_new_privs`, so that neither
+  remounting nor an `execve` as root gives any back), sets the limits and `execv`s the command; we reap children
+  until the command ends and exit with its status (128 + signal when it was killed). When process 1 exits, the
+  kernel kills everything left in the namespace.
+- `limits`: `{"as": bytes, "cpu": s, "fsize": bytes, "nproc": n}` (-1: none), set just before the command's
+  `execv`. `nproc` (RLIMIT_NPROC) is only given inside a new user namespace, where it counts the sandbox's own
+  processes (the kernel does not apply it to the real root user: there the pids cgroup is the limit).
+
+`_process` reads this file and passes it with `-c`, so the limits are in place before the command runs (instead of
 `preexec_fn`, which CPython documents as unsafe in a threaded parent).
 """
 
@@ -19,12 +31,16 @@ import ctypes
 import json
 import os
 import resource
+import shutil
+import signal
 import sys
+import time
 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_NOATIME, _MS_NODIRATIME, _MS_BIND = 32, 1024, 2048, 4096
 _MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
 _MNT_DETACH = 2
+_PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _KEEP = (  # statvfs flag names -> the mount flag to keep when remounting (the names exist on Linux only)
@@ -35,6 +51,11 @@ _KEEP = (  # statvfs flag names -> the mount flag to keep when remounting (the n
     ("ST_NODIRATIME", _MS_NODIRATIME),
     ("ST_RELATIME", _MS_RELATIME),
 )
+_RLIMITS = (("as", "RLIMIT_AS"), ("cpu", "RLIMIT_CPU"), ("fsize", "RLIMIT_FSIZE"), ("nproc", "RLIMIT_NPROC"))
+
+
+class _ParentGone(Exception):
+    pass
 
 
 def _limit(name: str, value: int) -> None:
@@ -146,20 +167,28 @@ def _read_only_except(workdir: str, hidden: list[str], keep: list[str]) -> None:
     os.chdir(workdir)  # the old cwd points into the (now read-only) underlying mount
 
 
-def _exec(argv: list[str], memory: int, cpu: int, fsize: int) -> None:
-    _limit("RLIMIT_AS", memory)
-    _limit("RLIMIT_CPU", cpu)
-    _limit("RLIMIT_FSIZE", fsize)
+def _exec(argv: list[str], limits: dict) -> None:
+    for key, name in _RLIMITS:
+        if key in limits:
+            _limit(name, int(limits[key]))
     _limit("RLIMIT_CORE", 0)
     os.execv(argv[0], argv)
 
 
-def _init(argv: list[str], memory: int, cpu: int, fsize: int) -> int:
+def _exit_like(code: int) -> None:
+    """End this process the way the command ended: its exit status, or the same signal."""
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _init(argv: list[str], limits: dict) -> int:
     child = os.fork()
     if child == 0:
         try:
             _drop_capabilities(ctypes.CDLL(None, use_errno=True))
-            _exec(argv, memory, cpu, fsize)
+            _exec(argv, limits)
         except BaseException as exc:
             os.write(2, f"sandbox launcher: {exc}\n".encode())
         finally:
@@ -171,15 +200,102 @@ def _init(argv: list[str], memory: int, cpu: int, fsize: int) -> int:
             return 128 - code if code < 0 else code
 
 
+def _members(procs: str | None, token: bytes) -> set[int]:
+    """The run's processes: the cgroup's members, and every process whose environment carries the token."""
+    found = set()
+    if procs:
+        try:
+            with open(procs, encoding="ascii") as handle:
+                found = {int(p) for p in handle.read().split()}
+        except (OSError, ValueError):
+            pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    if token in handle.read():
+                        found.add(int(name))
+            except OSError:
+                pass
+    return {pid for pid in found if pid > 1 and pid != os.getpid()}
+
+
+def _clean_up(child: int, guard: dict) -> None:
+    """The parent is gone: kill the command and everything of the run, then remove the run dir."""
+    if child > 0:  # never 0 or -1 (the group, or every process there is)
+        try:
+            os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass
+    token = ("REFLECTION_GRAPH_SANDBOX_RUN=" + guard["token"]).encode()
+    for attempt in range(100):
+        victims = _members(guard.get("cgroup"), token)
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:  # reap our own (a zombie child still counts as a member)
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        shutil.rmtree(guard["workdir"], ignore_errors=True)
+        if not victims and not os.path.exists(guard["workdir"]):
+            break
+        time.sleep(0.01 * min(attempt, 10))
+
+
+def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
+    if guard.get("cgroup"):
+        try:
+            with open(guard["cgroup"], "w", encoding="ascii") as handle:
+                handle.write(str(os.getpid()))
+        except OSError as exc:
+            os.write(2, f"sandbox launcher: cannot join the pids cgroup: {exc}\n".encode())
+    _limit("RLIMIT_CORE", 0)
+
+    def parent_gone(_signum: int, _frame: object) -> None:
+        raise _ParentGone()
+
+    signal.signal(signal.SIGTERM, parent_gone)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which ends the run itself
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    child = -1
+    try:
+        if os.getppid() != guard["parent"]:  # the parent died before the request above
+            raise _ParentGone()
+        child = os.fork()
+        if child == 0:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _exec(argv, limits)
+            except BaseException as exc:
+                os.write(2, f"sandbox launcher: {exc}\n".encode())
+            finally:
+                os._exit(127)
+        _pid, status = os.waitpid(child, 0)
+    except _ParentGone:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _clean_up(child, guard)
+        os._exit(128 + signal.SIGTERM)
+    _exit_like(os.waitstatus_to_exitcode(status))
+
+
 def main() -> None:
-    mode, workdir, hide = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    memory, cpu, fsize = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-    command = sys.argv[7:]
-    if mode == "unshare":
-        _read_only_except(workdir, *hide)
+    config = json.loads(sys.argv[1])
+    command = sys.argv[2:]
+    limits = config.get("limits", {})
+    if "supervise" in config:
+        _supervise(command, config["supervise"], limits)
+    elif "unshare" in config:
+        hide = config["unshare"]
+        _read_only_except(hide["workdir"], hide["hidden"], hide["keep"])
         sys.stdout.flush()
-        os._exit(_init(command, memory, cpu, fsize))
-    _exec(command, memory, cpu, fsize)
+        os._exit(_init(command, limits))
+    _exec(command, limits)
 
 
 if __name__ == "__main__":

@@ -2,42 +2,39 @@
 
 Generated code never runs in the package's own process. `run_sandboxed` (and its async twin `arun_sandboxed`) writes
 the given files into a fresh temporary directory (the *run dir*), runs `argv` there and always deletes the directory
-afterwards, also on timeout, cancellation or error.
+afterwards, also on timeout, cancellation, error or Ctrl-C (the kill and the removal are in a `finally`).
 
-Isolation (`isolation="auto"`, the default; Linux only):
-
-- with bubblewrap (`bwrap`) installed and working: new user, pid, network, IPC and UTS namespaces; no capabilities;
-  the whole file system read-only except the run dir; fresh empty `/tmp`, `/var/tmp` and `/run`; `/home` and
-  `/root` hidden (except the Python installation that runs the command); a minimal `/dev` (no disks); a fresh
-  `/proc` that shows only the sandbox's processes, with the host-wide knobs (`/proc/sys`, ...) read-only.
-- else with `unshare` (util-linux) and unprivileged user namespaces: new user, pid, network and mount namespaces;
-  no capabilities (bounding set dropped, `no_new_privs`); every mount remounted read-only except the run dir;
-  `/tmp`, `/var/tmp`, `/run`, `/home` and `/root` covered by empty (read-only) tmpfs, except the Python
-  installation; a minimal `/dev`; a fresh, read-only `/proc`.
+Isolation (`isolation="auto"`, the default; Linux only; see `_isolation`): bubblewrap, else `unshare` with
+unprivileged user namespaces, else (macOS, Windows, Linux without either) no isolation, with a one-time
+`RuntimeWarning`. `"required"` raises `IsolationUnavailableError` instead; `"off"` never isolates.
 
 When the parent runs as root, the code is root inside its namespaces, still mapped to the real root user: the lack
 of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
 not hidden.
-- else (macOS, Windows, Linux without either): no isolation, with a one-time `RuntimeWarning`. `"required"` raises
-  `IsolationUnavailableError` instead; `"off"` never isolates.
 
-Limits, applied in the sandbox before the command runs (by `_launch.py`, passed as `python -I -S -c`):
+Limits, applied before the command runs (by `_launch.py`, passed as `python -I -S -c`):
 
 - `RLIMIT_AS` (address space) = `memory_mb`; `RLIMIT_CPU` = `cpu_s` (default: the timeout rounded up, plus two
   seconds); `RLIMIT_FSIZE` = `max_file_mb`; `RLIMIT_CORE` = 0.
+- The number of processes (and threads) = `max_processes`: a pids cgroup where this process can make one (as root,
+  or with a delegated cgroup), and `RLIMIT_NPROC` inside the sandbox's own user namespace. A fork bomb then ends at
+  the timeout like any other loop.
 - A wall-clock timeout. The parent reads the child's pipes with deadlines, so it never blocks past `timeout_s` plus
   a fraction of a second, even when a grandchild keeps a pipe open.
-- The whole process tree is killed when the command ends or times out: the pid namespace when isolated (its init
-  dies and the kernel kills the rest); in every mode also the process group, every descendant, and every process
-  that carries this run's random token in its environment (found through `/proc` on Linux), which catches children
-  that escaped with `setsid()` or a double fork.
+- The whole process tree is killed when the command ends or times out (`_kill`): the process group (with it the pid
+  namespace when isolated), the pids cgroup, and every process that carries this run's random token in its
+  environment (found through `/proc` on Linux), which catches children that escaped with `setsid()`.
+- It dies with its parent: the supervisor that starts it (`_launch.py`) kills it and removes its run dir when the
+  parent dies, even by SIGKILL.
 - A minimal environment: `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` and `TMPDIR` pointing at the run dir, a UTF-8
   locale, the run token, plus only what `env` adds.
 - stdin is `/dev/null`; stdout and stderr are captured up to `max_output_bytes` each.
 
 An optional result channel (`channel_secret`): a pipe on which the command can report results that its own children
 cannot forge by printing (see `_runner.py`). The secret is written into a second pipe that the command reads and
-closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two descriptor numbers.
+closes; `argv` items `"{secret_fd}"` and `"{result_fd}"` are replaced by the two descriptor numbers. `pass_fds`
+hands the command more descriptors the same way (`"{name}"` in `argv`), e.g. the pipes that connect a candidate's
+process with the process that checks its answers.
 """
 
 from __future__ import annotations
@@ -46,42 +43,29 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import json
 import os
 import secrets
 import selectors
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Literal, get_args
+from pathlib import Path
 
-__all__ = [
-    "DEFAULT_MAX_OUTPUT_BYTES",
-    "Isolation",
-    "IsolationUnavailableError",
-    "SandboxResult",
-    "arun_sandboxed",
-    "check_isolation",
-    "isolation_backend",
-    "resolve_isolation",
-    "run_sandboxed",
-]
+from reflection_graph.critics.sandbox._isolation import Isolation, _wrap, resolve_isolation
+from reflection_graph.critics.sandbox._kill import _kill_tree, _PidsCgroup, _remove_tree
+from reflection_graph.critics.sandbox._plan import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_MAX_PROCESSES,
+    _Plan,
+    _validate,
+)
 
-DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
-"""How many bytes of stdout (and, separately, of stderr and of the result channel) are kept."""
+__all__ = ["SandboxResult", "arun_sandboxed", "run_sandboxed"]
 
-Isolation = Literal["auto", "required", "off"]
-"""How generated code is isolated: `auto` when the OS allows it, `required` or fail, `off` never."""
-
-_MIN_MEMORY_MB = 32
 _TRUNCATION_NOTE = "\n[... output truncated by the sandbox ...]\n"
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 _TOKEN_VAR = "REFLECTION_GRAPH_SANDBOX_RUN"
@@ -89,20 +73,6 @@ _CHANNEL_BYTES = 16 * 1024 * 1024
 """How many bytes of the result channel are kept (a test runner reports about 2 KB per test at most)."""
 _EXIT_GRACE_S = 0.2
 """After the command exits, how long its pipes are still read (children holding them are then killed)."""
-_LAUNCHER = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
-_HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/home", "/root")
-_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/acpi", "/proc/irq", "/proc/bus")
-_BACKEND_ORDER: tuple[str, ...] = ("bwrap", "unshare")
-_HOW_TO_ISOLATE = (
-    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) or enable "
-    "unprivileged user namespaces (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also "
-    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); in a container, allow user namespaces (e.g. "
-    "Docker's `--security-opt seccomp=unconfined`)"
-)
-
-
-class IsolationUnavailableError(RuntimeError):
-    """`isolation="required"` was asked for, but this OS cannot isolate generated code; the message says how to fix."""
 
 
 @dataclass(frozen=True)
@@ -139,265 +109,6 @@ class SandboxResult:
         return self.returncode == 0 and not self.timed_out and not self.memory_exceeded
 
 
-# -- isolation ---------------------------------------------------------------------------------------------------
-
-_probe_lock = threading.Lock()
-_probed: dict[str, str | None] = {}  # backend -> None when it works, else why not
-_warned = False
-
-
-def _exposed_paths(program: str) -> list[str]:
-    """Paths under the hidden dirs that the command needs: the Python installations and the program's prefix."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    for path in (os.path.abspath(program), os.path.realpath(program)):
-        candidates.add(os.path.dirname(os.path.dirname(path)))
-    hidden = tuple(d + os.sep for d in _HIDDEN_DIRS)
-    keep = {os.path.realpath(c) for c in candidates if c} | {c for c in candidates if c}
-    return sorted(p for p in keep if p.startswith(hidden) and os.path.isdir(p))
-
-
-def _bwrap_prefix(bwrap: str, workdir: str, program: str) -> list[str]:
-    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for writable in _PROC_KNOBS:  # host-wide kernel settings: root in the sandbox must not write them
-        if os.path.exists(writable):
-            args += ["--ro-bind", writable, writable]
-    for hidden in _HIDDEN_DIRS:
-        if os.path.isdir(hidden) and not os.path.islink(hidden):
-            args += ["--tmpfs", hidden]
-    for path in _exposed_paths(program):
-        args += ["--ro-bind", path, path]
-    return [*args, "--bind", workdir, workdir, "--chdir", workdir, "--"]
-
-
-def _wrap(backend: str | None, workdir: str, plan: _Plan) -> list[str]:
-    limits = [str(plan.memory_bytes), str(plan.cpu_s), str(plan.fsize_bytes)]
-    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER]
-    if backend == "bwrap":
-        bwrap = shutil.which("bwrap")
-        assert bwrap is not None
-        prefix = _bwrap_prefix(bwrap, workdir, plan.argv[0])
-        return [*prefix, *launcher, "plain", workdir, "[]", *limits, *plan.argv]
-    if backend == "unshare":
-        unshare = shutil.which("unshare")
-        assert unshare is not None
-        flags = ["--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc"]
-        hide = json.dumps([list(_HIDDEN_DIRS), _exposed_paths(plan.argv[0])])
-        return [
-            unshare,
-            *flags,
-            "--kill-child",
-            "--",
-            *launcher,
-            "unshare",
-            workdir,
-            hide,
-            *limits,
-            *plan.argv,
-        ]
-    return [*launcher, "plain", workdir, "[]", *limits, *plan.argv]
-
-
-def _probe(backend: str) -> str | None:
-    """Run `python -c pass` through `backend`; None when it works, else the reason it does not."""
-    if shutil.which(backend) is None:
-        return f"{backend} is not installed"
-    plan = _validate({}, [sys.executable, "-I", "-S", "-c", "pass"], 20, None, None, None, 4096, 1, backend)
-    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
-    try:
-        proc = subprocess.run(
-            _wrap(backend, workdir, plan),
-            cwd=workdir,
-            env={**plan.env, "HOME": workdir, "TMPDIR": workdir},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{backend} failed: {exc}"
-    finally:
-        _remove_tree(workdir)
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"{backend} failed ({detail[-1] if detail else f'exit status {proc.returncode}'})"
-    return None
-
-
-def isolation_backend() -> tuple[str | None, str]:
-    """The isolation backend that works here (`"bwrap"`, `"unshare"` or None) and, when None, why not.
-
-    Probed once per process by running a no-op through each backend in `_BACKEND_ORDER`.
-    """
-    if not sys.platform.startswith("linux"):
-        return None, f"isolation needs Linux namespaces; this is {sys.platform}"
-    reasons = []
-    with _probe_lock:
-        for backend in _BACKEND_ORDER:
-            if backend not in _probed:
-                _probed[backend] = _probe(backend)
-            reason = _probed[backend]
-            if reason is None:
-                return backend, ""
-            reasons.append(reason)
-    return None, "; ".join(reasons) or "no isolation backend is configured"
-
-
-def check_isolation(isolation: str) -> None:
-    """Validate an `isolation` setting when a critic is built: probe (and raise) only for "required".
-
-    "auto" is resolved when code first runs, so that building a critic costs nothing and the one-time warning
-    appears only when code really runs without isolation.
-
-    Raises:
-        ValueError: `isolation` is not one of "auto", "required", "off".
-        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
-    """
-    if isolation not in get_args(Isolation):
-        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
-    if isolation == "required":
-        resolve_isolation(isolation)
-
-
-def resolve_isolation(isolation: str) -> str | None:
-    """Check an `isolation` setting and return the backend to use (None: not isolated).
-
-    Raises:
-        ValueError: `isolation` is not one of "auto", "required", "off".
-        IsolationUnavailableError: "required" where the OS cannot isolate; the message says how to fix it.
-    """
-    global _warned
-    if isolation not in get_args(Isolation):
-        raise ValueError(f"isolation must be one of 'auto', 'required', 'off', got {isolation!r}")
-    if isolation == "off":
-        return None
-    backend, why = isolation_backend()
-    if backend is not None:
-        return backend
-    if isolation == "required":
-        raise IsolationUnavailableError(
-            f"isolation='required' but generated code cannot be isolated here ({why}). To fix: {_HOW_TO_ISOLATE}; "
-            "or pass isolation='auto' (run unisolated with a warning) or 'off'."
-        )
-    if not _warned:
-        _warned = True
-        warnings.warn(
-            f"generated code runs without isolation (network, file system and other processes reachable): {why}. "
-            f"To isolate it: {_HOW_TO_ISOLATE}. To silence this warning, pass isolation='off'.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return None
-
-
-# -- running -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Plan:
-    files: dict[str, str]
-    argv: list[str]
-    timeout_s: float
-    memory_bytes: int
-    cpu_s: int
-    fsize_bytes: int
-    env: dict[str, str]
-    max_output_bytes: int
-    backend: str | None
-    channel_secret: bytes | None = None
-
-
-def _validate(
-    files: Mapping[str, str],
-    argv: Sequence[str],
-    timeout_s: float,
-    memory_mb: int | None,
-    cpu_s: int | None,
-    env: Mapping[str, str] | None,
-    max_output_bytes: int,
-    max_file_mb: int,
-    backend: str | None,
-    channel_secret: bytes | None = None,
-) -> _Plan:
-    if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
-        raise ValueError("argv must be a non-empty list of strings, e.g. [sys.executable, '-I', 'main.py']")
-    if not timeout_s or timeout_s <= 0:
-        raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    if memory_mb is not None and memory_mb < _MIN_MEMORY_MB:
-        raise ValueError(
-            f"memory_mb must be at least {_MIN_MEMORY_MB} (or None for no limit), got {memory_mb!r}"
-        )
-    if cpu_s is not None and cpu_s <= 0:
-        raise ValueError(f"cpu_s must be a positive number of seconds (or None), got {cpu_s!r}")
-    if max_output_bytes <= 0:
-        raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes!r}")
-    if max_file_mb <= 0:
-        raise ValueError(f"max_file_mb must be positive, got {max_file_mb!r}")
-    if channel_secret is not None and (
-        not isinstance(channel_secret, bytes) or not 16 <= len(channel_secret) <= 4096
-    ):
-        raise ValueError("channel_secret must be 16 to 4096 random bytes, e.g. secrets.token_bytes(32)")
-    clean_files: dict[str, str] = {}
-    for name, content in files.items():
-        path = PurePosixPath(name)
-        if not name or path.is_absolute() or ".." in path.parts or name.startswith("~"):
-            raise ValueError(f"sandbox file names must be relative paths inside the sandbox, got {name!r}")
-        if not isinstance(content, str):
-            raise ValueError(f"sandbox file {name!r} must have str content, got {type(content).__name__}")
-        clean_files[str(path)] = content
-    program = argv[0]
-    if os.sep not in program:
-        found = shutil.which(program, path="/usr/local/bin:/usr/bin:/bin")
-        if found is None:
-            found = shutil.which(program)
-        if found is None:
-            raise ValueError(f"cannot find the program {program!r}; pass an absolute path as argv[0]")
-        program = found
-    child_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
-    if env:
-        child_env.update({str(k): str(v) for k, v in env.items()})
-    return _Plan(
-        files=clean_files,
-        argv=[program, *argv[1:]],
-        timeout_s=float(timeout_s),
-        memory_bytes=-1 if memory_mb is None else int(memory_mb) * 1024 * 1024,
-        cpu_s=int(cpu_s) if cpu_s is not None else int(timeout_s) + 2,
-        fsize_bytes=int(max_file_mb) * 1024 * 1024,
-        env=child_env,
-        max_output_bytes=int(max_output_bytes),
-        backend=backend,
-        channel_secret=channel_secret,
-    )
-
-
-def _write_files(plan: _Plan, workdir: str) -> None:
-    for name, content in plan.files.items():
-        target = Path(workdir, name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-
-
-def _remove_tree(path: str) -> None:
-    """Delete the sandbox dir even if the child removed permissions from files inside it."""
-
-    def _fix(func: object, target: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(target) or target, 0o700)
-            os.chmod(target, 0o700)
-        with contextlib.suppress(OSError):
-            if os.path.isdir(target) and not os.path.islink(target):
-                os.rmdir(target)
-            else:
-                os.unlink(target)
-
-    if os.path.exists(path):
-        if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=_fix)
-        else:
-            shutil.rmtree(path, onerror=_fix)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 class _Capture:
     """Collects up to `limit` bytes from a stream and counts (drops) the rest."""
 
@@ -423,109 +134,56 @@ class _Capture:
         return out + _TRUNCATION_NOTE if self.dropped else out
 
 
-# -- killing the whole tree --------------------------------------------------------------------------------------
+def _write_files(plan: _Plan, workdir: str) -> None:
+    for name, content in plan.files.items():
+        target = Path(workdir, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
 
 
-def _parents() -> dict[int, int]:
-    table: dict[int, int] = {}
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    stat = Path(entry.path, "stat").read_bytes()
-                    table[int(entry.name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
-    return table
-
-
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for pid, parent in _parents().items():
-        children.setdefault(parent, []).append(pid)
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _tagged(token: bytes) -> set[int]:
-    """Processes whose environment carries this run's token (forks and `setsid()` escapes inherit it)."""
-    found: set[int] = set()
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    if token in Path(entry.path, "environ").read_bytes():
-                        found.add(int(entry.name))
-    return found
-
-
-def _kill(pid: int, group: bool = False) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
-
-
-def _kill_tree(proc: subprocess.Popen[bytes], token: bytes) -> None:
-    """SIGKILL the command, its process group, its descendants and every process tagged with the run token.
-
-    The pid and the group id are used only while the command is not reaped yet (so they cannot have been reused);
-    after that, the token finds whatever it left behind.
-    """
-    linux = os.path.isdir("/proc/self")
-    ours = proc.returncode is None
-    victims = _tagged(token) if linux else set()
-    if ours:
-        if linux:
-            victims |= _descendants(proc.pid)
-        _kill(proc.pid, group=True)
-        _kill(proc.pid)
-    for _ in range(20):  # forks made meanwhile carry the token too; repeat until none is left
-        victims.discard(os.getpid())
-        for victim in victims:
-            _kill(victim)
-        if not linux:
-            break
-        victims = _tagged(token)
-        if not victims:
-            break
-        time.sleep(0.005)
-
-
-# -- the core loop -----------------------------------------------------------------------------------------------
+def _descriptors(plan: _Plan, opened: list[int]) -> tuple[list[str], list[int], int]:
+    """The argv with `{name}` placeholders replaced, the fds to pass, and the read end of the result channel."""
+    names = {f"{{{name}}}": str(fd) for name, fd in plan.pass_fds.items()}
+    pass_fds = list(plan.pass_fds.values())
+    channel_read = -1
+    if plan.channel_secret is not None:
+        secret_read, secret_write = os.pipe()
+        channel_read, channel_write = os.pipe()
+        opened += [secret_read, channel_read, channel_write]
+        os.write(secret_write, plan.channel_secret)
+        os.close(secret_write)
+        pass_fds += [secret_read, channel_write]
+        names.update({"{secret_fd}": str(secret_read), "{result_fd}": str(channel_write)})
+    return [names.get(a, a) for a in plan.argv], pass_fds, channel_read
 
 
 def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResult:
-    if cancel is not None and cancel.is_set():  # cancelled while waiting for a thread: do not start
-        raise concurrent.futures.CancelledError()
-    workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
-    opened: list[int] = []
+    """Run one plan: write the files, start the supervisor, read its pipes, then kill and clean up (always)."""
+    opened: list[int] = list(plan.pass_fds.values())  # the run owns them: closed once the child holds them
+    workdir: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    token = secrets.token_hex(16)
+    cgroup: _PidsCgroup | None = None
+    killed = False
     try:
+        if cancel is not None and cancel.is_set():  # cancelled while waiting for a thread: do not start
+            raise concurrent.futures.CancelledError()
+        workdir = tempfile.mkdtemp(prefix="reflection-graph-sandbox-")
         _write_files(plan, workdir)
-        token = secrets.token_hex(16)
-        env = {**plan.env, "HOME": workdir, "TMPDIR": workdir, _TOKEN_VAR: token}
-        argv = list(plan.argv)
-        pass_fds: list[int] = []
-        channel_read = -1
-        if plan.channel_secret is not None:
-            secret_read, secret_write = os.pipe()
-            channel_read, channel_write = os.pipe()
-            opened += [secret_read, channel_read, channel_write]
-            os.write(secret_write, plan.channel_secret)
-            os.close(secret_write)
-            pass_fds = [secret_read, channel_write]
-            names = {"{secret_fd}": str(secret_read), "{result_fd}": str(channel_write)}
-            argv = [names.get(a, a) for a in argv]
-        command = _wrap(plan.backend, workdir, dataclasses.replace(plan, argv=argv))
-        out, err = _Capture(plan.max_output_bytes), _Capture(plan.max_output_bytes)
-        chan = _Capture(_CHANNEL_BYTES)
+        cgroup = _PidsCgroup.create(f"reflection-graph-{token}", plan.max_processes)
+        argv, pass_fds, channel_read = _descriptors(plan, opened)
+        guard = {"parent": os.getpid(), "workdir": workdir, "token": token}
+        guard["cgroup"] = cgroup.procs if cgroup is not None else None
+        out, err, chan = (
+            _Capture(plan.max_output_bytes),
+            _Capture(plan.max_output_bytes),
+            _Capture(_CHANNEL_BYTES),
+        )
         start = time.monotonic()
         proc = subprocess.Popen(
-            command,
+            _wrap(plan.backend, workdir, dataclasses.replace(plan, argv=argv), guard),
             cwd=workdir,
-            env=env,
+            env={**plan.env, "HOME": workdir, "TMPDIR": workdir, _TOKEN_VAR: token},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -541,21 +199,29 @@ def _run_plan(plan: _Plan, cancel: threading.Event | None = None) -> SandboxResu
         if channel_read >= 0:
             streams[channel_read] = chan
         timed_out = _pump(proc, streams, start + plan.timeout_s, cancel)
-        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode())
+        _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode(), cgroup)
+        killed = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=0.5)
         _drain(streams)
-        proc.stdout.close()
-        proc.stderr.close()
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         if plan.backend is not None and 128 < returncode <= 128 + 64:
             returncode = 128 - returncode  # the backend's init reports a signal as 128 + signal
         return _result(returncode, out, err, chan, timed_out, start, plan.backend)
     finally:
-        for fd in opened:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        _remove_tree(workdir)
+        if proc is not None and not killed:  # Ctrl-C or an error while reading: the kill first, then the rest
+            _kill_tree(proc, f"{_TOKEN_VAR}={token}".encode(), cgroup)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.5)
+        if proc is not None:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+        _close(opened)
+        if cgroup is not None:
+            cgroup.remove()
+        if workdir is not None:
+            _remove_tree(workdir)
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -654,6 +320,42 @@ def _result(
     )
 
 
+def _owned_plan(
+    files: Mapping[str, str],
+    argv: Sequence[str],
+    args: tuple[float, int | None, int | None, Mapping[str, str] | None, int, int, bytes | None, int | None],
+    pass_fds: Mapping[str, int] | None,
+    isolation: Isolation,
+) -> _Plan:
+    """The checked plan with its backend; `pass_fds` are closed when the arguments are refused."""
+    timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes = args
+    try:
+        plan = _validate(
+            files,
+            argv,
+            timeout_s,
+            memory_mb,
+            cpu_s,
+            env,
+            max_output_bytes,
+            max_file_mb,
+            None,
+            channel_secret,
+            max_processes,
+            pass_fds,
+        )
+        return dataclasses.replace(plan, backend=resolve_isolation(isolation))
+    except BaseException:
+        _close((pass_fds or {}).values())
+        raise
+
+
+def _close(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def run_sandboxed(
     files: Mapping[str, str],
     argv: Sequence[str],
@@ -666,6 +368,8 @@ def run_sandboxed(
     max_file_mb: int = 16,
     isolation: Isolation = "auto",
     channel_secret: bytes | None = None,
+    max_processes: int | None = DEFAULT_MAX_PROCESSES,
+    pass_fds: Mapping[str, int] | None = None,
 ) -> SandboxResult:
     """Write `files` into a fresh temp dir, run `argv` there isolated and under limits, and delete the dir.
 
@@ -684,6 +388,10 @@ def run_sandboxed(
             `IsolationUnavailableError` when it cannot), `"off"`.
         channel_secret: give the command a result channel (see the module docstring); its bytes are in
             `SandboxResult.channel`.
+        max_processes: how many processes and threads the command may have at once (a pids cgroup where one
+            can be made, and `RLIMIT_NPROC` in the sandbox's user namespace); None for no limit.
+        pass_fds: descriptors to hand to the command, by name: `"{name}"` in `argv` becomes the number. The run
+            owns them: they are closed in this process once the command has started (or when it cannot start).
 
     Returns:
         A `SandboxResult`.
@@ -697,18 +405,18 @@ def run_sandboxed(
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
-    )
-    return _run_plan(dataclasses.replace(plan, backend=resolve_isolation(isolation)))
+    args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
+    plan = _owned_plan(files, argv, args, pass_fds, isolation)
+    return _run_plan(plan)
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
-    with _probe_lock:
+    with _pool_lock:
         if _pool is None:
             _pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=4 * (os.cpu_count() or 1), thread_name_prefix="reflection-graph-sandbox"
@@ -728,6 +436,8 @@ async def arun_sandboxed(
     max_file_mb: int = 16,
     isolation: Isolation = "auto",
     channel_secret: bytes | None = None,
+    max_processes: int | None = DEFAULT_MAX_PROCESSES,
+    pass_fds: Mapping[str, int] | None = None,
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
@@ -735,13 +445,16 @@ async def arun_sandboxed(
     machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
     task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
-    plan = _validate(
-        files, argv, timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, None, channel_secret
-    )
+    args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
     loop = asyncio.get_running_loop()
     # the first call probes the backends (a subprocess each): keep that off the event loop too
-    backend = await loop.run_in_executor(_executor(), resolve_isolation, isolation)
-    plan = dataclasses.replace(plan, backend=backend)
+    prepared = loop.run_in_executor(_executor(), _owned_plan, files, argv, args, pass_fds, isolation)
+    try:
+        plan = await asyncio.shield(prepared)
+    except asyncio.CancelledError:  # not started: the descriptors it owns are closed all the same
+        with contextlib.suppress(BaseException):
+            _close((await prepared).pass_fds.values())
+        raise
     cancel = threading.Event()
     task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
     try:

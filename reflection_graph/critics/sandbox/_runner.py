@@ -1,23 +1,32 @@
-"""The test runner that `CodeTestCritic` runs inside the sandbox (stdlib only, executed as a script).
+"""The test runner that `CodeTestCritic` runs in the sandbox (stdlib only, executed as a script).
 
-    python -I -B _reflection_graph_runner.py SOLUTION TESTS SECRET_FD RESULT_FD
+    python -I -B _reflection_graph_runner.py CONFIG SECRET_FD RESULT_FD [REQUESTS_FD ANSWERS_FD]
 
-It imports the tests module (which imports the candidate's code), runs every top-level `test*` function in file
-order and reports each result as one line on the result pipe `RESULT_FD`:
+CONFIG is JSON: `{"mode": "outside" | "in-process", "solution": "solution.py", "tests": "test_solution.py",
+"entry_point": name or null, "bind": [names]}`. It runs the tests module's top-level `test*` functions in file order
+(or, with no test function and an entry point, `check(<entry point>)`, HumanEval's form) and reports each result as
+one line on the result pipe RESULT_FD:
 
     <hex HMAC-SHA256 of the JSON> <JSON event with a sequence number "seq">
 
-The HMAC key is a per-run secret that the parent writes into the pipe `SECRET_FD`. The runner reads it and closes
-that pipe before anything of the candidate is imported, and keeps the result pipe out of child processes. So the
-candidate cannot forge a verdict by printing marker lines, by writing to stdout or by exiting early: the parent
-accepts only correctly signed events in sequence, and requires exactly one result per test function it found in
-the tests file itself. (The candidate runs in this process, so code that deliberately searches this process's
-memory for the signing object could still forge; the sandbox's isolation limits what such code can do otherwise.)
+The HMAC key is a per-run secret that the parent writes into the pipe SECRET_FD; the runner reads it and closes that
+pipe first, and keeps the result pipe out of child processes. The parent accepts only correctly signed events in
+sequence and requires exactly one result per test function it found in the tests file itself.
 
-This file is copied into the sandbox; it must not import anything outside the standard library.
+- Mode `outside` (the default for assert-style tests): the candidate's code is not in this process at all. It runs
+  in another sandbox (`_serve.py`); each function the tests import from the solution (and each name in `bind`) is a
+  proxy here that sends the call's arguments as plain data on REQUESTS_FD and reads the returned value (or the
+  exception) from ANSWERS_FD (`_wire.py`). The tests, their expected values and the comparisons stay here, where
+  the candidate cannot reach: it can only answer calls, so it cannot pass a test without returning the right value.
+- Mode `in-process` (tests that need the candidate's objects themselves): the tests import the candidate's module
+  into this process. Printing, exiting early or writing to other descriptors cannot forge a verdict, but code that
+  searches this process's memory for the signer can: the critique says `verdict_source="in-process"`.
+
+This file is copied into the sandbox; it must not import anything outside the standard library (and `_wire.py`).
 """
 
 import ast
+import builtins
 import contextlib
 import gc
 import hashlib
@@ -28,12 +37,16 @@ import json
 import os
 import reprlib
 import sys
-import traceback
 import types
 
-SOLUTION, TESTS = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.getcwd())
 sys.dont_write_bytecode = True
+
+import _reflection_graph_wire as wire  # noqa: E402  (copied next to this file)
+
+CONFIG = json.loads(sys.argv[1])
+SOLUTION, TESTS = CONFIG["solution"], CONFIG["tests"]
+MODULE = os.path.splitext(SOLUTION)[0]
 
 _repr = reprlib.Repr()
 _repr.maxstring = 160
@@ -42,9 +55,106 @@ _repr.maxlong = 80
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 12
 
 
+class CandidateGone(BaseException):
+    """The candidate's process ended (or broke the protocol): no further call can be answered."""
+
+
+class _Link:
+    """The pipes to the candidate's process: one request, one answer."""
+
+    def __init__(self, requests_fd, answers_fd):
+        self.requests = requests_fd
+        self.answers = os.fdopen(answers_fd, "rb")
+        self.gone = None
+
+    def receive(self):
+        try:
+            message = wire.receive(self.answers)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            self.gone = "its process sent a message that is not valid (" + str(exc)[:100] + ")"
+            raise CandidateGone(self.gone) from None
+        if message is None:
+            self.gone = "its process ended"
+            raise CandidateGone(self.gone)
+        return message
+
+    def call(self, name, args, kwargs):
+        if self.gone:
+            raise CandidateGone(self.gone)
+        try:
+            request = {"call": name, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
+        except wire.Unencodable as exc:
+            raise TypeError(
+                name + "() was called with " + str(exc) + ", which cannot be sent to the candidate's process"
+            ) from None
+        try:
+            wire.send(self.requests, request)
+        except OSError:
+            self.gone = "its process ended"
+            raise CandidateGone(self.gone) from None
+        answer = self.receive()
+        try:
+            if "raised" in answer:
+                error = _rebuilt(dict(answer["raised"]))
+            else:
+                value = wire.decode(answer["value"])
+                _update_in_place(args, wire.decode(answer.get("args", [])))
+        except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
+            self.gone = "its process sent an answer that is not valid (" + type(exc).__name__ + ")"
+            raise CandidateGone(self.gone) from None
+        if "raised" in answer:
+            raise error
+        return value
+
+
+def _rebuilt(raised):
+    """The candidate's exception as one of this process's own: a built-in type by name, or a plain Exception."""
+    name = str(raised.get("type", "Exception"))[:80]
+    kind: type = getattr(builtins, name, None) if name.isidentifier() else None  # type: ignore[assignment]
+    if not (isinstance(kind, type) and issubclass(kind, BaseException)) or kind in (
+        KeyboardInterrupt,
+        GeneratorExit,
+    ):
+        kind = type(name if name.isidentifier() else "Exception", (Exception,), {})
+    message = str(raised.get("message", ""))[:600]
+    try:
+        exc: BaseException = kind(message) if message else kind()
+    except Exception:
+        exc = BaseException.__new__(kind)
+        exc.args = (message,)  # type: ignore[assignment]
+    where = {k: str(raised[k])[:300] for k in ("raised_at", "raised_source") if k in raised}
+    exc._rg_raised = where  # type: ignore[attr-defined]
+    return exc
+
+
+def _update_in_place(args, after):
+    """Apply what the candidate's function did to its arguments (lists, dicts, sets, bytearrays) to ours."""
+    if not isinstance(after, list) or len(after) != len(args):
+        return
+    for mine, theirs in zip(args, after, strict=True):
+        if type(mine) is type(theirs) and isinstance(mine, (list, bytearray)):
+            mine[:] = theirs
+        elif type(mine) is type(theirs) and isinstance(mine, (dict, set)):
+            mine.clear()
+            mine.update(theirs)
+
+
+class _Proxy:
+    """Stands for one of the candidate's functions: calling it asks the candidate's process."""
+
+    def __init__(self, link, name):
+        self._link, self._name = link, name
+
+    def __call__(self, *args, **kwargs):
+        return self._link.call(self._name, args, kwargs)
+
+    def __repr__(self):
+        return "<function " + self._name + ">"
+
+
 def _open_channel():
     """Read the per-run secret and close its pipe; return the signed-event writer."""
-    secret_fd, result_fd = int(sys.argv[3]), int(sys.argv[4])
+    secret_fd, result_fd = int(sys.argv[2]), int(sys.argv[3])
     chunks = []
     while True:
         data = os.read(secret_fd, 4096)
@@ -144,111 +254,185 @@ class _Rewrite(ast.NodeTransformer):
         return nodes
 
 
-def _where(exc):
-    frames = traceback.extract_tb(exc.__traceback__)
-    in_tests = [f for f in frames if os.path.basename(f.filename) == TESTS]
-    at = in_tests[-1] if in_tests else (frames[-1] if frames else None)
-    last = frames[-1] if frames else None
-    info: dict[str, object] = {}
-    if at is not None:
-        info["file"] = os.path.basename(at.filename)
-        info["line"] = at.lineno
-        info["source"] = (at.line or "").strip()
-    if last is not None and last is not at:
-        info["raised_at"] = os.path.basename(last.filename) + ":" + str(last.lineno)
-        info["raised_source"] = (last.line or "").strip()
-    return info
+def _load_outside(link, emit):
+    """The candidate's module as proxies, once its process says it imported cleanly; None after reporting why not."""
+    hello = link.receive()
+    if "syntax_error" in hello:
+        error = hello["syntax_error"]
+        emit(event="syntax_error", file=SOLUTION, **{k: error.get(k) for k in ("line", "message", "text")})
+        return None
+    if "import_error" in hello:
+        error = {str(k): str(v)[:600] for k, v in hello["import_error"].items() if k in _ERROR_KEYS}
+        error["kind"] = "memory" if error.get("kind") == "memory" else "import"
+        emit(event="import_error", **error)
+        return None
+    names = (hello.get("ready") or {}).get("names") if isinstance(hello.get("ready"), dict) else None
+    if not isinstance(names, list):
+        link.gone = "its process sent a first message that is not valid"
+        raise CandidateGone(link.gone)
+    module = types.ModuleType(MODULE)
+    for name in names:
+        setattr(module, str(name), _Proxy(link, str(name)))
+    return module
 
 
-def _describe(exc):
+_ERROR_KEYS = ("type", "message", "kind", "output", "file", "line", "source", "raised_at", "raised_source")
+
+
+def _load_in_process(emit):
+    """The candidate's module imported here; None after reporting a syntax or import error."""
+    with open(SOLUTION, encoding="utf-8") as handle:
+        source = handle.read()
     try:
-        info = {"type": type(exc).__name__, "message": str(exc).replace(os.getcwd() + os.sep, "")[:600]}
-        info.update(_where(exc))
-    except MemoryError:
-        info = {"type": "MemoryError", "message": ""}
-    return info
+        compile(source, SOLUTION, "exec")
+    except (SyntaxError, ValueError) as exc:
+        text = (getattr(exc, "text", "") or "").strip()
+        emit(
+            event="syntax_error",
+            file=SOLUTION,
+            line=getattr(exc, "lineno", None),
+            message=getattr(exc, "msg", str(exc)),
+            text=text,
+        )
+        return None
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            return __import__(MODULE)
+    except BaseException as exc:
+        _report_import_error(exc, captured, emit)
+        return None
+
+
+def _report_import_error(exc, captured, emit):
+    info = wire.describe(exc, TESTS)
+    kind = "memory" if isinstance(exc, MemoryError) else "import"
+    _free(exc)
+    emit(event="import_error", kind=kind, output=captured.getvalue()[-500:], **info)
 
 
 def _free(exc):
     with contextlib.suppress(Exception):
+        import traceback
+
         traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
     gc.collect()
 
 
-def main():
-    with open(SOLUTION, encoding="utf-8") as handle:
-        solution_source = handle.read()
-    try:
-        compile(solution_source, SOLUTION, "exec")
-    except (SyntaxError, ValueError) as exc:
-        _emit(
-            event="syntax_error",
-            file=SOLUTION,
-            line=getattr(exc, "lineno", None),
-            message=getattr(exc, "msg", str(exc)),
-            text=(getattr(exc, "text", "") or "").strip(),
-        )
-        return
+def _tests_module(solution, emit):
+    """Run the tests file (asserts rewritten to show their values) with the candidate's names bound; None on error."""
     with open(TESTS, encoding="utf-8") as handle:
         tests_source = handle.read()
     tree = _Rewrite(tests_source).visit(ast.parse(tests_source, TESTS))
-    code = compile(tree, TESTS, "exec")
-    module_name = os.path.splitext(TESTS)[0]
-    module = types.ModuleType(module_name)
+    name = os.path.splitext(TESTS)[0]
+    module = types.ModuleType(name)
     module.__file__ = os.path.join(os.getcwd(), TESTS)
     module.__dict__["_rg_explain"] = _explain
-    sys.modules[module_name] = module
+    for bound in CONFIG.get("bind", []):
+        if hasattr(solution, bound):
+            module.__dict__[bound] = getattr(solution, bound)
+    sys.modules[name] = module
+    sys.modules[MODULE] = solution
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-            exec(code, module.__dict__)
+            exec(compile(tree, TESTS, "exec"), module.__dict__)
     except BaseException as exc:
-        info = _describe(exc)
-        kind = "memory" if isinstance(exc, MemoryError) else "import"
-        _free(exc)
-        _emit(event="import_error", kind=kind, output=captured.getvalue()[-500:], **info)
-        return
-    tests = [
-        (name, obj)
-        for name, obj in list(module.__dict__.items())
-        if name.startswith("test") and inspect.isfunction(obj) and obj.__module__ == module_name
-    ]
-    tests.sort(key=lambda item: item[1].__code__.co_firstlineno)
-    _emit(event="collected", tests=[name for name, _ in tests])
-    for name, func in tests:
-        _emit(event="start", test=name)
-        captured = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-                params = [
-                    p
-                    for p in inspect.signature(func).parameters.values()
-                    if p.default is inspect.Parameter.empty
-                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                ]
-                if params:
-                    raise TypeError(
-                        "test functions must take no arguments (pytest fixtures are not available here); "
-                        "it takes " + ", ".join(p.name for p in params)
-                    )
-                result = func()
-                if inspect.iscoroutine(result):
-                    import asyncio  # only when needed: it takes longer to import than the rest together
+        if isinstance(exc, CandidateGone):
+            raise
+        _report_import_error(exc, captured, emit)
+        return None
+    return module
 
-                    asyncio.run(result)
-        except BaseException as exc:
-            info = _describe(exc)
-            kind = "memory" if isinstance(exc, MemoryError) else "fail"
-            _free(exc)
-            _emit(event="fail", test=name, kind=kind, output=captured.getvalue()[-500:], **info)
-        else:
-            _emit(event="pass", test=name)
-    _emit(event="done")
+
+def _collect(module, solution):
+    """The tests to run, in file order: `test*` functions, or `check(<entry point>)`."""
+    name = module.__name__
+    tests: list[tuple[str, object]] = [
+        (key, obj)
+        for key, obj in list(module.__dict__.items())
+        if key.startswith("test") and inspect.isfunction(obj) and obj.__module__ == name
+    ]
+    tests.sort(key=lambda item: item[1].__code__.co_firstlineno)  # type: ignore[attr-defined]
+    entry = CONFIG.get("entry_point")
+    check = module.__dict__.get("check")
+    if not tests and entry and inspect.isfunction(check):
+
+        def run_check():
+            if not hasattr(solution, entry):
+                raise NameError("the code defines no function named " + repr(entry))
+            return check(getattr(solution, entry))
+
+        tests = [("check", run_check)]
+    return tests
+
+
+def _run_one(name, func, emit):
+    emit(event="start", test=name)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+            params = [
+                p
+                for p in inspect.signature(func).parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            ]
+            if params:
+                raise TypeError(
+                    "test functions must take no arguments (pytest fixtures are not available here); "
+                    "it takes " + ", ".join(p.name for p in params)
+                )
+            result = func()
+            if inspect.iscoroutine(result):
+                import asyncio  # only when needed: it takes longer to import than the rest together
+
+                asyncio.run(result)
+    except CandidateGone as exc:
+        emit(event="candidate_gone", test=name, why=str(exc))
+        return False
+    except BaseException as exc:
+        info = wire.describe(exc, TESTS)
+        kind = "memory" if isinstance(exc, MemoryError) else "fail"
+        _free(exc)
+        emit(event="fail", test=name, kind=kind, output=captured.getvalue()[-500:], **info)
+    else:
+        emit(event="pass", test=name)
+    return True
+
+
+def main(emit):
+    link = None
+    if CONFIG["mode"] == "outside":
+        link = _Link(int(sys.argv[4]), int(sys.argv[5]))
+        try:
+            solution = _load_outside(link, emit)
+        except CandidateGone as exc:
+            emit(event="candidate_gone", test=None, why=str(exc))
+            return
+        except (AttributeError, TypeError, ValueError):
+            emit(event="candidate_gone", test=None, why="its process sent a first message that is not valid")
+            return
+    else:
+        solution = _load_in_process(emit)
+    if solution is None:
+        return
+    try:
+        module = _tests_module(solution, emit)
+    except CandidateGone as exc:
+        emit(event="candidate_gone", test=None, why=str(exc))
+        return
+    if module is None:
+        return
+    tests = _collect(module, solution)
+    emit(event="collected", tests=[name for name, _ in tests])
+    for name, func in tests:
+        if not _run_one(name, func, emit) or (link is not None and link.gone):
+            return
+    emit(event="done")
 
 
 if __name__ == "__main__":
-    _emit = _open_channel()
-    main()
+    main(_open_channel())
     # Do not wait for threads the code under test may have left running.
     os._exit(0)
