@@ -10,11 +10,19 @@ from typing import Any
 import pytest
 import typer.main
 from langchain_core.messages import BaseMessage
+from typer.testing import CliRunner
 
-from reflection_graph import create_reflection_graph, evaluate, run_batch
+from reflection_graph import cli, create_reflection_graph, evaluate, run_batch
 from reflection_graph.cli import app
+from reflection_graph.models import resolve_model
 from tests.fakes import critique
-from tests.runners.test_eval import QUIZ, RECORDS, QuizCritic
+from tests.runners.test_eval import (
+    QUIZ,
+    RECORDS,
+    CliQuiz,
+    QuizCritic,
+    write_quiz,
+)
 from tests.test_budgets import Metered, MeteredCritic
 
 PIL = pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
@@ -90,3 +98,20 @@ def test_batch_and_eval_take_a_total_and_eval_a_cap_on_the_cli() -> None:
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     opts = {name: {o for p in commands[name].params for o in p.opts} for name in ("batch", "eval")}
     assert "--token-budget-total" in opts["batch"] and {"--token-budget-total", "--budget"} <= opts["eval"]
+
+
+def test_eval_on_the_cli_passes_the_run_budget_and_names_the_records_it_stopped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # a plain-callable model names no reply limit: each call is estimated at 1,024 tokens and more, so a
+    # one-token budget refuses every first draft and every record stops with `budget`
+    model = CliQuiz()
+    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))
+    data = write_quiz(tmp_path / "quiz.jsonl")
+    args = ["eval", str(data), "--out", str(tmp_path / "out"), "--no-progress", "--token-budget", "1"]
+    result = CliRunner().invoke(cli.app, [*args, "--budget", "5"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the console wraps long lines
+    assert "budget: capped at 5 tokens per record; records a token budget stopped: Q1, Q2, Q3, Q4" in text
+    runs = [json.loads(line) for line in (tmp_path / "out" / "runs.jsonl").read_text().splitlines()]
+    assert {r["stop_reason"] for r in runs} == {"budget"} and model.generate.received == []
