@@ -183,6 +183,8 @@ class _Plan:
     prompts: tuple[str, ...]
     """What a candidate must not echo (the task and the system messages; none for code)."""
     last: bool = False
+    feedback_used: bool = False
+    """A reviewer's words went into this revision (and are cleared once used)."""
     """Self-Refine's one refine: no critique follows."""
 
 
@@ -244,7 +246,8 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
         count = budget.affordable(model, messages, count)
     last = job == "revise" and settings.strategy == "self_refine"
     finish = _finisher(settings, state, role)
-    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last)
+    used = job == "revise" and bool(state.get("rg_feedback"))
+    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last, used)
 
 
 def _code_messages(
@@ -294,6 +297,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
     if plan.last:
         update["stop_reason"] = "max_iterations"  # Self-Refine returns its one refine without a critique
+    if plan.feedback_used:
+        update["rg_feedback"] = None
     return update
 
 
@@ -323,6 +328,11 @@ def _lessons_text(setup: Setup, lessons: Any) -> str:
     return str(setup.memory.format_lessons(lessons)) if lessons else ""
 
 
+def _recalls(setup: Setup, job: Job) -> bool:
+    """A draft reads the lessons of earlier similar tasks when memory is on."""
+    return job == "draft" and setup.memory is not None
+
+
 def _generate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
@@ -330,10 +340,9 @@ def _generate(
     job = _start(setup, state, runtime)
     if isinstance(job, dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
-        lessons = _lessons_text(setup, setup.memory.search(state["task"], store=setup.memory_store(runtime)))
-    plan = _plan(setup, state, runtime, job, lessons)
+    store = setup.memory_store(runtime)
+    found = setup.memory.search(state["task"], store=store) if _recalls(setup, job) else None
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
     if plan.count == 1:
         return _generated(plan, [_sample_sync(plan, config, 0)])
     with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:  # each sample sees the budget
@@ -348,17 +357,14 @@ async def _agenerate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_generate`: the samples run concurrently."""
-    job = _start(setup, state, runtime)
-    if isinstance(job, dict):
+    if isinstance(job := _start(setup, state, runtime), dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
+    found = None
+    if _recalls(setup, job):
         found = await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
-        lessons = _lessons_text(setup, found)
-    plan = _plan(setup, state, runtime, job, lessons)
-    return _generated(
-        plan, await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
-    )
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
+    samples = await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
+    return _generated(plan, samples)
 
 
 # ------------------------------------------------------------------------------------------------ critique
@@ -593,30 +599,34 @@ def _finalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Save this run's lessons (when memory is on) and build the outputs."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
+    failure: Exception | None = None
+    try:
+        if lessons:
             setup.memory.save(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    except Exception as exc:  # never lose the run's answer for a lesson
+        failure = exc
+    return _finalized(setup, state, runtime, failure)
 
 
 async def _afinalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_finalize`."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
-            await setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    saving = (
+        setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime)) if lessons else None
+    )
+    results = await asyncio.gather(*([saving] if saving else []), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, Exception)), None)
+    return _finalized(setup, state, runtime, failure)
+
+
+def _finalized(
+    setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], failure: Exception | None
+) -> dict[str, Any]:
+    problem = f"memory save failed: {type(failure).__name__}: {failure}" if failure else None
+    return _outputs(setup.for_run(runtime)[0], state, problem)
 
 
 # ------------------------------------------------------------------------------------------------- router

@@ -134,6 +134,9 @@ def affordable_samples(count: int, estimate: int, left: int) -> int:
 _CRITIQUE_TEXT = re.compile(r"(?im)^\W*(?:score|acceptable|is_acceptable)\s*:|\"is_acceptable\"\s*:")
 _ECHO_PREFIX = 40
 """A candidate that starts with the first this-many characters of a prompt is an echo of it."""
+_ECHO_MIN_CHARS = 24
+_ECHO_MIN_WORDS = 8
+"""Shorter prompts (a bare question) are never taken for echoed: an answer may well restate them."""
 
 
 def _words(text: str) -> list[str]:
@@ -149,8 +152,9 @@ def _prompt_shape(prompt: str) -> tuple[str, tuple[str, ...]]:
 def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     """True when `candidate` echoes one of `prompts` (the task, a system message) or a critique.
 
-    An echo starts with a prompt's opening (its first 40 characters, at least 12), or is mostly a prompt's words
-    in order (80% of its words), or carries critique text ("Score: 7", "Acceptable: False", a JSON verdict).
+    For prompts of 8 words and 24 characters or more, an echo starts with the prompt's opening (its first 40
+    characters) or is mostly its words in order (80% of the candidate's words). A candidate that carries critique
+    text ("Score: 7", "Acceptable: False", a JSON verdict) is an echo whatever the prompts.
     """
     text = candidate.strip()
     if not text:
@@ -161,7 +165,9 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     words: list[str] | None = None
     for prompt in prompts:
         head, theirs = _prompt_shape(prompt)
-        if len(head) >= 12 and opening.startswith(head):
+        if len(theirs) < _ECHO_MIN_WORDS or len(head) < _ECHO_MIN_CHARS:
+            continue  # a prompt too short (a bare question) to tell an echo from an answer restating it
+        if opening.startswith(head):
             return True
         if len(text) > 2 * len(prompt) + 40:
             continue  # far longer than the prompt: it cannot be mostly the prompt's words
