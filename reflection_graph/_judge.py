@@ -14,7 +14,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from reflection_graph._usage import RoleUsage, metering, track_usage
+from reflection_graph._usage import Meter, RoleUsage, metering, track_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique, parse_critique
 
@@ -57,9 +57,11 @@ def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | Non
     return result, _usage_of(meter, counter), error
 
 
-async def ajudge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """Async twin of `judge`."""
-    with metering() as meter, _callback(critic) as counter:
+async def ajudge(
+    critic: Critic, request: CritiqueRequest, config: RunnableConfig | None, meter: Meter | None = None
+) -> Judged:
+    """Async twin of `judge`; `meter` keeps the calls of a critique that is cancelled."""
+    with metering(meter) as meter, _callback(critic) as counter:
         cfg = config if counter is None else _with_counter(config, counter)
         try:
             result: Critique | None = checked(critic, await critic.acritique(request, cfg))

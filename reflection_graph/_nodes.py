@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import difflib
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,16 +33,16 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from reflection_graph import _rules
+from reflection_graph import _budget, _rules
+from reflection_graph._budget import BudgetExhausted, current_budget
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
 from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage
+from reflection_graph._usage import Meter, RoleUsage, add_role_usage, metering, run_usage, sum_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -243,6 +244,9 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
         )
         model, count = roles.reviser, settings.n_revisions
     assert model is not None
+    budget = current_budget()
+    if budget is not None:  # samples the token budget cannot cover are not started
+        count = budget.affordable(model, messages, count)
     last = job == "revise" and settings.strategy == "self_refine"
     finish = _finisher(settings, state, role)
     used = job == "revise" and bool(state.get("rg_feedback"))
@@ -282,14 +286,12 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
         if text  # an empty reply was retried by the call layer; one still empty is dropped
     ]
     if not samples:
-        error = next((e for _, _, e in results if e is not None), None)
+        usage = {role: sum_usage([part for _, part, _ in results])}
+        error = next((e for _, _, e in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e in results):
+            return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
-        usage = sum_usage([part for _, part, _ in results])
-        return {
-            "stop_reason": "error",
-            "error": f"{role} failed: {detail}",
-            "rg_spent": {role: usage},
-        }
+        return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
     for sample in samples:
         sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
     lost = [part for text, part, _ in results if not text]  # failed samples' calls count too
@@ -346,8 +348,12 @@ def _generate(
     plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
     if plan.count == 1:
         return _generated(plan, [_sample_sync(plan, config, 0)])
-    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:
-        return _generated(plan, list(pool.map(lambda i: _sample_sync(plan, config, i), range(plan.count))))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:  # each sample sees the budget
+        runs = [
+            pool.submit(contextvars.copy_context().run, _sample_sync, plan, config, i)
+            for i in range(plan.count)
+        ]
+        return _generated(plan, [run.result() for run in runs])
 
 
 async def _agenerate(
@@ -401,14 +407,26 @@ def _to_judge(
 
 
 def _critiqued(
-    state: Mapping[str, Any], settings: Settings, judged: Sequence[tuple[dict[str, Any], Judged]]
+    state: Mapping[str, Any],
+    settings: Settings,
+    judged: Sequence[tuple[dict[str, Any], Judged]],
+    cancelled: Sequence[RoleUsage] = (),
 ) -> dict[str, Any]:
-    """The state update of `critique`: one trajectory round holding the best sample (and all samples)."""
-    failed = next((e for _, (_, _, e) in judged if e is not None), None)
+    """The state update of `critique`: one trajectory round holding the best sample (and all samples).
+
+    Samples whose critique the budget refused, or that were cancelled, are left out of the round; the usage of
+    their calls is kept."""
+    spent = {"critique": sum_usage([*(part for _, (_, part, _) in judged), *cancelled])}
+    failed = next(
+        (e for _, (_, _, e) in judged if e is not None and not isinstance(e, BudgetExhausted)), None
+    )
     if failed is not None:
-        spent = sum_usage([part for _, (_, part, _) in judged])
         message = f"critique failed: {type(failed).__name__}: {failed}"
-        return {"stop_reason": "error", "error": message, "rg_spent": {"critique": spent}}
+        return {"stop_reason": "error", "error": message, "rg_spent": spent}
+    refused = [*(part for _, (_, part, e) in judged if e is not None), *cancelled]
+    judged = [(sample, verdict) for sample, verdict in judged if verdict[2] is None]
+    if not judged:
+        return {"stop_reason": "budget", "rg_spent": spent}  # the step's budget says why
     trajectory: list[Round] = list(state.get("trajectory") or [])
     iteration = int(state.get("iterations") or 0) + 1
     samples = []
@@ -428,9 +446,12 @@ def _critiqued(
         )
     chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
     round_usage: dict[str, RoleUsage] = {}
-    for s in samples:
-        for role, value in s["usage"].items():
+    seen = [id(sample) for sample, _ in judged]
+    unjudged = [s.get("usage") or {} for s in state["rg_pending"]["samples"] if id(s) not in seen]
+    for part in [*(s["usage"] for s in samples), *unjudged, *({"critique": r} for r in refused)]:
+        for role, value in part.items():
             round_usage[role] = add_role_usage(round_usage.get(role), value)
+    round_usage["total"] = sum_usage([v for k, v in round_usage.items() if k != "total"])
     record: Round = {
         "iteration": iteration,
         "candidate": chosen["candidate"],
@@ -451,8 +472,12 @@ def _critiqued(
     return update
 
 
-def _passes(settings: Settings, critique: Critique | None) -> bool:
-    """With a threshold, one passing sample ends the search for this round."""
+def _ends_search(settings: Settings, verdict: Judged) -> bool:
+    """A failed critique ends this round's search, and so does (with a threshold) a passing sample; a critique
+    the budget refused does not (the others already admitted finish)."""
+    critique, _, error = verdict
+    if error is not None:
+        return not isinstance(error, BudgetExhausted)
     return (
         critique is not None
         and settings.score_threshold is not None
@@ -472,7 +497,7 @@ def _critique(
     for sample in pending:
         verdict = judge(roles.critic, _request(state, settings, sample["candidate"]), config)
         judged.append((sample, verdict))
-        if verdict[2] is not None or _passes(settings, verdict[0]):
+        if _ends_search(settings, verdict):
             break
     return _critiqued(state, settings, judged)
 
@@ -488,9 +513,11 @@ async def _acritique(
     if skip is not None:
         return skip
 
+    meters = [Meter() for _ in pending]
+
     async def one(index: int) -> tuple[int, Judged]:
         request = _request(state, settings, pending[index]["candidate"])
-        return index, await ajudge(roles.critic, request, config)
+        return index, await ajudge(roles.critic, request, config, meters[index])
 
     tasks = [asyncio.ensure_future(one(i)) for i in range(len(pending))]
     done: dict[int, Judged] = {}
@@ -498,13 +525,14 @@ async def _acritique(
         for finished in asyncio.as_completed(tasks):
             index, verdict = await finished
             done[index] = verdict
-            if verdict[2] is not None or _passes(settings, verdict[0]):
+            if _ends_search(settings, verdict):
                 break
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return _critiqued(state, settings, [(pending[i], done[i]) for i in sorted(done)])
+    cancelled = [m.usage for i, m in enumerate(meters) if i not in done]
+    return _critiqued(state, settings, [(pending[i], done[i]) for i in sorted(done)], cancelled)
 
 
 # ------------------------------------------------------------------------------------------ review, finalize
@@ -539,21 +567,6 @@ def _lessons_to_save(setup: Setup, state: Mapping[str, Any]) -> list[str]:
     return list(setup.memory.lessons_from_critiques(state["task"], critiques))
 
 
-def _usage_totals(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
-    """Usage per role and in total, summed once: every round, an unjudged last refine and a failed step."""
-    parts: list[Mapping[str, RoleUsage]] = [r["usage"] for r in state.get("trajectory") or []]
-    pending = state.get("rg_pending")
-    if pending and pending["iteration"] > int(state.get("iterations") or 0):
-        parts += [s.get("usage") or {} for s in pending["samples"]]
-    parts.append(state.get("rg_spent") or {})
-    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
-    for part in parts:
-        for role, value in part.items():
-            if role != "total":
-                totals[role] = add_role_usage(totals.get(role), value)
-    return {**totals, "total": sum_usage(list(totals.values()))}
-
-
 def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | None) -> dict[str, Any]:
     """The graph's outputs: the answer (`select`), its critique, the stop reason, the rounds and the usage."""
     trajectory: list[Round] = list(state.get("trajectory") or [])
@@ -562,7 +575,7 @@ def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | N
         "stop_reason": state.get("stop_reason") or "max_iterations",
         "error": error,
         "iterations": int(state.get("iterations") or 0),
-        "usage": _usage_totals(state),
+        "usage": run_usage(state),
     }
     pending = state.get("rg_pending")
     unjudged = (
@@ -628,12 +641,10 @@ def after_critique(state: RouteReads) -> Literal["generate", "finalize"]:
 
 
 def make_nodes(setup: Setup) -> dict[str, tuple[NodeFn, AsyncNodeFn]]:
-    """The node functions bound to `setup`: name -> (sync, async) twins, each `fn(state, runtime, config)`."""
-    pairs = {
-        "generate": (_generate, _agenerate),
-        "critique": (_critique, _acritique),
-        "finalize": (_finalize, _afinalize),
-    }
+    """The node functions bound to `setup`: name -> (sync, async) twins, each `fn(state, runtime, config)`.
+
+    Under a run budget, `generate` and `critique` make their calls inside the step's `Budget`
+    (reflection_graph/_budget.py), which the call layer checks before each call."""
 
     def bind(fn: Any) -> Any:
         def node(state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig) -> Any:
@@ -642,4 +653,12 @@ def make_nodes(setup: Setup) -> dict[str, tuple[NodeFn, AsyncNodeFn]]:
         node.__name__ = fn.__name__.lstrip("_")
         return node
 
-    return {name: (bind(fn), bind(afn)) for name, (fn, afn) in pairs.items()}
+    def settings_of(runtime: Runtime[Context]) -> Settings:
+        return setup.for_run(runtime)[0]
+
+    pairs = {"generate": (_generate, _agenerate), "critique": (_critique, _acritique)}
+    nodes = {
+        name: (_budget.budgeted(bind(fn), settings_of), _budget.abudgeted(bind(afn), settings_of))
+        for name, (fn, afn) in pairs.items()
+    }
+    return {**nodes, "finalize": (bind(_finalize), bind(_afinalize))}

@@ -18,6 +18,11 @@ round when nothing fails.
 The `tree` strategy (reflection_graph/_tree.py) runs the same nodes with a `select` node after each critique that
 picks the most promising candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
 
+Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
+has left (reflection_graph/_budget.py); a call the budget cannot cover is not started, and the run stops with
+`stop_reason="budget"` after that step, returning its best candidate so far. `n_drafts`/`n_revisions` samples are
+cut to what the budget covers. A budget only removes calls, so `max_model_calls` stays a true bound.
+
 The `self_refine` strategy is one Self-Refine pass: draft, one critique, and (unless accepted) one revision that
 is returned without a second critique.
 """
@@ -181,7 +186,7 @@ def create_reflection_graph(
             defaults to `n_drafts=4`, `n_revisions=2`, `max_iterations=3`: `_code.CODE_TEST_DEFAULTS`),
             `history_window`, `prompts`
             (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
-            `timeout_s`.
+            `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 
     Returns:
         A `CompiledStateGraph` taking `{"task", "candidate"?, "context"?}` and returning `candidate`,

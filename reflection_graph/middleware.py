@@ -359,14 +359,17 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
 
 
 def _agent_settings(values: dict[str, Any]) -> Settings:
-    """`Settings` from the middleware's keyword arguments; settings that only shape drafting are refused."""
+    """`Settings` from the middleware's keyword arguments; settings that shape drafting or budget the whole run
+    (the agent's own calls, which the middleware does not make) are refused."""
     agent = {f.name for f in setting_fields(agent=True)}
     unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
     if unknown:
         raise TypeError(f"unknown argument(s) {unknown}; the settings are {sorted(agent)}")
     drafting = sorted(set(values) - agent)
     if drafting:
-        raise TypeError(f"{drafting} shape drafting, which the agent does itself; use {sorted(agent)}")
+        raise TypeError(
+            f"{drafting} shape drafting or budget a whole run, which the agent does itself; use {sorted(agent)}"
+        )
     settings = Settings(**values)
     other_roles = sorted(set(settings.prompts) - {"critique"})
     if other_roles:

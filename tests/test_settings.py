@@ -65,6 +65,9 @@ def test_choices_come_from_the_literal_types() -> None:
         ({"retries": -1}, "retries must be >= 0"),
         ({"prompts": {"judge": "x"}}, "unknown prompt role"),
         ({"stop_on_no_new_issues": "yes"}, "stop_on_no_new_issues must be True or False"),
+        ({"token_budget": 0}, "token_budget must be >= 1, got 0; use None for no token budget"),
+        ({"token_budget": 2.5}, "token_budget must be an int"),
+        ({"time_budget_s": -1}, "time_budget_s must be >= 0.001, got -1; use None for no time budget"),
     ],
 )
 def test_factory_validation_comes_from_settings(kwargs: dict[str, object], message: str) -> None:
@@ -166,7 +169,8 @@ def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
     # no setting is re-declared by hand as its own parameter
     assert not set(params) & set(Settings.__dataclass_fields__)
     agent = {f.name for f in setting_fields(agent=True)}
-    assert agent == set(Settings.__dataclass_fields__) - {"strategy", "n_drafts", "n_revisions", "focus"}
+    drafting = {"strategy", "n_drafts", "n_revisions", "focus", "token_budget", "time_budget_s"}
+    assert agent == set(Settings.__dataclass_fields__) - drafting
     tuned = ReflectionMiddleware(critic, max_iterations=5, score_threshold=7, patience=None)
     assert tuned.settings == Settings(max_iterations=5, score_threshold=7, patience=None)
     with pytest.raises(TypeError, match=r"\['n_drafts'\] shape drafting"):
