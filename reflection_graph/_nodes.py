@@ -225,6 +225,9 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
     else:
         rounds: list[Round] = list(state.get("trajectory") or [])
         previous, critique = rounds[-1]["candidate"], dict(rounds[-1]["critique"] or {})
+        target = state.get("rg_target") if settings.strategy == "tree" else None
+        if target:  # the tree search picked the candidate to expand (reflection_graph/_tree.py)
+            previous, critique = target["candidate"], dict(target.get("critique") or {})
         if state.get("rg_feedback"):
             critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
         history = _rules.bounded(rounds[:-1], settings.history_window)

@@ -112,6 +112,10 @@ class ReflectionState(InputState, OutputState, total=False):
     """A reviewer's words (human review), added to the critique the next revision sees."""
     rg_spent: UsageReport
     """Usage of a step that ended the run with an error before any round could record it."""
+    rg_expanded: list[str]
+    """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
+    rg_target: dict[str, Any] | None
+    """The `tree` strategy: the candidate (and its critique) the next revision expands."""
 
 
 class GenerateReads(TypedDict, total=False):
@@ -124,6 +128,7 @@ class GenerateReads(TypedDict, total=False):
     iterations: int
     stop_reason: StopReason | None
     rg_feedback: str | None
+    rg_target: dict[str, Any] | None
 
 
 class CritiqueReads(TypedDict, total=False):

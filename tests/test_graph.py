@@ -207,7 +207,7 @@ def test_with_default_convergence_the_bound_still_holds(n: int, scores: list[flo
         {"score_threshold": 11},
         {"score_threshold": -1},
         {"select": "random"},
-        {"strategy": "tree"},
+        {"strategy": "beam"},
         {"patience": 0},
         {"prompts": {"judge": "x"}},
         {"should_refine": "yes"},

@@ -47,7 +47,7 @@ def test_every_cli_setting_is_an_option_of_run_and_batch() -> None:
 def test_choices_come_from_the_literal_types() -> None:
     hints = typing.get_type_hints(Settings)
     assert choices(hints["select"]) == ("best", "last")
-    assert choices(hints["strategy"]) == ("loop", "self_refine")
+    assert choices(hints["strategy"]) == ("loop", "self_refine", "tree")
     with pytest.raises(ValueError, match="select must be 'best' or 'last', got 'worst'"):
         Settings(select="worst")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="focus must be one of 'general', 'code', 'reasoning' or 'format'"):
