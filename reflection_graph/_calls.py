@@ -204,6 +204,20 @@ class _Target:
         raise exc
 
 
+def _outcome(attempt: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    """The first attempt's (result, None) or (None, error)."""
+    try:
+        return attempt(), None
+    except Exception as exc:
+        return None, exc
+
+
+def _settle(retry: Any, result: Any) -> None:
+    """Hand an attempt's result to tenacity, which decides (with `ok`) whether to retry it."""
+    if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
+        retry.retry_state.set_result(result)
+
+
 def _invoke_in_thread(
     runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None, timeout_s: float
 ) -> Any:
@@ -254,19 +268,14 @@ def call(
         target.record(result)
         return result
 
-    result, error = None, None
-    try:
-        result = attempt()
-    except Exception as exc:
-        error = exc
+    result, error = _outcome(attempt)
     if _first(result, error, retries, ok):
         return result
     time.sleep(_first_wait())
     for retry in Retrying(**_policy(retries, ok)):
         with retry:
             result = attempt()
-        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
-            retry.retry_state.set_result(result)
+        _settle(retry, result)
     return result
 
 
@@ -297,19 +306,17 @@ async def acall(
         target.record(result)
         return result
 
-    result, error = None, None
     try:
-        result = await attempt()
+        result, error = await attempt(), None
     except Exception as exc:
-        error = exc
+        result, error = None, exc
     if _first(result, error, retries, ok):
         return result
     await asyncio.sleep(_first_wait())
     async for retry in AsyncRetrying(**_policy(retries, ok)):
         with retry:
             result = await attempt()
-        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
-            retry.retry_state.set_result(result)
+        _settle(retry, result)
     return result
 
 
