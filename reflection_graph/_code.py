@@ -1,11 +1,13 @@
 """Code for base models: complete the function stub instead of restating it.
 
 When a task holds a function stub (a signature and a docstring, with nothing else in the body) and the focus is
-"code", the nodes prompt completion-style: the prompt ends with the stub, so a base model (the embedded Gemma 3
-270M) writes the function body next, as it would in a source file. `finish_candidate` turns that continuation
+"code", the nodes prompt completion-style: a first draft's prompt is the stub itself, exactly what a plain
+completion of the stub sees (never worse than no loop: at temperature 0 the first draft is the model's own greedy
+completion), so a base model (the embedded Gemma 3 270M) writes the function body next, as in a source file. `finish_candidate` turns that continuation
 into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
 critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
-Revisions see the previous code, the failing tests (the critique's issues) and the stub again.
+Revisions see a solved example, the previous code, the failing tests (the critique's issues) and the stub again.
+With a `CodeTestCritic`, `CODE_TEST_DEFAULTS` are the code focus's sampling defaults (`code_defaults`).
 
 Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
 opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).
@@ -28,7 +30,10 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 
 __all__ = [
+    "CODE_STOP",
+    "CODE_TEST_DEFAULTS",
     "Stub",
+    "code_defaults",
     "code_messages",
     "docstring_tests",
     "find_stub",
@@ -48,9 +53,22 @@ EXAMPLE = '''def word_lengths(text: str) -> list:
         lengths.append(len(word))
     return lengths
 '''
-"""A solved stub shown before the task's stub: a base model then writes a body, not a comment or a TODO."""
+"""A solved stub shown before the stub in a revision prompt, so a base model writes a body there, not a comment.
+The first draft gets no example: it is the plain completion of the stub."""
 
-DRAFT_HEADER = "# Complete the function below. Reply with the code only.\n"
+CODE_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
+"""The usual stop sequences of a code completion (HumanEval's): a base model that has finished the function
+starts the next top-level statement."""
+
+CODE_TEST_DEFAULTS: dict[str, Any] = {
+    "n_drafts": 4,
+    "n_revisions": 2,
+    "max_iterations": 3,
+}
+"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): 4 first drafts (the
+greedy one and 3 samples), then up to 2 revision rounds of 2 samples while the tests fail. 8 generations at most;
+measured on HumanEval/40-163 in bench/README.md."""
+
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 _ISSUES_SHOWN = 4
 _ISSUE_CHARS = 300
@@ -75,31 +93,38 @@ class Stub:
         return len(line) - len(line.lstrip())
 
 
+def _docstring_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr | None:
+    """The docstring statement of a stub: a string after nothing but imports, with nothing but `pass` or more
+    strings after it (so `def f():\n    import math\n    \"\"\"Doc.\"\"\"` is a stub too). None otherwise."""
+    body = list(node.body)
+    while body and isinstance(body[0], (ast.Import, ast.ImportFrom)):
+        body.pop(0)
+    if not body or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Constant):
+        return None
+    if not isinstance(body[0].value.value, str):
+        return None
+    empty = all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+        for s in body[1:]
+    )
+    return body[0] if empty else None
+
+
 def _stub_in(code: str, entry_point: str | None) -> Stub | None:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return None
-    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Expr]] = []
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
             continue
-        first = node.body[0]
-        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
-            continue
-        if not isinstance(first.value.value, str):
-            continue
-        rest = node.body[1:]
-        empty = all(
-            isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-            for s in rest
-        )
-        if empty and (entry_point is None or node.name == entry_point):
-            found.append(node)
+        doc = _docstring_of(node)
+        if doc is not None and (entry_point is None or node.name == entry_point):
+            found.append((node, doc))
     if not found:
         return None
-    node = found[-1]
-    doc = node.body[0]
+    node, doc = found[-1]
     lines = code.splitlines()
     assert doc.end_lineno is not None
     body_line = lines[doc.lineno - 1]
@@ -141,25 +166,27 @@ def code_messages(
 ) -> list[BaseMessage] | None:
     """Completion-style messages that end with the task's stub (None when the task holds no stub).
 
-    A draft gets the stub alone (under a one-line instruction, written as a comment); a revision also gets the
-    previous code and the critique's issues (the failing tests), as comments above the stub.
+    A draft is the plain completion of the stub: the prompt is the stub's source alone (with the newline that
+    ends its docstring), exactly what a raw completion of the stub sees, so a first draft at temperature 0 is the
+    model's own greedy completion (`context`, when given, comes first as comments). A revision gets a solved
+    example, the previous code and the critique's issues (the failing tests) as comments above the stub.
     """
     stub = find_stub(task, entry_point)
     if stub is None:
         return None
-    parts = [] if stub.name == "word_lengths" else ["# An example of a completed function:\n" + EXAMPLE]
-    if context:
-        parts.append("# Context:\n" + _comment(context) + "\n")
+    given = "# Context:\n" + _comment(context) + "\n\n" if context else ""
     if candidate is None:
-        parts.append(DRAFT_HEADER)
-    else:
-        parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
-        issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
-        if not issues and (critique or {}).get("feedback"):
-            issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
-        if issues:
-            parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
-        parts.append("# Corrected version:\n")
+        return [HumanMessage(given + stub.source + "\n")]
+    parts = [] if stub.name == "word_lengths" else ["# An example of a completed function:\n" + EXAMPLE]
+    if given:
+        parts.append(given)
+    parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
+    issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
+    if not issues and (critique or {}).get("feedback"):
+        issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
+    if issues:
+        parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
+    parts.append("# Corrected version:\n")
     parts.append(stub.source + "\n")
     return [HumanMessage("\n".join(parts))]
 
@@ -217,6 +244,15 @@ def finish_candidate(task: str, text: str, entry_point: str | None = None) -> st
         if is_python(full):
             return full + "\n"
     return "\n".join([stub.source, *body]) + "\n"
+
+
+def code_defaults(critic: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` with `CODE_TEST_DEFAULTS` under them when the focus is code and the critic runs tests."""
+    from reflection_graph.critics.tool import CodeTestCritic
+
+    if settings.get("focus") == "code" and isinstance(critic, CodeTestCritic):
+        return {**CODE_TEST_DEFAULTS, **settings}
+    return dict(settings)
 
 
 def with_solution_import(tests: str, entry_point: str) -> str:

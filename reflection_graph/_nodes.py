@@ -20,29 +20,28 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import difflib
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-from pydantic import BaseModel
 
 from reflection_graph import _rules
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage, track_usage
+from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critique import Critique, parse_critique
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -52,9 +51,9 @@ from reflection_graph.prompts import (
     revise_messages,
 )
 from reflection_graph.settings import Settings
-from reflection_graph.state import Job, Pending, ReflectionState, Round
+from reflection_graph.state import Job, Pending, ReflectionState, Round, RouteReads
 
-__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
+__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "make_nodes", "review"]
 
 MAX_TASK_CHARS = 200_000
 _ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
@@ -126,21 +125,6 @@ def _nonempty(message: Any) -> bool:
     return bool(_text(message))
 
 
-def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
-    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
-    merged: dict[str, Any] = dict(config or {})
-    callbacks = merged.get("callbacks")
-    if callbacks is None:
-        merged["callbacks"] = [counter]
-    elif isinstance(callbacks, list):
-        merged["callbacks"] = [*callbacks, counter]
-    else:
-        manager = callbacks.copy()
-        manager.add_handler(counter, inherit=True)
-        merged["callbacks"] = manager
-    return cast(RunnableConfig, merged)
-
-
 def _diff(previous: str | None, current: str) -> str:
     if previous is None:
         return ""
@@ -198,6 +182,8 @@ class _Plan:
     prompts: tuple[str, ...]
     """What a candidate must not echo (the task and the system messages; none for code)."""
     last: bool = False
+    feedback_used: bool = False
+    """A reviewer's words went into this revision (and are cleared once used)."""
     """Self-Refine's one refine: no critique follows."""
 
 
@@ -239,6 +225,9 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
     else:
         rounds: list[Round] = list(state.get("trajectory") or [])
         previous, critique = rounds[-1]["candidate"], dict(rounds[-1]["critique"] or {})
+        target = state.get("rg_target") if settings.strategy == "tree" else None
+        if target:  # the tree search picked the candidate to expand (reflection_graph/_tree.py)
+            previous, critique = target["candidate"], dict(target.get("critique") or {})
         if state.get("rg_feedback"):
             critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
         history = _rules.bounded(rounds[:-1], settings.history_window)
@@ -256,7 +245,8 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
     assert model is not None
     last = job == "revise" and settings.strategy == "self_refine"
     finish = _finisher(settings, state, role)
-    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last)
+    used = job == "revise" and bool(state.get("rg_feedback"))
+    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last, used)
 
 
 def _code_messages(
@@ -308,6 +298,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
     if plan.last:
         update["stop_reason"] = "max_iterations"  # Self-Refine returns its one refine without a critique
+    if plan.feedback_used:
+        update["rg_feedback"] = None
     return update
 
 
@@ -337,6 +329,11 @@ def _lessons_text(setup: Setup, lessons: Any) -> str:
     return str(setup.memory.format_lessons(lessons)) if lessons else ""
 
 
+def _recalls(setup: Setup, job: Job) -> bool:
+    """A draft reads the lessons of earlier similar tasks when memory is on."""
+    return job == "draft" and setup.memory is not None
+
+
 def _generate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
@@ -344,10 +341,9 @@ def _generate(
     job = _start(setup, state, runtime)
     if isinstance(job, dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
-        lessons = _lessons_text(setup, setup.memory.search(state["task"], store=setup.memory_store(runtime)))
-    plan = _plan(setup, state, runtime, job, lessons)
+    store = setup.memory_store(runtime)
+    found = setup.memory.search(state["task"], store=store) if _recalls(setup, job) else None
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
     if plan.count == 1:
         return _generated(plan, [_sample_sync(plan, config, 0)])
     with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:
@@ -358,17 +354,14 @@ async def _agenerate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_generate`: the samples run concurrently."""
-    job = _start(setup, state, runtime)
-    if isinstance(job, dict):
+    if isinstance(job := _start(setup, state, runtime), dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
+    found = None
+    if _recalls(setup, job):
         found = await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
-        lessons = _lessons_text(setup, found)
-    plan = _plan(setup, state, runtime, job, lessons)
-    return _generated(
-        plan, await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
-    )
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
+    samples = await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
+    return _generated(plan, samples)
 
 
 # ------------------------------------------------------------------------------------------------ critique
@@ -392,65 +385,6 @@ def _request(state: Mapping[str, Any], settings: Settings, candidate: str) -> Cr
         score_threshold=settings.score_threshold,
         history=history,
     )
-
-
-def _checked(critic: Critic, result: Any) -> Critique:
-    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
-    if isinstance(result, Critique):
-        return result
-    if isinstance(result, (Mapping, BaseModel)):
-        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
-    name = getattr(critic, "name", type(critic).__name__)
-    raise TypeError(
-        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
-        "reflection_graph.Critique(...) from critique()/acritique()"
-    )
-
-
-def _metered(critic: Any) -> bool:
-    """True when every model call of `critic` goes through the package's call layer (its own critics, also
-    inside a composite); any other critic is measured with a callback."""
-    if not type(critic).__module__.startswith("reflection_graph."):
-        return False
-    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
-
-
-Judged = tuple[Critique | None, RoleUsage, BaseException | None]
-
-
-def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, critic.critique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-async def ajudge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """Async twin of `judge`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, await critic.acritique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-def _callback(critic: Any) -> Any:
-    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
-    return contextlib.nullcontext() if _metered(critic) else track_usage()
-
-
-def _usage_of(meter: Any, counter: Any) -> RoleUsage:
-    if counter is None:
-        return cast(RoleUsage, meter.usage)
-    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
 
 
 def _to_judge(
@@ -655,37 +589,41 @@ def _finalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Save this run's lessons (when memory is on) and build the outputs."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
+    failure: Exception | None = None
+    try:
+        if lessons:
             setup.memory.save(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    except Exception as exc:  # never lose the run's answer for a lesson
+        failure = exc
+    return _finalized(setup, state, runtime, failure)
 
 
 async def _afinalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_finalize`."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
-            await setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    saving = (
+        setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime)) if lessons else None
+    )
+    results = await asyncio.gather(*([saving] if saving else []), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, Exception)), None)
+    return _finalized(setup, state, runtime, failure)
+
+
+def _finalized(
+    setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], failure: Exception | None
+) -> dict[str, Any]:
+    problem = f"memory save failed: {type(failure).__name__}: {failure}" if failure else None
+    return _outputs(setup.for_run(runtime)[0], state, problem)
 
 
 # ------------------------------------------------------------------------------------------------- router
 
 
-def after_critique(state: ReflectionState) -> Literal["generate", "finalize"]:
-    """Route after `critique` (or `review`): a set `stop_reason` ends the loop."""
+def after_critique(state: RouteReads) -> Literal["generate", "finalize"]:
+    """Route after `critique` (or `review`): a set `stop_reason` ends the loop (it reads only that key)."""
     return "finalize" if state.get("stop_reason") is not None else "generate"
 
 

@@ -48,15 +48,18 @@ def empty_usage() -> RoleUsage:
 
 
 def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage:
-    out = empty_usage()
-    for part in (left, right):
-        if part:
-            out["input_tokens"] += int(part.get("input_tokens", 0))
-            out["output_tokens"] += int(part.get("output_tokens", 0))
-            out["total_tokens"] += int(part.get("total_tokens", 0))
-            out["calls"] += int(part.get("calls", 0))
-            out["seconds"] = round(out["seconds"] + float(part.get("seconds", 0.0)), 6)
-    return out
+    a: Any = left or _ZERO
+    b: Any = right or _ZERO
+    return {
+        "input_tokens": int(a.get("input_tokens", 0)) + int(b.get("input_tokens", 0)),
+        "output_tokens": int(a.get("output_tokens", 0)) + int(b.get("output_tokens", 0)),
+        "total_tokens": int(a.get("total_tokens", 0)) + int(b.get("total_tokens", 0)),
+        "calls": int(a.get("calls", 0)) + int(b.get("calls", 0)),
+        "seconds": round(float(a.get("seconds", 0.0)) + float(b.get("seconds", 0.0)), 6),
+    }
+
+
+_ZERO: RoleUsage = empty_usage()
 
 
 def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:

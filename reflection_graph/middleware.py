@@ -59,7 +59,8 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
-from reflection_graph._nodes import Judged, _diff, ajudge, judge
+from reflection_graph._judge import Judged, ajudge, judge
+from reflection_graph._nodes import _diff
 from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
@@ -89,8 +90,8 @@ except ImportError:  # pragma: no cover - older langchain 1.x
 
 
 __all__ = [
-    "FEEDBACK_PROMPT",
     "CRITIQUE_MESSAGE_PREFIX",
+    "FEEDBACK_PROMPT",
     "ReflectionMiddleware",
     "ReflectionMiddlewareState",
     "ReflectionReport",

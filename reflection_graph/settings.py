@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 Select = Literal["best", "last"]
-Strategy = Literal["loop", "self_refine"]
+Strategy = Literal["loop", "self_refine", "tree"]
 Focus = Literal["general", "code", "reasoning", "format"]
 ParseErrorPolicy = Literal["feedback", "raise"]
 PROMPT_ROLES: tuple[str, ...] = ("generate", "critique", "revise")
@@ -126,7 +126,8 @@ class Settings:
     )
     strategy: Strategy = _setting(
         "loop",
-        "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass.",
+        "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass; "
+        "'tree' expands the most promising candidate so far and drops dead ends, until accepted or the limit.",
         agent=False,
     )
     n_drafts: int = _setting(

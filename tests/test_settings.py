@@ -47,7 +47,7 @@ def test_every_cli_setting_is_an_option_of_run_and_batch() -> None:
 def test_choices_come_from_the_literal_types() -> None:
     hints = typing.get_type_hints(Settings)
     assert choices(hints["select"]) == ("best", "last")
-    assert choices(hints["strategy"]) == ("loop", "self_refine")
+    assert choices(hints["strategy"]) == ("loop", "self_refine", "tree")
     with pytest.raises(ValueError, match="select must be 'best' or 'last', got 'worst'"):
         Settings(select="worst")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="focus must be one of 'general', 'code', 'reasoning' or 'format'"):
@@ -187,3 +187,23 @@ def test_graph_and_middleware_share_one_override_resolution() -> None:
     assert middleware.overrides.for_run(None)[0].max_iterations == 4
     with pytest.raises(ValueError, match="select must be 'best' or 'last'"):
         middleware.overrides.for_run(Context(select="worst"))  # type: ignore[arg-type]
+
+
+def test_models_passed_in_are_not_resolved_again_and_run_specs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reflection_graph.models as models
+    from tests.fakes import critique
+
+    calls: list[object] = []
+
+    def counting(spec: object, **kwargs: object) -> RecordingChatModel:
+        calls.append(spec)
+        return RecordingChatModel()
+
+    monkeypatch.setattr(models, "resolve_model", counting)
+    graph = create_reflection_graph(
+        RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(9, ok=True)]), max_iterations=1
+    )
+    assert calls == []  # the CLI and users pass resolved models: no second resolution
+    for _ in range(3):
+        graph.invoke({"task": "t"}, context=Context(generator_model="some:model"))
+    assert calls == ["some:model"]  # a run's spec is resolved once, then reused

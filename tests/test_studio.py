@@ -35,6 +35,7 @@ GRAPHS: dict[str, str] = CONFIG["graphs"]
 # what one run of each graph sends (tiny limits come from the run's context)
 RUN_INPUTS: dict[str, dict[str, Any]] = {
     "reflection": {"task": "Write one sentence about rain."},
+    "tree": {"task": "Write one sentence about rain."},
     "email": {"role": "Data Engineer", "company": "Acme"},
     "code": {  # the user's own function stub, tests and entry point (the shipped task is the default)
         "task": 'def clamp(x, low, high):\n    """Return x limited to [low, high].\n\n    >>> clamp(5, 0, 3)\n    3\n    """\n',
@@ -348,6 +349,7 @@ def _check_output(name: str, out: dict[str, Any]) -> None:
 
 EXPECTED_NODES = {
     "reflection": {"generate", "critique", "finalize"},
+    "tree": {"generate", "critique", "select", "finalize"},
     "email": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
     "code": {"brief", "reflection:generate", "reflection:critique", "reflection:finalize", "report"},
     "documents": {"plan", "glean", "collect"},

@@ -30,8 +30,11 @@ def messages_to_prompt(messages: list[BaseMessage]) -> str:
 
     A system message and one user message become `system text`, a blank line, then `user text`. A conversation
     that already holds assistant turns is rendered with `User:` / `Assistant:` labels and ends with
-    `Assistant:` so the model continues as the assistant.
+    `Assistant:` so the model continues as the assistant. A lone user message is sent exactly as written (not
+    stripped): a completion model continues that very text, e.g. a code stub with the newline after its docstring.
     """
+    if len(messages) == 1 and isinstance(messages[0], HumanMessage):
+        return messages[0].text
     conversation = any(isinstance(m, (AIMessage, ToolMessage)) for m in messages)
     parts: list[str] = []
     for message in messages:

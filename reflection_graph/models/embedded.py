@@ -43,8 +43,8 @@ from reflection_graph.models._structured import (
 
 __all__ = [
     "DEFAULT_STOP",
-    "EmbeddedChatModel",
     "INSTALL_HINT",
+    "EmbeddedChatModel",
     "bounded_json_schema",
     "default_model_path",
     "llama_load_guard",

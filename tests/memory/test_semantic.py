@@ -242,3 +242,41 @@ def test_real_embedder_on_postgres(e5: E5SmallEmbeddings) -> None:
     with PostgresStore.from_conn_string(uri, index=semantic_index(e5)) as store:  # type: ignore[arg-type]
         store.setup()
         _check_real_store(store, e5)
+
+
+def test_real_embedder_concurrent_saves_and_async_search_on_sqlite(
+    tmp_path: Path, e5: E5SmallEmbeddings
+) -> None:
+    """Saves from four threads (one E5 engine, one SQLite file) keep every entry; async search finds by meaning."""
+    import asyncio
+    import concurrent.futures
+
+    store = sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+    try:
+        memory = ReflexionMemory(store, embeddings=e5)
+        topics = [
+            "a haiku about the sea",
+            "a limerick about a cat",
+            "a sonnet about winter",
+            "an ode to coffee",
+        ]
+
+        def save(i: int) -> None:
+            for j in range(3):
+                memory.save(f"Write {topics[i]}, version {j}", [f"Lesson {i}.{j}."])
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(save, range(4)))
+        assert memory.count() == 12
+        found = asyncio.run(memory.asearch("Compose a short poem praising espresso"))
+        assert found and {lesson.text for lesson in found} <= {f"Lesson 3.{j}." for j in range(3)}
+    finally:
+        store.conn.close()
+
+
+def test_memory_all_is_sorted_and_importable() -> None:
+    import reflection_graph.memory as memory_package
+
+    names = memory_package.__all__
+    assert names == sorted(names, key=lambda n: (n[0].islower(), n))
+    assert all(getattr(memory_package, name) is not None for name in names)
