@@ -128,7 +128,13 @@ def test_call_bound_and_token_budget_hold_under_any_fault_script(
         n_revisions=n_revisions,
     )
     assert made <= bound, (made, bound, result["stop_reason"], result.get("error"))
-    assert result["usage"]["total"]["calls"] == made  # usage counts every call, retries included
+    counted = result["usage"]["total"]["calls"]
+    if mode == "sync":
+        assert counted == made  # usage counts every call, retries included
+    else:
+        # Under ainvoke a run that stops (a budget refusal) cancels its sibling samples' calls; one cancelled after
+        # the call layer counted it but before the fake model saw it is counted, never one the model saw and not.
+        assert made <= counted <= bound, (made, counted, bound)
     assert result["usage"]["total"]["total_tokens"] <= (token_budget or 10**9)
     assert (result["stop_reason"] == "budget") == bool(refusals), (result["stop_reason"], refusals)
 
