@@ -4,8 +4,9 @@
 
 The score is the share of nine checks the email passes: it declines, does not accept, thanks, names the company
 and the role, opens with a greeting, closes with a sign-off, carries no prompt or critique debris ("Score:",
-"is_acceptable", "Revised answer", ...), echoes nothing it was prompted with (the task's own instruction, or eight
-words in a row of the package's prompts, their worked examples included), and is 25 to 250 words long. The loop's
+"is_acceptable", "Revised answer", ...), echoes nothing it was prompted with (the task's own instruction, or twelve
+words in a row of the package's prompts, their worked examples included: a stock closing such as "Thank you
+again for thinking of me. Best regards, Tom" is ten), and is 25 to 250 words long. The loop's
 critic never sees these rules.
 
 `real_email` is the README's bar for its first command: a greeting, the decline, thanks, a sign-off, the role or
@@ -43,7 +44,7 @@ DEBRIS = re.compile(
 
 
 _WORD = re.compile(r"[a-z0-9']+")
-ECHO_WORDS = 8
+ECHO_WORDS = 12
 """An echo of a prompt: this many words in a row, copied from it."""
 
 

@@ -14,7 +14,12 @@ Every model call of the package (drafts, revisions, LLM critiques) goes through 
 - every attempt, failed or not, is recorded in the current `Meter` (`reflection_graph._usage.metering`) with its
   reply's `usage_metadata`: this is where the package counts its calls and tokens.
 
-So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound.
+- under a run budget (`token_budget`, `time_budget_s`), every attempt is first admitted by the current `Budget`
+  (reflection_graph/_budget.py): an attempt the budget cannot cover is not started (`BudgetExhausted`, never
+  retried), and its time limit is at most the seconds left.
+
+So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound (a budget
+only ever removes calls).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -38,12 +43,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from reflection_graph._budget import current_budget
 from reflection_graph._usage import current_meter
 
 __all__ = [
+    "TRANSIENT_ERRORS",
     "CallTimeout",
     "EmptyReply",
-    "TRANSIENT_ERRORS",
     "acall",
     "call",
     "is_transient",
@@ -158,33 +164,58 @@ def _first(result: Any, error: Exception | None, retries: int, ok: Callable[[Any
 
 
 class _Target:
-    """What one logical call asks next (resampled after a rejected reply), and the recording of each attempt."""
+    """What one logical call asks next (resampled after a rejected reply), the run budget's check before each
+    attempt, and the recording of each attempt."""
 
-    __slots__ = ("_base", "_meter", "_ok", "_rejected")
+    __slots__ = ("_base", "_budget", "_capped", "_meter", "_ok", "_rejected", "_reserved")
 
     def __init__(self, runnable: Runnable[Any, Any], ok: Callable[[Any], bool] | None) -> None:
         self._base = runnable
         self._ok = ok
         self._rejected = 0
         self._meter = current_meter()
+        self._budget = current_budget()
+        self._reserved = 0
+        self._capped = False
 
-    def runnable(self) -> Runnable[Any, Any]:
-        return sampled(self._base, self._rejected)
+    def begin(self, value: Any, timeout_s: float | None) -> tuple[Runnable[Any, Any], float | None]:
+        """The runnable of the next attempt and its time limit; `BudgetExhausted` when the budget refuses it."""
+        runnable = sampled(self._base, self._rejected)
+        if self._budget is None:
+            return runnable, timeout_s
+        self._reserved = self._budget.admit(runnable, value)
+        timeout_s, self._capped = self._budget.timeout(timeout_s)
+        return runnable, timeout_s
 
     def record(self, result: Any) -> None:
         if self._meter is not None:
             self._meter.record(result)
+        if self._budget is not None:
+            self._budget.settle(self._reserved, result)
+            self._reserved = 0
         if result is not None and self._ok is not None and not self._ok(result):
             self._rejected += 1
 
-    def done(self, invoke: Callable[[Any, Any], Any], value: Any, config: Any) -> Any:
-        try:
-            result = invoke(value, config)
-        except BaseException:
-            self.record(None)
-            raise
-        self.record(result)
-        return result
+    def failed(self, exc: BaseException) -> NoReturn:
+        """Record a failed attempt and raise its error (a time-out the time budget set is a budget refusal)."""
+        self.record(None)
+        if self._capped and self._budget is not None and isinstance(exc, TimeoutError):
+            raise self._budget.ran_out() from exc
+        raise exc
+
+
+def _outcome(attempt: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    """The first attempt's (result, None) or (None, error)."""
+    try:
+        return attempt(), None
+    except Exception as exc:
+        return None, exc
+
+
+def _settle(retry: Any, result: Any) -> None:
+    """Hand an attempt's result to tenacity, which decides (with `ok`) whether to retry it."""
+    if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
+        retry.retry_state.set_result(result)
 
 
 def _invoke_in_thread(
@@ -225,23 +256,26 @@ def call(
     target = _Target(runnable, ok)
 
     def attempt() -> Any:
-        if timeout_s is None:
-            return target.done(target.runnable().invoke, value, config)
-        return target.done(lambda v, c: _invoke_in_thread(target.runnable(), v, c, timeout_s), value, config)
+        model, limit = target.begin(value, timeout_s)
+        try:
+            result = (
+                model.invoke(value, config)
+                if limit is None
+                else _invoke_in_thread(model, value, config, limit)
+            )
+        except BaseException as exc:
+            target.failed(exc)
+        target.record(result)
+        return result
 
-    result, error = None, None
-    try:
-        result = attempt()
-    except Exception as exc:
-        error = exc
+    result, error = _outcome(attempt)
     if _first(result, error, retries, ok):
         return result
     time.sleep(_first_wait())
     for retry in Retrying(**_policy(retries, ok)):
         with retry:
             result = attempt()
-        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
-            retry.retry_state.set_result(result)
+        _settle(retry, result)
     return result
 
 
@@ -259,34 +293,30 @@ async def acall(
     target = _Target(runnable, ok)
 
     async def attempt() -> Any:
-        model = target.runnable()
+        model, limit = target.begin(value, timeout_s)
         try:
-            if timeout_s is None:
+            if limit is None:
                 result = await model.ainvoke(value, config)
             else:
-                result = await asyncio.wait_for(model.ainvoke(value, config), timeout_s)
-        except asyncio.TimeoutError as exc:
-            target.record(None)
-            raise CallTimeout(timeout_s or 0.0, cancelled=True) from exc
-        except BaseException:
-            target.record(None)
-            raise
+                result = await asyncio.wait_for(model.ainvoke(value, config), limit)
+        except asyncio.TimeoutError:
+            target.failed(CallTimeout(limit or 0.0, cancelled=True))
+        except BaseException as exc:
+            target.failed(exc)
         target.record(result)
         return result
 
-    result, error = None, None
     try:
-        result = await attempt()
+        result, error = await attempt(), None
     except Exception as exc:
-        error = exc
+        result, error = None, exc
     if _first(result, error, retries, ok):
         return result
     await asyncio.sleep(_first_wait())
     async for retry in AsyncRetrying(**_policy(retries, ok)):
         with retry:
             result = await attempt()
-        if not retry.retry_state.outcome or not retry.retry_state.outcome.failed:
-            retry.retry_state.set_result(result)
+        _settle(retry, result)
     return result
 
 

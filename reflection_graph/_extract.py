@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "Block",
     "PYTHON_TAGS",
+    "Block",
     "extract_code",
     "extract_json_object",
     "extract_json_text",

@@ -20,29 +20,29 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
+import contextvars
 import difflib
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-from pydantic import BaseModel
 
-from reflection_graph import _rules
+from reflection_graph import _budget, _rules
+from reflection_graph._budget import BudgetExhausted, current_budget
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage, metering, sum_usage, track_usage
+from reflection_graph._usage import Meter, RoleUsage, add_role_usage, metering, run_usage, sum_usage
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critique import Critique, parse_critique
+from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -52,9 +52,9 @@ from reflection_graph.prompts import (
     revise_messages,
 )
 from reflection_graph.settings import Settings
-from reflection_graph.state import Job, Pending, ReflectionState, Round
+from reflection_graph.state import Job, Pending, ReflectionState, Round, RouteReads
 
-__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "judge", "make_nodes", "review"]
+__all__ = ["MAX_TASK_CHARS", "Setup", "after_critique", "make_nodes", "review"]
 
 MAX_TASK_CHARS = 200_000
 _ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
@@ -126,21 +126,6 @@ def _nonempty(message: Any) -> bool:
     return bool(_text(message))
 
 
-def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
-    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
-    merged: dict[str, Any] = dict(config or {})
-    callbacks = merged.get("callbacks")
-    if callbacks is None:
-        merged["callbacks"] = [counter]
-    elif isinstance(callbacks, list):
-        merged["callbacks"] = [*callbacks, counter]
-    else:
-        manager = callbacks.copy()
-        manager.add_handler(counter, inherit=True)
-        merged["callbacks"] = manager
-    return cast(RunnableConfig, merged)
-
-
 def _diff(previous: str | None, current: str) -> str:
     if previous is None:
         return ""
@@ -198,6 +183,8 @@ class _Plan:
     prompts: tuple[str, ...]
     """What a candidate must not echo (the task and the system messages; none for code)."""
     last: bool = False
+    feedback_used: bool = False
+    """A reviewer's words went into this revision (and are cleared once used)."""
     """Self-Refine's one refine: no critique follows."""
 
 
@@ -257,9 +244,13 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
         )
         model, count = roles.reviser, settings.n_revisions
     assert model is not None
+    budget = current_budget()
+    if budget is not None:  # samples the token budget cannot cover are not started
+        count = budget.affordable(model, messages, count)
     last = job == "revise" and settings.strategy == "self_refine"
     finish = _finisher(settings, state, role)
-    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last)
+    used = job == "revise" and bool(state.get("rg_feedback"))
+    return _Plan(job, iteration, model, messages, count, settings, finish, prompts, last, used)
 
 
 def _code_messages(
@@ -295,14 +286,12 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
         if text  # an empty reply was retried by the call layer; one still empty is dropped
     ]
     if not samples:
-        error = next((e for _, _, e in results if e is not None), None)
+        usage = {role: sum_usage([part for _, part, _ in results])}
+        error = next((e for _, _, e in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e in results):
+            return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
-        usage = sum_usage([part for _, part, _ in results])
-        return {
-            "stop_reason": "error",
-            "error": f"{role} failed: {detail}",
-            "rg_spent": {role: usage},
-        }
+        return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
     for sample in samples:
         sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
     lost = [part for text, part, _ in results if not text]  # failed samples' calls count too
@@ -311,6 +300,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
     if plan.last:
         update["stop_reason"] = "max_iterations"  # Self-Refine returns its one refine without a critique
+    if plan.feedback_used:
+        update["rg_feedback"] = None
     return update
 
 
@@ -340,6 +331,11 @@ def _lessons_text(setup: Setup, lessons: Any) -> str:
     return str(setup.memory.format_lessons(lessons)) if lessons else ""
 
 
+def _recalls(setup: Setup, job: Job) -> bool:
+    """A draft reads the lessons of earlier similar tasks when memory is on."""
+    return job == "draft" and setup.memory is not None
+
+
 def _generate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
@@ -347,31 +343,31 @@ def _generate(
     job = _start(setup, state, runtime)
     if isinstance(job, dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
-        lessons = _lessons_text(setup, setup.memory.search(state["task"], store=setup.memory_store(runtime)))
-    plan = _plan(setup, state, runtime, job, lessons)
+    store = setup.memory_store(runtime)
+    found = setup.memory.search(state["task"], store=store) if _recalls(setup, job) else None
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
     if plan.count == 1:
         return _generated(plan, [_sample_sync(plan, config, 0)])
-    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:
-        return _generated(plan, list(pool.map(lambda i: _sample_sync(plan, config, i), range(plan.count))))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:  # each sample sees the budget
+        runs = [
+            pool.submit(contextvars.copy_context().run, _sample_sync, plan, config, i)
+            for i in range(plan.count)
+        ]
+        return _generated(plan, [run.result() for run in runs])
 
 
 async def _agenerate(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_generate`: the samples run concurrently."""
-    job = _start(setup, state, runtime)
-    if isinstance(job, dict):
+    if isinstance(job := _start(setup, state, runtime), dict):
         return job
-    lessons = ""
-    if job == "draft" and setup.memory is not None:
+    found = None
+    if _recalls(setup, job):
         found = await setup.memory.asearch(state["task"], store=setup.memory_store(runtime))
-        lessons = _lessons_text(setup, found)
-    plan = _plan(setup, state, runtime, job, lessons)
-    return _generated(
-        plan, await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
-    )
+    plan = _plan(setup, state, runtime, job, _lessons_text(setup, found))
+    samples = await asyncio.gather(*(_sample_async(plan, config, i) for i in range(plan.count)))
+    return _generated(plan, samples)
 
 
 # ------------------------------------------------------------------------------------------------ critique
@@ -397,65 +393,6 @@ def _request(state: Mapping[str, Any], settings: Settings, candidate: str) -> Cr
     )
 
 
-def _checked(critic: Critic, result: Any) -> Critique:
-    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
-    if isinstance(result, Critique):
-        return result
-    if isinstance(result, (Mapping, BaseModel)):
-        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
-    name = getattr(critic, "name", type(critic).__name__)
-    raise TypeError(
-        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
-        "reflection_graph.Critique(...) from critique()/acritique()"
-    )
-
-
-def _metered(critic: Any) -> bool:
-    """True when every model call of `critic` goes through the package's call layer (its own critics, also
-    inside a composite); any other critic is measured with a callback."""
-    if not type(critic).__module__.startswith("reflection_graph."):
-        return False
-    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
-
-
-Judged = tuple[Critique | None, RoleUsage, BaseException | None]
-
-
-def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, critic.critique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-async def ajudge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
-    """Async twin of `judge`."""
-    with metering() as meter, _callback(critic) as counter:
-        cfg = config if counter is None else _with_counter(config, counter)
-        try:
-            result: Critique | None = _checked(critic, await critic.acritique(request, cfg))
-            error: BaseException | None = None
-        except Exception as exc:
-            result, error = None, exc
-    return result, _usage_of(meter, counter), error
-
-
-def _callback(critic: Any) -> Any:
-    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
-    return contextlib.nullcontext() if _metered(critic) else track_usage()
-
-
-def _usage_of(meter: Any, counter: Any) -> RoleUsage:
-    if counter is None:
-        return cast(RoleUsage, meter.usage)
-    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
-
-
 def _to_judge(
     state: Mapping[str, Any], settings: Settings
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -470,14 +407,26 @@ def _to_judge(
 
 
 def _critiqued(
-    state: Mapping[str, Any], settings: Settings, judged: Sequence[tuple[dict[str, Any], Judged]]
+    state: Mapping[str, Any],
+    settings: Settings,
+    judged: Sequence[tuple[dict[str, Any], Judged]],
+    cancelled: Sequence[RoleUsage] = (),
 ) -> dict[str, Any]:
-    """The state update of `critique`: one trajectory round holding the best sample (and all samples)."""
-    failed = next((e for _, (_, _, e) in judged if e is not None), None)
+    """The state update of `critique`: one trajectory round holding the best sample (and all samples).
+
+    Samples whose critique the budget refused, or that were cancelled, are left out of the round; the usage of
+    their calls is kept."""
+    spent = {"critique": sum_usage([*(part for _, (_, part, _) in judged), *cancelled])}
+    failed = next(
+        (e for _, (_, _, e) in judged if e is not None and not isinstance(e, BudgetExhausted)), None
+    )
     if failed is not None:
-        spent = sum_usage([part for _, (_, part, _) in judged])
         message = f"critique failed: {type(failed).__name__}: {failed}"
-        return {"stop_reason": "error", "error": message, "rg_spent": {"critique": spent}}
+        return {"stop_reason": "error", "error": message, "rg_spent": spent}
+    refused = [*(part for _, (_, part, e) in judged if e is not None), *cancelled]
+    judged = [(sample, verdict) for sample, verdict in judged if verdict[2] is None]
+    if not judged:
+        return {"stop_reason": "budget", "rg_spent": spent}  # the step's budget says why
     trajectory: list[Round] = list(state.get("trajectory") or [])
     iteration = int(state.get("iterations") or 0) + 1
     samples = []
@@ -497,9 +446,12 @@ def _critiqued(
         )
     chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
     round_usage: dict[str, RoleUsage] = {}
-    for s in samples:
-        for role, value in s["usage"].items():
+    seen = [id(sample) for sample, _ in judged]
+    unjudged = [s.get("usage") or {} for s in state["rg_pending"]["samples"] if id(s) not in seen]
+    for part in [*(s["usage"] for s in samples), *unjudged, *({"critique": r} for r in refused)]:
+        for role, value in part.items():
             round_usage[role] = add_role_usage(round_usage.get(role), value)
+    round_usage["total"] = sum_usage([v for k, v in round_usage.items() if k != "total"])
     record: Round = {
         "iteration": iteration,
         "candidate": chosen["candidate"],
@@ -520,8 +472,12 @@ def _critiqued(
     return update
 
 
-def _passes(settings: Settings, critique: Critique | None) -> bool:
-    """With a threshold, one passing sample ends the search for this round."""
+def _ends_search(settings: Settings, verdict: Judged) -> bool:
+    """A failed critique ends this round's search, and so does (with a threshold) a passing sample; a critique
+    the budget refused does not (the others already admitted finish)."""
+    critique, _, error = verdict
+    if error is not None:
+        return not isinstance(error, BudgetExhausted)
     return (
         critique is not None
         and settings.score_threshold is not None
@@ -541,7 +497,7 @@ def _critique(
     for sample in pending:
         verdict = judge(roles.critic, _request(state, settings, sample["candidate"]), config)
         judged.append((sample, verdict))
-        if verdict[2] is not None or _passes(settings, verdict[0]):
+        if _ends_search(settings, verdict):
             break
     return _critiqued(state, settings, judged)
 
@@ -557,9 +513,11 @@ async def _acritique(
     if skip is not None:
         return skip
 
+    meters = [Meter() for _ in pending]
+
     async def one(index: int) -> tuple[int, Judged]:
         request = _request(state, settings, pending[index]["candidate"])
-        return index, await ajudge(roles.critic, request, config)
+        return index, await ajudge(roles.critic, request, config, meters[index])
 
     tasks = [asyncio.ensure_future(one(i)) for i in range(len(pending))]
     done: dict[int, Judged] = {}
@@ -567,13 +525,14 @@ async def _acritique(
         for finished in asyncio.as_completed(tasks):
             index, verdict = await finished
             done[index] = verdict
-            if verdict[2] is not None or _passes(settings, verdict[0]):
+            if _ends_search(settings, verdict):
                 break
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return _critiqued(state, settings, [(pending[i], done[i]) for i in sorted(done)])
+    cancelled = [m.usage for i, m in enumerate(meters) if i not in done]
+    return _critiqued(state, settings, [(pending[i], done[i]) for i in sorted(done)], cancelled)
 
 
 # ------------------------------------------------------------------------------------------ review, finalize
@@ -608,21 +567,6 @@ def _lessons_to_save(setup: Setup, state: Mapping[str, Any]) -> list[str]:
     return list(setup.memory.lessons_from_critiques(state["task"], critiques))
 
 
-def _usage_totals(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
-    """Usage per role and in total, summed once: every round, an unjudged last refine and a failed step."""
-    parts: list[Mapping[str, RoleUsage]] = [r["usage"] for r in state.get("trajectory") or []]
-    pending = state.get("rg_pending")
-    if pending and pending["iteration"] > int(state.get("iterations") or 0):
-        parts += [s.get("usage") or {} for s in pending["samples"]]
-    parts.append(state.get("rg_spent") or {})
-    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
-    for part in parts:
-        for role, value in part.items():
-            if role != "total":
-                totals[role] = add_role_usage(totals.get(role), value)
-    return {**totals, "total": sum_usage(list(totals.values()))}
-
-
 def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | None) -> dict[str, Any]:
     """The graph's outputs: the answer (`select`), its critique, the stop reason, the rounds and the usage."""
     trajectory: list[Round] = list(state.get("trajectory") or [])
@@ -631,7 +575,7 @@ def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | N
         "stop_reason": state.get("stop_reason") or "max_iterations",
         "error": error,
         "iterations": int(state.get("iterations") or 0),
-        "usage": _usage_totals(state),
+        "usage": run_usage(state),
     }
     pending = state.get("rg_pending")
     unjudged = (
@@ -658,47 +602,49 @@ def _finalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Save this run's lessons (when memory is on) and build the outputs."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
+    failure: Exception | None = None
+    try:
+        if lessons:
             setup.memory.save(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    except Exception as exc:  # never lose the run's answer for a lesson
+        failure = exc
+    return _finalized(setup, state, runtime, failure)
 
 
 async def _afinalize(
     setup: Setup, state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig
 ) -> dict[str, Any]:
     """Async twin of `_finalize`."""
-    settings, _ = setup.for_run(runtime)
-    problem = None
     lessons = _lessons_to_save(setup, state)
-    if lessons:
-        try:
-            await setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime))
-        except Exception as exc:  # never lose the run's answer for a lesson
-            problem = f"memory save failed: {type(exc).__name__}: {exc}"
-    return _outputs(settings, state, problem)
+    saving = (
+        setup.memory.asave(state["task"], lessons, store=setup.memory_store(runtime)) if lessons else None
+    )
+    results = await asyncio.gather(*([saving] if saving else []), return_exceptions=True)
+    failure = next((r for r in results if isinstance(r, Exception)), None)
+    return _finalized(setup, state, runtime, failure)
+
+
+def _finalized(
+    setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], failure: Exception | None
+) -> dict[str, Any]:
+    problem = f"memory save failed: {type(failure).__name__}: {failure}" if failure else None
+    return _outputs(setup.for_run(runtime)[0], state, problem)
 
 
 # ------------------------------------------------------------------------------------------------- router
 
 
-def after_critique(state: ReflectionState) -> Literal["generate", "finalize"]:
-    """Route after `critique` (or `review`): a set `stop_reason` ends the loop."""
+def after_critique(state: RouteReads) -> Literal["generate", "finalize"]:
+    """Route after `critique` (or `review`): a set `stop_reason` ends the loop (it reads only that key)."""
     return "finalize" if state.get("stop_reason") is not None else "generate"
 
 
 def make_nodes(setup: Setup) -> dict[str, tuple[NodeFn, AsyncNodeFn]]:
-    """The node functions bound to `setup`: name -> (sync, async) twins, each `fn(state, runtime, config)`."""
-    pairs = {
-        "generate": (_generate, _agenerate),
-        "critique": (_critique, _acritique),
-        "finalize": (_finalize, _afinalize),
-    }
+    """The node functions bound to `setup`: name -> (sync, async) twins, each `fn(state, runtime, config)`.
+
+    Under a run budget, `generate` and `critique` make their calls inside the step's `Budget`
+    (reflection_graph/_budget.py), which the call layer checks before each call."""
 
     def bind(fn: Any) -> Any:
         def node(state: ReflectionState, runtime: Runtime[Context], config: RunnableConfig) -> Any:
@@ -707,4 +653,12 @@ def make_nodes(setup: Setup) -> dict[str, tuple[NodeFn, AsyncNodeFn]]:
         node.__name__ = fn.__name__.lstrip("_")
         return node
 
-    return {name: (bind(fn), bind(afn)) for name, (fn, afn) in pairs.items()}
+    def settings_of(runtime: Runtime[Context]) -> Settings:
+        return setup.for_run(runtime)[0]
+
+    pairs = {"generate": (_generate, _agenerate), "critique": (_critique, _acritique)}
+    nodes = {
+        name: (_budget.budgeted(bind(fn), settings_of), _budget.abudgeted(bind(afn), settings_of))
+        for name, (fn, afn) in pairs.items()
+    }
+    return {**nodes, "finalize": (bind(_finalize), bind(_afinalize))}

@@ -3,12 +3,15 @@
 - Stop: `min_iterations` first, then accept, then the round limit, then the plateau (score, then no new issues).
   A plateau never stops a run while a verifier (tests, rule checks: `Critique.checks_total`) still reports
   failures and rounds are left: for a verifier, the same failures again are a reason to try differently.
+- Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
+  what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
   then the verifier's count of passed checks outranks the judge's score; then the score; ties go to the later one.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -18,8 +21,10 @@ from reflection_graph.state import Round, StopReason
 
 __all__ = [
     "accepts",
+    "affordable_samples",
     "best_index",
     "bounded",
+    "budget_refusal",
     "echoes",
     "no_new_issues",
     "plateau",
@@ -94,33 +99,79 @@ def stop_reason(
     return None
 
 
+def budget_refusal(
+    *,
+    spent: int,
+    reserved: int,
+    estimate: int,
+    token_budget: int | None,
+    elapsed_s: float,
+    time_budget_s: float | None,
+) -> str | None:
+    """Why a model call may not start, or None when the budget covers it.
+
+    The time budget is spent when `elapsed_s >= time_budget_s`. The token budget covers a call when the tokens
+    `spent`, those `reserved` by calls under way and the call's `estimate` together stay within `token_budget`.
+    """
+    if time_budget_s is not None and elapsed_s >= time_budget_s:
+        return f"time budget of {time_budget_s:g}s spent ({elapsed_s:.2f}s)"
+    if token_budget is not None and spent + reserved + estimate > token_budget:
+        under_way = f" + {reserved} reserved by calls under way" if reserved else ""
+        return (
+            f"token budget of {token_budget} cannot cover the next model call: {spent} used{under_way} "
+            f"+ about {estimate} for the call"
+        )
+    return None
+
+
+def affordable_samples(count: int, estimate: int, left: int) -> int:
+    """How many of `count` samples, each estimated at `estimate` tokens, fit in `left` tokens (0 to `count`)."""
+    if estimate <= 0:
+        return count
+    return max(0, min(count, left // estimate))
+
+
 _CRITIQUE_TEXT = re.compile(r"(?im)^\W*(?:score|acceptable|is_acceptable)\s*:|\"is_acceptable\"\s*:")
 _ECHO_PREFIX = 40
 """A candidate that starts with the first this-many characters of a prompt is an echo of it."""
+_ECHO_MIN_CHARS = 24
+_ECHO_MIN_WORDS = 8
+"""Shorter prompts (a bare question) are never taken for echoed: an answer may well restate them."""
 
 
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.casefold())
 
 
+@functools.lru_cache(maxsize=256)
+def _prompt_shape(prompt: str) -> tuple[str, tuple[str, ...]]:
+    """A prompt's opening (normalized) and its words, computed once per prompt."""
+    return " ".join(prompt.split())[:_ECHO_PREFIX].casefold(), tuple(_words(prompt))
+
+
 def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     """True when `candidate` echoes one of `prompts` (the task, a system message) or a critique.
 
-    An echo starts with a prompt's opening (its first 40 characters, or all of a shorter one), or is mostly a
-    prompt's words in order (80% of its words), or carries critique text ("Score: 7", "Acceptable: False",
-    a JSON verdict).
+    For prompts of 8 words and 24 characters or more, an echo starts with the prompt's opening (its first 40
+    characters) or is mostly its words in order (80% of the candidate's words). A candidate that carries critique
+    text ("Score: 7", "Acceptable: False", a JSON verdict) is an echo whatever the prompts.
     """
     text = candidate.strip()
     if not text:
         return False
     if _CRITIQUE_TEXT.search(text):
         return True
-    words = _words(text)
+    opening = " ".join(text[: 4 * _ECHO_PREFIX].split()).casefold()
+    words: list[str] | None = None
     for prompt in prompts:
-        head = " ".join(prompt.split())[:_ECHO_PREFIX].casefold()
-        if len(head) >= 12 and " ".join(text.split()).casefold().startswith(head):
+        head, theirs = _prompt_shape(prompt)
+        if len(theirs) < _ECHO_MIN_WORDS or len(head) < _ECHO_MIN_CHARS:
+            continue  # a prompt too short (a bare question) to tell an echo from an answer restating it
+        if opening.startswith(head):
             return True
-        theirs = _words(prompt)
+        if len(text) > 2 * len(prompt) + 40:
+            continue  # far longer than the prompt: it cannot be mostly the prompt's words
+        words = _words(text) if words is None else words
         if words and len(words) <= len(theirs) + 3:
             shared = sum(1 for a, b in zip(words, theirs, strict=False) if a == b)
             if shared >= 0.8 * len(words):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypedDict
@@ -27,7 +27,9 @@ __all__ = [
     "add_role_usage",
     "current_meter",
     "empty_usage",
+    "message_usage",
     "metering",
+    "run_usage",
     "sum_usage",
     "track_usage",
 ]
@@ -48,15 +50,18 @@ def empty_usage() -> RoleUsage:
 
 
 def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage:
-    out = empty_usage()
-    for part in (left, right):
-        if part:
-            out["input_tokens"] += int(part.get("input_tokens", 0))
-            out["output_tokens"] += int(part.get("output_tokens", 0))
-            out["total_tokens"] += int(part.get("total_tokens", 0))
-            out["calls"] += int(part.get("calls", 0))
-            out["seconds"] = round(out["seconds"] + float(part.get("seconds", 0.0)), 6)
-    return out
+    a: Any = left or _ZERO
+    b: Any = right or _ZERO
+    return {
+        "input_tokens": int(a.get("input_tokens", 0)) + int(b.get("input_tokens", 0)),
+        "output_tokens": int(a.get("output_tokens", 0)) + int(b.get("output_tokens", 0)),
+        "total_tokens": int(a.get("total_tokens", 0)) + int(b.get("total_tokens", 0)),
+        "calls": int(a.get("calls", 0)) + int(b.get("calls", 0)),
+        "seconds": round(float(a.get("seconds", 0.0)) + float(b.get("seconds", 0.0)), 6),
+    }
+
+
+_ZERO: RoleUsage = empty_usage()
 
 
 def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
@@ -67,7 +72,7 @@ def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
     return out
 
 
-def _message_usage(result: Any) -> Any:
+def message_usage(result: Any) -> Any:
     """The `usage_metadata` of a reply: an `AIMessage`, or a structured-output result holding it as `raw`."""
     if isinstance(result, dict):
         result = result.get("raw")
@@ -85,7 +90,7 @@ class Meter:
 
     def record(self, result: Any) -> None:
         """One model call (an attempt) that returned `result` (None when it raised)."""
-        meta = _message_usage(result)
+        meta = message_usage(result)
         with self._lock:
             self.usage["calls"] += 1
             if meta:
@@ -113,6 +118,22 @@ def metering(meter: Meter | None = None) -> Iterator[Meter]:
     finally:
         _METER.reset(token)
         meter.usage["seconds"] = round(meter.usage["seconds"] + time.perf_counter() - start, 6)
+
+
+def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
+    """A run's usage per role and in total, from its state: every round (`trajectory`), the candidates still
+    waiting for a critique (`rg_pending`) and a failed step (`rg_spent`)."""
+    parts: list[Mapping[str, RoleUsage]] = [r["usage"] for r in state.get("trajectory") or []]
+    pending = state.get("rg_pending")
+    if pending and pending["iteration"] > int(state.get("iterations") or 0):
+        parts += [s.get("usage") or {} for s in pending["samples"]]
+    parts.append(state.get("rg_spent") or {})
+    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
+    for part in parts:
+        for role, value in part.items():
+            if role != "total":
+                totals[role] = add_role_usage(totals.get(role), value)
+    return {**totals, "total": sum_usage(list(totals.values()))}
 
 
 class UsageCounter(BaseCallbackHandler):

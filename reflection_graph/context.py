@@ -42,6 +42,8 @@ class Context:
     patience: int | None = _override("patience")
     n_drafts: int | None = _override("n_drafts")
     n_revisions: int | None = _override("n_revisions")
+    token_budget: int | None = _override("token_budget")
+    time_budget_s: float | None = _override("time_budget_s")
     generate_prompt: str | None = _text("Template for drafting ({task}, {context}, {lessons}).")
     critique_prompt: str | None = _text(
         "Template for the critic ({task}, {context}, {candidate}, {threshold_rule})."

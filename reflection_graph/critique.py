@@ -264,6 +264,17 @@ def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
     )
 
 
+def _exact_output(text: str) -> Critique | None:
+    """The reply as a `Critique` when it is exactly a valid `CritiqueOutput` JSON object, else None."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        output = CritiqueOutput.model_validate_json(text)
+    except ValidationError:
+        return None
+    return Critique.model_validate(output.__dict__)
+
+
 def _json_objects(text: str) -> list[dict[str, Any]]:
     """The top-level JSON objects of `text`, in order; an object inside another (or inside its strings) is not
     one of them."""
@@ -301,16 +312,15 @@ def parse_critique(reply: str | dict[str, Any] | BaseModel) -> Critique:
     if isinstance(reply, Critique):
         return reply
     if isinstance(reply, CritiqueOutput):
-        return Critique.from_output(reply)
+        return Critique.model_validate(reply.__dict__)
     if isinstance(reply, BaseModel):
         return critique_from_mapping(reply.model_dump())
     if isinstance(reply, dict):
         return critique_from_mapping(reply)
     text = str(reply)
-    try:
-        return Critique.from_output(CritiqueOutput.model_validate_json(text))
-    except ValidationError:
-        pass
+    fast = _exact_output(text)
+    if fast is not None:
+        return fast
     verdicts = [data for data in _json_objects(text) if _is_verdict(data)]
     if not verdicts:
         snippet = text.strip()[:120] or "<empty reply>"

@@ -79,7 +79,7 @@ class DocumentResult(TypedDict):
         score: the final critique's score (0-10), when there is one.
         critique: the final critique (`Critique.model_dump()`), when there is one.
         iterations: validations run.
-        stop_reason: `accepted | max_iterations | plateau | not_triggered | error`.
+        stop_reason: `accepted | max_iterations | plateau | not_triggered | budget | error`.
         error: what went wrong when `stop_reason == "error"`.
         usage: tokens, calls and seconds per role for this document.
         trajectory: the rounds, only when the graph was built with `include_trajectory=True`.

@@ -59,7 +59,8 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
-from reflection_graph._nodes import Judged, _diff, ajudge, judge
+from reflection_graph._judge import Judged, ajudge, judge
+from reflection_graph._nodes import _diff
 from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
@@ -89,8 +90,8 @@ except ImportError:  # pragma: no cover - older langchain 1.x
 
 
 __all__ = [
-    "FEEDBACK_PROMPT",
     "CRITIQUE_MESSAGE_PREFIX",
+    "FEEDBACK_PROMPT",
     "ReflectionMiddleware",
     "ReflectionMiddlewareState",
     "ReflectionReport",
@@ -358,14 +359,17 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
 
 
 def _agent_settings(values: dict[str, Any]) -> Settings:
-    """`Settings` from the middleware's keyword arguments; settings that only shape drafting are refused."""
+    """`Settings` from the middleware's keyword arguments; settings that shape drafting or budget the whole run
+    (the agent's own calls, which the middleware does not make) are refused."""
     agent = {f.name for f in setting_fields(agent=True)}
     unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
     if unknown:
         raise TypeError(f"unknown argument(s) {unknown}; the settings are {sorted(agent)}")
     drafting = sorted(set(values) - agent)
     if drafting:
-        raise TypeError(f"{drafting} shape drafting, which the agent does itself; use {sorted(agent)}")
+        raise TypeError(
+            f"{drafting} shape drafting or budget a whole run, which the agent does itself; use {sorted(agent)}"
+        )
     settings = Settings(**values)
     other_roles = sorted(set(settings.prompts) - {"critique"})
     if other_roles:

@@ -7,8 +7,8 @@
   overrides, with the same description (Studio shows it);
 - the CLI (reflection_graph/cli.py) turns the fields marked `cli=True` into typer options with typer's own
   `min`/`max` and choices;
-- `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting, which the agent does
-  itself) with the same names and defaults;
+- `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting or budget the whole run,
+  which the agent does itself) with the same names and defaults;
 - `SettingsKwargs` names every field with its type for `**settings: Unpack[SettingsKwargs]` (PEP 692), so editors
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 __all__ = [
     "MAX_DRAFTS",
     "MAX_ITERATIONS",
+    "MAX_TOKEN_BUDGET",
     "PROMPT_ROLES",
     "Focus",
     "ParseErrorPolicy",
@@ -49,6 +50,8 @@ MAX_ITERATIONS = 1000
 """The largest `max_iterations` accepted: far above any useful loop, and it keeps the recursion limit finite."""
 MAX_DRAFTS = 16
 """The largest `n_drafts` / `n_revisions`: each sample is a full model call plus a critique."""
+MAX_TOKEN_BUDGET = 10**12
+"""The largest `token_budget`: far above any run, and it keeps the arithmetic exact."""
 
 
 def _setting(
@@ -171,6 +174,24 @@ class Settings:
         min=0.001,
         flag="--call-timeout",
     )
+    token_budget: int | None = _setting(
+        None,
+        "Tokens the whole run may use, all roles together (not one reply's --max-tokens); at the budget the run "
+        "stops with 'budget' and returns its best candidate. Unset: no token budget.",
+        min=1,
+        max=MAX_TOKEN_BUDGET,
+        runtime=True,
+        agent=False,
+    )
+    time_budget_s: float | None = _setting(
+        None,
+        "Seconds the whole run may take (not one call's --call-timeout); at the budget the run stops with "
+        "'budget' and returns its best candidate. Unset: no time budget.",
+        min=0.001,
+        runtime=True,
+        agent=False,
+        flag="--time-budget",
+    )
     prompts: Mapping[str, Any] = _setting(
         {}, "Prompt overrides keyed by role (generate, critique, revise): strings or callables.", cli=False
     )
@@ -225,6 +246,8 @@ class SettingsKwargs(TypedDict, total=False):
     on_parse_error: ParseErrorPolicy
     retries: int
     timeout_s: float | None
+    token_budget: int | None
+    time_budget_s: float | None
     prompts: Mapping[str, Any]
 
 
@@ -278,6 +301,8 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
             "patience": "; use None for no plateau stop",
             "n_drafts": f"; at most {MAX_DRAFTS} samples per round",
             "n_revisions": f"; at most {MAX_DRAFTS} samples per round",
+            "token_budget": "; use None for no token budget",
+            "time_budget_s": "; use None for no time budget",
         }.get(name, "")
         if low is not None and high is not None and name == "score_threshold" and not low <= value <= high:
             raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}{hint}")

@@ -13,16 +13,20 @@ from typing_extensions import NotRequired, Required
 from reflection_graph._usage import RoleUsage
 
 __all__ = [
+    "CritiqueReads",
+    "GenerateReads",
     "InputState",
     "Job",
     "OutputState",
+    "Pending",
     "ReflectionState",
     "Round",
+    "RouteReads",
     "StopReason",
     "UsageReport",
 ]
 
-StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "error"]
+StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "budget", "error"]
 Job = Literal["draft", "revise", "glean"]
 """What `generate` did for a round: drafted, revised the previous round's candidate, or took the given one."""
 UsageReport = dict[str, RoleUsage]
@@ -73,8 +77,9 @@ class OutputState(TypedDict, total=False):
         critique: the critique of that answer, as a dict (`Critique.model_dump()`).
         trajectory: one entry per round.
         iterations: number of critique rounds run.
-        stop_reason: `accepted | max_iterations | plateau | not_triggered | error`.
-        error: what went wrong when `stop_reason == "error"`, else None.
+        stop_reason: `accepted | max_iterations | plateau | not_triggered | budget | error`.
+        error: what went wrong when `stop_reason == "error"`; with `budget`, why the budget refused a call (and
+            any failure of the same step); else None.
         usage: tokens, calls and seconds per role and in total.
     """
 
@@ -112,3 +117,37 @@ class ReflectionState(InputState, OutputState, total=False):
     """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
     rg_target: dict[str, Any] | None
     """The `tree` strategy: the candidate (and its critique) the next revision expands."""
+    rg_elapsed: float
+    """Seconds of the run's steps so far (written only under a `time_budget_s`)."""
+
+
+class GenerateReads(TypedDict, total=False):
+    """The keys `generate` reads (LangGraph hands a node only the channels of its input schema)."""
+
+    task: str
+    candidate: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_feedback: str | None
+    rg_target: dict[str, Any] | None
+    rg_elapsed: float
+
+
+class CritiqueReads(TypedDict, total=False):
+    """The keys `critique` reads."""
+
+    task: str
+    context: str
+    trajectory: Annotated[list[Round], _append_rounds]
+    iterations: int
+    stop_reason: StopReason | None
+    rg_pending: Pending
+    rg_elapsed: float
+
+
+class RouteReads(TypedDict, total=False):
+    """The one key the router after `critique` reads."""
+
+    stop_reason: StopReason | None

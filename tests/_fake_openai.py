@@ -1,9 +1,11 @@
 """A fake OpenAI-compatible chat server on loopback, for fast tests of real HTTP model paths.
 
-`fake_openai_server(latency=...)` serves `POST /v1/chat/completions` (and `GET /v1/models`) from a thread in the
-test process and yields its `/v1` base URL. A request that asks for structured output (`response_format` or
-`tools`) gets a critique that accepts with score 9; any other request gets a short draft. Each answer waits
-`latency` seconds first. Point a model at it with `REFLECTION_GRAPH_MODEL=openai:fake` and
+`fake_openai_server(latency=..., reject_first_draft=...)` serves `POST /v1/chat/completions` (and `GET /v1/models`)
+from a thread in the test process and yields its `/v1` base URL. A request that asks for structured output
+(`response_format` or `tools`) is a critique: it accepts with score 9, or, with `reject_first_draft`, rejects a
+first draft with score 3 (one issue, `REJECTION`) and accepts its revision. Any other request is a draft ("A short
+answer to: ...") or, when its prompt carries that rejection, a revision ("A revised answer to: ..."). Each answer
+waits `latency` seconds first. Point a model at it with `REFLECTION_GRAPH_MODEL=openai:fake` and
 `OPENAI_BASE_URL=<url>` (plus any `OPENAI_API_KEY`).
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAI", "fake_openai_server"]
+__all__ = ["REJECTION", "REVISED", "FakeOpenAI", "fake_openai_server"]
 
 CRITIQUE = {
     "issues": [],
@@ -26,35 +28,49 @@ CRITIQUE = {
     "score": 9.0,
     "feedback": "Clear and complete.",
 }
+REJECTION = "It does not thank the reader."
+REJECT = {
+    "issues": [REJECTION],
+    "suggestions": ["Thank the reader in the first line."],
+    "is_acceptable": False,
+    "score": 3.0,
+    "feedback": "Too short: thank the reader.",
+}
+REVISED = "A revised answer to:"
 
 
 class FakeOpenAI:
-    """What the server saw: `requests` counts chat completions, by kind (``draft`` / ``critique``)."""
+    """What the server saw: `requests` counts chat completions, by kind (``draft`` / ``revise`` / ``critique``),
+    and `rejected` the critiques that rejected."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, reject_first_draft: bool = False) -> None:
         self.latency = latency
-        self.requests = {"draft": 0, "critique": 0}
+        self.reject_first_draft = reject_first_draft
+        self.requests = {"draft": 0, "revise": 0, "critique": 0}
+        self.rejected = 0
         self._lock = threading.Lock()
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         time.sleep(self.latency)
         structured = bool(body.get("response_format") or body.get("tools"))
+        prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+        reject = structured and self.reject_first_draft and REVISED not in prompt
+        kind = "critique" if structured else "revise" if REJECTION in prompt else "draft"
         with self._lock:
-            self.requests["critique" if structured else "draft"] += 1
+            self.requests[kind] += 1
+            self.rejected += reject
+        verdict = json.dumps(REJECT if reject else CRITIQUE)
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if body.get("tools"):
             name = body["tools"][0]["function"]["name"]
             message["tool_calls"] = [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(CRITIQUE)},
-                }
+                {"id": "call_1", "type": "function", "function": {"name": name, "arguments": verdict}}
             ]
         elif structured:
-            message["content"] = json.dumps(CRITIQUE)
+            message["content"] = verdict
+        elif kind == "revise":
+            message["content"] = f"{REVISED} {prompt[-60:]} Thank you for reading."
         else:
-            prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
             message["content"] = f"A short answer to: {prompt[-60:]}"
         return {
             "id": "chatcmpl-fake",
@@ -73,9 +89,11 @@ class FakeOpenAI:
 
 
 @contextlib.contextmanager
-def fake_openai_server(latency: float = 0.0) -> Iterator[tuple[str, FakeOpenAI]]:
+def fake_openai_server(
+    latency: float = 0.0, *, reject_first_draft: bool = False
+) -> Iterator[tuple[str, FakeOpenAI]]:
     """Serve the fake on 127.0.0.1 (a free port) and yield ``(base_url, fake)``; ``base_url`` ends in ``/v1``."""
-    fake = FakeOpenAI(latency)
+    fake = FakeOpenAI(latency, reject_first_draft)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

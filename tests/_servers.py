@@ -78,7 +78,7 @@ def llama_server(
     model_path: str | None = None,
     *,
     n_ctx: int = 2048,
-    timeout: float = 90.0,
+    timeout: float = 300.0,
     alias: str = SERVER_MODEL_ALIAS,
 ) -> Iterator[str]:
     """Run llama-cpp-python's OpenAI-compatible server on loopback and yield its `/v1` base URL.
@@ -89,7 +89,7 @@ def llama_server(
     Args:
         model_path: the GGUF to serve (default: the bundled Gemma 3 270M).
         n_ctx: context window.
-        timeout: seconds to wait for `/v1/models` to answer.
+        timeout: seconds to wait for `/v1/models` to answer (a deadline, generous for a loaded 2-core machine).
         alias: the model name clients send (`ChatOpenAI(model=alias)`).
     """
     pytest.importorskip("llama_cpp.server", reason='needs pip install "reflection-graph[server]"')

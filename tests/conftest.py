@@ -7,6 +7,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import ast  # noqa: E402
 import os  # noqa: E402
 
 import pytest  # noqa: E402
@@ -14,15 +15,67 @@ import pytest  # noqa: E402
 _MUST_RUN_UNDER_CI = ("postgres", "server", "embedded")
 
 
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _skip_reason(longrepr: object) -> str:
+    reason = str(longrepr[-1] if isinstance(longrepr, tuple) else longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _required_groups_in(path: Path) -> list[str]:
+    """The required groups a test module marks anywhere (`pytest.mark.embedded`, ...), read from its source.
+
+    A module skipped while it was imported never finished defining its tests or `pytestmark`, so its marks can
+    only be read from the file itself.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    marked = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in _MUST_RUN_UNDER_CI
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mark"
+    }
+    return [group for group in _MUST_RUN_UNDER_CI if group in marked]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     """Under CI (CI=true), a skipped `postgres`, `server` or `embedded` test fails: CI cannot pass by skipping."""
     outcome = yield
     report = outcome.get_result()
-    if not report.skipped or os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+    if not report.skipped or not _under_ci():
         return
     marks = [m for m in _MUST_RUN_UNDER_CI if item.get_closest_marker(m) is not None]
     if marks and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = _skip_reason(report.longrepr)
         report.longrepr = f"{'/'.join(marks)} test skipped under CI ({reason}); CI must run it, not skip it"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    """Under CI, a test module skipped while it is collected (a module-level `pytest.importorskip` or
+    `pytest.skip(allow_module_level=True)`) is a collection error, not a skip.
+
+    The per-test hook above never sees such a skip: the module's tests were never collected. The error names the
+    required groups (`embedded`, `server`, `postgres`) the module holds, read from its source. A module with none
+    fails too: `.ci/run` installs every extra, so a whole module skipped there means a dependency went missing.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not _under_ci() or not isinstance(collector, pytest.Module):
+        return
+    groups = _required_groups_in(collector.path)
+    what = f"{'/'.join(groups)} tests" if groups else "whole module (no required group)"
+    report.outcome = "failed"
+    report.longrepr = (
+        f"{collector.nodeid}: {what} skipped at collection under CI ({_skip_reason(report.longrepr)}); "
+        "CI must run it, not skip it"
+    )

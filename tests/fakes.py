@@ -94,6 +94,24 @@ class FakeCriticModel(RecordingChatModel):
         return self | RunnableLambda(_parse, name="parse_structured")
 
 
+class WordModel(RecordingChatModel):
+    """Says exactly how many tokens a call can use (`token_bound`, as the embedded model does with its tokenizer):
+    the prompt's words, as `_usage` counts them, plus a reply limit of `REPLY_WORDS` words."""
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        return sum(len(str(m.content).split()) for m in messages) + REPLY_WORDS
+
+
+class WordCritic(FakeCriticModel):
+    """`FakeCriticModel` with `WordModel`'s exact bound (its scripted replies are shorter than `REPLY_WORDS`)."""
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        return sum(len(str(m.content).split()) for m in messages) + REPLY_WORDS
+
+
+REPLY_WORDS = 64
+
+
 def critique(
     score: float, ok: bool = False, issues: Sequence[str] = ("too vague",), feedback: str = ""
 ) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 
-from reflection_graph import LLMCritic, create_reflection_graph, max_model_calls
+from reflection_graph import LLMCritic, _rules, create_reflection_graph, max_model_calls
 from reflection_graph.critics import CritiqueRequest
-from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+from tests.fakes import FakeCriticModel, RecordingChatModel, WordCritic, WordModel, critique
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
@@ -69,7 +69,7 @@ def crit_reply(kind: str, n: int) -> Any:
     return critique(9 if kind == "ok" else 2, ok=kind == "ok", issues=[] if kind == "ok" else [f"issue {n}"])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(GEN_FAULTS, min_size=1, max_size=6),
     st.lists(CRIT_FAULTS, min_size=1, max_size=6),
@@ -78,8 +78,10 @@ def crit_reply(kind: str, n: int) -> Any:
     st.integers(0, 2),
     st.integers(1, 3),
     st.integers(1, 2),
+    st.one_of(st.none(), st.integers(1, 1500)),
+    st.sampled_from(["sync", "async"]),
 )
-def test_call_bound_holds_under_any_fault_script(
+def test_call_bound_and_token_budget_hold_under_any_fault_script(
     gen_kinds: list[str],
     crit_kinds: list[str],
     max_iterations: int,
@@ -87,9 +89,13 @@ def test_call_bound_holds_under_any_fault_script(
     parse_retries: int,
     n_drafts: int,
     n_revisions: int,
+    token_budget: int | None,
+    mode: str,
 ) -> None:
-    gen = RecordingChatModel(replies=[scripted(gen_kinds, gen_reply)])
-    crit = FakeCriticModel(critiques=[scripted(crit_kinds, crit_reply)])
+    """Calls stay within `max_model_calls`, usage counts every one, a run never reports more tokens than its
+    budget (the fakes say exactly what a call can use), and it stops with `budget` exactly when a call was refused."""
+    gen = WordModel(replies=[scripted(gen_kinds, gen_reply)])
+    crit = WordCritic(critiques=[scripted(crit_kinds, crit_reply)])
     graph = create_reflection_graph(
         gen,
         critic=crit,
@@ -100,9 +106,19 @@ def test_call_bound_holds_under_any_fault_script(
         n_revisions=n_revisions,
         patience=None,
         stop_on_no_new_issues=False,
+        token_budget=token_budget,
     )
-    with no_backoff:
-        result = graph.invoke({"task": "t"})
+    refusals: list[str] = []
+    rule = _rules.budget_refusal
+
+    def spy(**kwargs: Any) -> str | None:
+        why = rule(**kwargs)
+        refusals.extend([why] if why else [])
+        return why
+
+    with no_backoff, mock.patch.object(_rules, "budget_refusal", spy):
+        task = {"task": "t"}
+        result = graph.invoke(task) if mode == "sync" else asyncio.run(graph.ainvoke(task))
     made = len(gen.received) + len(crit.received)
     bound = max_model_calls(
         max_iterations,
@@ -113,6 +129,8 @@ def test_call_bound_holds_under_any_fault_script(
     )
     assert made <= bound, (made, bound, result["stop_reason"], result.get("error"))
     assert result["usage"]["total"]["calls"] == made  # usage counts every call, retries included
+    assert result["usage"]["total"]["total_tokens"] <= (token_budget or 10**9)
+    assert (result["stop_reason"] == "budget") == bool(refusals), (result["stop_reason"], refusals)
 
 
 @pytest.mark.parametrize("iterations", [1, 3])
@@ -149,6 +167,7 @@ class RefusingStructuredModel(FakeCriticModel):
     """Answers HTTP 500 to `json_schema` (as llama.cpp's server does) and parses `function_calling` replies."""
 
     methods: list[str] = []
+    asked: list[tuple[str, str]] = []  # (method, the prompt's last message), per call
 
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
@@ -158,6 +177,7 @@ class RefusingStructuredModel(FakeCriticModel):
 
         def guard(messages: Any) -> Any:
             self.methods.append(method)
+            self.asked.append((method, str(messages[-1].content)))
             if method == "json_schema":
                 raise server_error_500()
             return messages
@@ -186,7 +206,7 @@ def test_critic_shared_by_64_concurrent_runs_keeps_each_runs_verdict() -> None:
         return critique(float(number % 11), ok=True, issues=[], feedback=f"judged {number}")
 
     model = RefusingStructuredModel(critiques=[judge])
-    model.methods = []
+    model.methods, model.asked = [], []
     critic = LLMCritic(model)
     graph = create_reflection_graph(lambda prompt: "ignored", critic=critic, max_iterations=1)
     inputs = [{"task": f"t{i}", "candidate": f"answer number {i} here"} for i in range(64)]
@@ -200,8 +220,20 @@ def test_critic_shared_by_64_concurrent_runs_keeps_each_runs_verdict() -> None:
         assert result["critique"]["feedback"] == f"judged {i}" and result["critique"]["score"] == float(
             i % 11
         )
-    assert model.methods.count("function_calling") == 64  # one method per run after the refusals
-    assert model.methods.count("json_schema") <= 64 and critic._order == ("function_calling", "text")
+    # each run: json_schema at most once (only the runs that asked before the first refusal was remembered), then
+    # function_calling exactly once; at least the first run was refused
+    per_run: dict[int, list[str]] = {}
+    for method, prompt in model.asked:
+        per_run.setdefault(int(prompt.split("answer number ")[1].split()[0]), []).append(method)
+    assert sorted(per_run) == list(range(64))
+    assert all(m in (["function_calling"], ["json_schema", "function_calling"]) for m in per_run.values()), (
+        per_run
+    )
+    assert 1 <= model.methods.count("json_schema") and critic._order == ("function_calling", "text")
+    # remembered for good: a later run goes straight to function_calling
+    model.asked = []
+    asyncio.run(graph.ainvoke({"task": "t", "candidate": "answer number 64 here"}))
+    assert [method for method, _ in model.asked] == ["function_calling"]
 
 
 def test_async_timeout_cancels_the_call() -> None:

@@ -52,6 +52,29 @@ def wait_for_call(proc: subprocess.Popen[str], markers: Path, role: str, n: int,
     pytest.fail(f"child did not reach {role} call {n} within {timeout}s")
 
 
+def wait_for_checkpoint(backend: str, conn: str, thread: str, candidate: str, timeout: float = 90) -> None:
+    """Poll the checkpointer until the thread's latest checkpoint holds `candidate` (written in the background by
+    LangGraph while the next node runs): a deadline, not a guess of how long the write takes. The text is looked
+    for in all the checkpoint's values, whichever state key holds a draft not judged yet."""
+    if backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver_cm: Any = SqliteSaver.from_conn_string(conn)
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        saver_cm = PostgresSaver.from_conn_string(conn)
+    config = {"configurable": {"thread_id": thread}}
+    deadline = time.monotonic() + timeout
+    with saver_cm as saver:
+        while time.monotonic() < deadline:
+            latest = saver.get_tuple(config)  # type: ignore[arg-type]
+            if latest is not None and repr(candidate) in repr(latest.checkpoint["channel_values"]):
+                return
+            time.sleep(0.05)
+    pytest.fail(f"no checkpoint with candidate {candidate!r} within {timeout}s")
+
+
 def kill_mid_loop_then_resume(backend: str, conn: str, markers: Path) -> dict[str, Any]:
     markers.mkdir()
     thread = f"durability-{uuid.uuid4().hex}"
@@ -65,7 +88,8 @@ def kill_mid_loop_then_resume(backend: str, conn: str, markers: Path) -> dict[st
     )
     try:
         wait_for_call(proc, markers, "critique", 2)
-        time.sleep(0.5)  # the round-2 draft's checkpoint is written in the background while the critic runs
+        # the round-2 draft's checkpoint is written in the background while the critic runs (and sleeps)
+        wait_for_checkpoint(backend, conn, thread, "candidate 2")
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:

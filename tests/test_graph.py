@@ -356,6 +356,21 @@ def test_human_review_interrupt_and_resume() -> None:
     assert len(crit.received) == 2  # resuming did not call the critic again
 
 
+def test_a_reviewers_feedback_reaches_only_the_next_revision() -> None:
+    gen = RecordingChatModel(replies=[numbered_drafts()])
+    crit = FakeCriticModel(
+        critiques=[critique(3, issues=["a"]), critique(4, issues=["b"]), critique(5, issues=["c"])]
+    )
+    graph = create_reflection_graph(
+        gen, critic=crit, human_review=True, checkpointer=InMemorySaver(), max_iterations=5
+    )
+    cfg = {"configurable": {"thread_id": "review-once"}}
+    graph.invoke({"task": "t"}, cfg)
+    graph.invoke(Command(resume={"feedback": "use a warmer tone"}), cfg)
+    graph.invoke(Command(resume={"accept": False}), cfg)  # no new words from the reviewer this time
+    assert "warmer tone" in gen.prompts[1] and "warmer tone" not in gen.prompts[2]
+
+
 def test_min_iterations_runs_a_fixed_number_of_rounds() -> None:
     graph, gen, crit = make([critique(10, ok=True, issues=[])], max_iterations=3, min_iterations=3)
     result = graph.invoke({"task": "t"})
@@ -445,7 +460,7 @@ _SANDBOXES = "reflection-graph-sandbox-*"
 
 
 def _sandbox_dirs() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob(_SANDBOXES))
+    return set(Path(tempfile.gettempdir()).glob(_SANDBOXES))  # this test's own temp dir (see below)
 
 
 def _processes_in(dirs: set[Path]) -> list[int]:
@@ -461,8 +476,12 @@ def _processes_in(dirs: set[Path]) -> list[int]:
     return found
 
 
-def test_cancelling_ainvoke_while_a_test_critic_runs_leaves_no_process_or_directory() -> None:
+def test_cancelling_ainvoke_while_a_test_critic_runs_leaves_no_process_or_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from reflection_graph.critics import CodeTestCritic
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # other jobs' sandboxes stay out of the count
 
     tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
     sleepy = "```python\nimport time\ntime.sleep(60)\n\n\ndef add(a, b):\n    return a + b\n```"

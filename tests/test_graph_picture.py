@@ -32,6 +32,14 @@ def png_size(data: bytes) -> tuple[int, int]:
     return width, height
 
 
+def png_dot(path: Path) -> str:
+    """The DOT source a PNG from docs/draw_graph.py was drawn from (its text chunk); '' when it has none."""
+    from PIL import Image
+
+    with Image.open(path) as picture:
+        return str(getattr(picture, "text", {}).get(draw_module().DOT_CHUNK, ""))
+
+
 def dot_shape(dot: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
     """Nodes (name, fill) and edges (tail, head, style) of a DOT text, read by Graphviz: the layout's input, not how
     one Graphviz version prints it."""
@@ -66,6 +74,12 @@ def test_png_is_drawn_from_the_current_graph(tmp_path: Path) -> None:
     assert {name for name, _ in nodes} == {"__start__", "generate", "critique", "finalize", "__end__"}
     assert ("critique", "generate", "dotted") in edges  # the conditional loop back
     assert ("finalize", "__end__", "solid") in edges
+    # The committed picture was drawn from this graph: it carries the DOT source it was laid out from (its size
+    # alone would let a picture of another graph with as many rows pass).
+    drawn_from = png_dot(PNG)
+    assert drawn_from, f"{PNG.name} carries no DOT source: {FIX}"
+    assert fresh == dot_shape(drawn_from), FIX
+    assert dot_shape(png_dot(tmp_path / "graph.png")) == fresh
     fresh_w, fresh_h = png_size((tmp_path / "graph.png").read_bytes())
     committed_w, committed_h = png_size(PNG.read_bytes())
     # The same layout within what fonts change: a picture of another graph has other rows and columns.

@@ -230,3 +230,8 @@ def test_echoes_of_a_prompt_a_system_message_or_a_critique(candidate: str) -> No
 )
 def test_real_answers_are_not_echoes(candidate: str) -> None:
     assert _rules.echoes(candidate, [TASK, SYSTEM]) is False
+
+
+def test_an_answer_restating_a_short_question_is_not_an_echo() -> None:
+    assert _rules.echoes("What is 2+2? 4", ["What is 2+2?"]) is False
+    assert _rules.echoes("What is the capital of France? Paris.", ["What is the capital of France?"]) is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -105,37 +106,72 @@ def test_with_a_threshold_the_sync_search_stops_at_the_first_passing_draft() -> 
 def test_with_a_threshold_the_async_search_cancels_the_critiques_still_running() -> None:
     gen = SeededModel(seed=0)
     crit = SlowCritic(critiques=[by_seed({0: 9.0}, ok_at=8)], delay_s=0.0)
-    slow_seeds = {1, 2, 3}
+    started: list[int] = []
+    cancelled: list[int] = []
+    finished: list[int] = []
 
     async def judge_slowly(messages: list[BaseMessage], **kw: Any) -> Any:
         seed = int(str(messages[-1].content).split("seed=")[1].split()[0])
-        await asyncio.sleep(2.0 if seed in slow_seeds else 0.0)
+        if seed != 0:  # the passing draft is judged at once, the others would take 5 s
+            started.append(seed)
+            try:
+                await asyncio.sleep(5.0)
+            except asyncio.CancelledError:
+                cancelled.append(seed)
+                raise
+            finished.append(seed)
         return crit._generate(messages)
 
-    crit.__dict__["_agenerate"] = judge_slowly  # the passing draft is judged first, the others would take 2 s
-    start = time.monotonic()
+    crit.__dict__["_agenerate"] = judge_slowly
     result = asyncio.run(
         create_reflection_graph(gen, critic=crit, n_drafts=4, score_threshold=8).ainvoke({"task": "t"})
     )
-    assert time.monotonic() - start < 1.5
     assert result["stop_reason"] == "accepted" and result["candidate"] == "sample seed=0 t=0.0"
+    # the three slow critiques were all under way, and each was cancelled, none awaited to its end
+    assert sorted(started) == [1, 2, 3] and sorted(cancelled) == [1, 2, 3] and finished == []
+    assert len(crit.received) == 1  # only the passing draft's critique got to the model
+
+
+class Gauge:
+    """Counts calls in flight, and the most at once (a count, not a wall-clock reading)."""
+
+    def __init__(self) -> None:
+        self.now = self.peak = self.calls = 0
+
+    @contextlib.asynccontextmanager
+    async def held(self, seconds: float) -> Any:
+        self.now += 1
+        self.calls += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            # long enough for the other samples' calls to start, if they run together
+            await asyncio.sleep(seconds)
+            yield
+        finally:
+            self.now -= 1
 
 
 def test_n_drafts_run_concurrently() -> None:
-    """Fake model and critic at 200 ms per call: 4 drafts take about as long as 1 (target: within 1.3x)."""
+    """4 drafts are generated at once, and judged at once: the most calls in flight is 4 for each role (1 if the
+    samples ran one after another)."""
+    drafts, critiques = Gauge(), Gauge()
 
-    def wall(n: int) -> float:
-        gen = SeededModel(seed=0, delay_s=0.2)
-        crit = SlowCritic(critiques=[by_seed({})], delay_s=0.2)
-        graph = create_reflection_graph(gen, critic=crit, n_drafts=n, max_iterations=1)
-        start = time.monotonic()
-        result = asyncio.run(graph.ainvoke({"task": "t"}))
-        assert len(result["trajectory"][0].get("samples", [None])) == n
-        return time.monotonic() - start
+    class GaugedModel(SeededModel):
+        async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> Any:
+            async with drafts.held(0.2):
+                return await super()._agenerate(messages)
 
-    wall(1)  # warm up imports and caches
-    one, four = min(wall(1) for _ in range(2)), min(wall(4) for _ in range(2))
-    assert four <= 1.3 * one, (one, four)
+    async def judge(messages: list[BaseMessage], **kw: Any) -> Any:
+        async with critiques.held(0.2):
+            return crit._generate(messages)
+
+    crit = FakeCriticModel(critiques=[by_seed({})])
+    crit.__dict__["_agenerate"] = judge
+    graph = create_reflection_graph(GaugedModel(seed=0), critic=crit, n_drafts=4, max_iterations=1)
+    result = asyncio.run(graph.ainvoke({"task": "t"}))
+    assert len(result["trajectory"][0]["samples"]) == 4
+    assert (drafts.calls, drafts.peak) == (4, 4)
+    assert (critiques.calls, critiques.peak) == (4, 4)
 
 
 @pytest.mark.parametrize(

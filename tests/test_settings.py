@@ -65,6 +65,9 @@ def test_choices_come_from_the_literal_types() -> None:
         ({"retries": -1}, "retries must be >= 0"),
         ({"prompts": {"judge": "x"}}, "unknown prompt role"),
         ({"stop_on_no_new_issues": "yes"}, "stop_on_no_new_issues must be True or False"),
+        ({"token_budget": 0}, "token_budget must be >= 1, got 0; use None for no token budget"),
+        ({"token_budget": 2.5}, "token_budget must be an int"),
+        ({"time_budget_s": -1}, "time_budget_s must be >= 0.001, got -1; use None for no time budget"),
     ],
 )
 def test_factory_validation_comes_from_settings(kwargs: dict[str, object], message: str) -> None:
@@ -166,7 +169,8 @@ def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
     # no setting is re-declared by hand as its own parameter
     assert not set(params) & set(Settings.__dataclass_fields__)
     agent = {f.name for f in setting_fields(agent=True)}
-    assert agent == set(Settings.__dataclass_fields__) - {"strategy", "n_drafts", "n_revisions", "focus"}
+    drafting = {"strategy", "n_drafts", "n_revisions", "focus", "token_budget", "time_budget_s"}
+    assert agent == set(Settings.__dataclass_fields__) - drafting
     tuned = ReflectionMiddleware(critic, max_iterations=5, score_threshold=7, patience=None)
     assert tuned.settings == Settings(max_iterations=5, score_threshold=7, patience=None)
     with pytest.raises(TypeError, match=r"\['n_drafts'\] shape drafting"):
@@ -187,3 +191,23 @@ def test_graph_and_middleware_share_one_override_resolution() -> None:
     assert middleware.overrides.for_run(None)[0].max_iterations == 4
     with pytest.raises(ValueError, match="select must be 'best' or 'last'"):
         middleware.overrides.for_run(Context(select="worst"))  # type: ignore[arg-type]
+
+
+def test_models_passed_in_are_not_resolved_again_and_run_specs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reflection_graph.models as models
+    from tests.fakes import critique
+
+    calls: list[object] = []
+
+    def counting(spec: object, **kwargs: object) -> RecordingChatModel:
+        calls.append(spec)
+        return RecordingChatModel()
+
+    monkeypatch.setattr(models, "resolve_model", counting)
+    graph = create_reflection_graph(
+        RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(9, ok=True)]), max_iterations=1
+    )
+    assert calls == []  # the CLI and users pass resolved models: no second resolution
+    for _ in range(3):
+        graph.invoke({"task": "t"}, context=Context(generator_model="some:model"))
+    assert calls == ["some:model"]  # a run's spec is resolved once, then reused

@@ -11,7 +11,14 @@ import typer
 from rich.console import Console
 
 from reflection_graph.cli import BadInput, GraphOptions, _batch_job
-from reflection_graph.cli._common import EXIT_FAILED, _check_job_limits, _fail, _OneLineErrors, app
+from reflection_graph.cli._common import (
+    EXIT_FAILED,
+    TOTAL_BUDGET_HELP,
+    _check_job_limits,
+    _fail,
+    _OneLineErrors,
+    app,
+)
 from reflection_graph.cli._options import _MODEL_OPTIONS, _PREFIX, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.settings import setting_fields
@@ -29,6 +36,7 @@ def batch(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    token_budget_total: Annotated[int | None, typer.Option(min=1, help=TOTAL_BUDGET_HELP)] = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -73,6 +81,7 @@ def batch(
         summary = _server_batch(
             ctx, options, server, graph_name, in_path, out_path,
             concurrency=concurrency, timeout=timeout, retries=retries, progress=progress, shard=shard_pair,
+            token_budget=token_budget_total,
         )  # fmt: skip
         _report_batch(summary, as_json)
         return
@@ -86,6 +95,7 @@ def batch(
             retries=retries,
             progress=progress,
             shard=shard_pair,
+            token_budget=token_budget_total,
         )
     _report_batch(summary, as_json)
 
@@ -169,6 +179,7 @@ def _server_batch(
             retries=kwargs["retries"],
             progress=kwargs["progress"],
             shard=kwargs["shard"],
+            token_budget=kwargs["token_budget"],
         )
 
     try:

@@ -83,3 +83,9 @@ class _OneLineErrors(TyperCommand):
 def _printable(text: str) -> str:
     """`text` with lone surrogates (valid in JSON, not in UTF-8) escaped, so a terminal can show it."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+TOTAL_BUDGET_HELP = (
+    "Tokens of all records of this run together; records not started once they are spent are written as "
+    "resumable 'budget' entries (rerun with more to finish them)."
+)

@@ -11,7 +11,14 @@ import typer
 from rich.console import Console
 
 from reflection_graph.cli import GraphOptions, _batch_job
-from reflection_graph.cli._common import EXIT_FAILED, _check_job_limits, _fail, _OneLineErrors, app
+from reflection_graph.cli._common import (
+    EXIT_FAILED,
+    TOTAL_BUDGET_HELP,
+    _check_job_limits,
+    _fail,
+    _OneLineErrors,
+    app,
+)
 from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
 from reflection_graph.cli._render import _print_eval
 from reflection_graph.runners._jsonl import atomic_write
@@ -51,6 +58,15 @@ def eval_command(
     retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Cap the per-round figures at this many tokens per record (as a --token-budget run would stop), "
+            "and count the records it stops.",
+        ),
+    ] = None,
+    token_budget_total: Annotated[int | None, typer.Option(min=1, help=TOTAL_BUDGET_HELP)] = None,
 ) -> None:
     """Score every round of the loop on DATA.jsonl against ground truth: does reflection pay off?
 
@@ -84,6 +100,8 @@ def eval_command(
             timeout_s=timeout,
             retries=retries,
             progress=progress,
+            budget=budget,
+            token_budget=token_budget_total,
         )
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")

@@ -175,6 +175,10 @@ def _print_eval(report: Any, console: Console) -> None:
     for r in report.rounds:
         table.add_row(*r.cells())
     console.print(table)
+    if report.budget is not None or report.budget_hits:
+        cap = f"capped at {report.budget} tokens per record; " if report.budget is not None else ""
+        hits = ", ".join(map(str, report.budget_hits)) or "none"
+        console.print(f"budget: {cap}records a token budget stopped: {hits}")
     compare = Table(show_edge=False)
     for column in ("answer", "mean score", "pass share"):
         compare.add_column(column, justify="left" if column == "answer" else "right")

@@ -60,9 +60,9 @@ def _candidate_names(tree: ast.Module, module: str, bind: set[str]) -> tuple[set
     return names, None
 
 
-def _needs_objects(tree: ast.Module, names: set[str]) -> str | None:
+def _needs_objects(tree: ast.Module, names: set[str], entry_point: str | None) -> str | None:
     """Why the tests need the candidate's objects rather than values returned by calls, or None."""
-    for name in sorted(names):
+    for name in sorted(names - {entry_point}):  # the entry point is a function, whatever its name
         if name[:1].isupper():
             return f"the tests use `{name}`, which looks like a class: its instances are not plain data"
     for node in ast.walk(tree):
@@ -100,7 +100,7 @@ def plan_tests(tests: str, module: str, entry_point: str | None) -> _TestPlan:
         bind = loaded - _bound_names(tree) - set(dir(builtins))
         bind.add(entry_point)
     candidate, why = _candidate_names(tree, module, bind)
-    why = why or _needs_objects(tree, candidate)
+    why = why or _needs_objects(tree, candidate, entry_point)
     if why is not None:
         return _TestPlan(names, tuple(sorted(bind)), "in-process", why)
     return _TestPlan(names, tuple(sorted(bind)), "outside")

@@ -193,29 +193,27 @@ class LLMCritic(BaseCritic):
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         steps, messages = self._steps(request), self.messages(request)
-        target = next(steps)
-        while True:
+        finished, target = False, next(steps)
+        while not finished:
             try:
                 outcome: _Outcome = (call(target, messages, config, **self._limits()), None)
             except Exception as exc:
                 outcome = (None, exc)
-            try:
-                target = steps.send(outcome)
-            except StopIteration as done:
-                return cast(Critique, done.value)
+            finished, target = _advance(steps, outcome)
+        return cast(Critique, target)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         steps, messages = self._steps(request), self.messages(request)
         target = next(steps)
         while True:
             try:
-                outcome: _Outcome = (await acall(target, messages, config, **self._limits()), None)
+                reply = await acall(target, messages, config, **self._limits())
             except Exception as exc:
-                outcome = (None, exc)
-            try:
-                target = steps.send(outcome)
-            except StopIteration as done:
-                return cast(Critique, done.value)
+                done, target = _advance(steps, (None, exc))
+            else:
+                done, target = _advance(steps, (reply, None))
+            if done:
+                return cast(Critique, target)
 
     def _limits(self) -> dict[str, Any]:
         return {"retries": self.retries, "timeout_s": self.timeout_s}
@@ -232,6 +230,14 @@ class LLMCritic(BaseCritic):
         with self._lock:
             if method in self._order and len(self._order) > 1:
                 self._order = tuple(m for m in self._order if m != method)
+
+
+def _advance(steps: Generator[Any, _Outcome, Critique], outcome: _Outcome) -> tuple[bool, Any]:
+    """Send a call's outcome to the critic's protocol: (False, the next runnable) or (True, the critique)."""
+    try:
+        return False, steps.send(outcome)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _is_refusal(exc: BaseException) -> bool:

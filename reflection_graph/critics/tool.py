@@ -56,7 +56,7 @@ from reflection_graph.critics.sandbox import (
     check_isolation,
     run_sandboxed,
 )
-from reflection_graph.critics.sandbox._process import _executor
+from reflection_graph.critics.sandbox._process import _arun_together, _run_together
 from reflection_graph.critique import Critique, Finding
 
 __all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extract_code"]
@@ -152,9 +152,9 @@ class CodeTestCritic(BaseCritic):
         IsolationUnavailableError: `isolation="required"` where this OS cannot isolate generated code.
 
     Example:
-        >>> critic = CodeTestCritic("def check(candidate):\n    assert candidate(2, 2) == 4\n", entry_point="add")
+        >>> critic = CodeTestCritic("def check(candidate):\\n    assert candidate(2, 2) == 4\\n", entry_point="add")
         >>> from reflection_graph.critics.base import CritiqueRequest
-        >>> verdict = critic.critique(CritiqueRequest(task="add", candidate="def add(a, b):\n    return a + b"))
+        >>> verdict = critic.critique(CritiqueRequest(task="add", candidate="def add(a, b):\\n    return a + b"))
         >>> verdict.is_acceptable, verdict.verdict_source
         (True, 'outside')
     """
@@ -311,48 +311,29 @@ class CodeTestCritic(BaseCritic):
         if not code.strip():
             return self._no_code()
         job = self._job(code)
-        candidate = None
-        if job.candidate is None:
-            tests = _run(job.tests)
-        else:
-            checking = _executor().submit(_run, job.tests)
-            try:
-                candidate = _run(job.candidate)
-            finally:
-                tests = checking.result()
+        runs = [job.tests] if job.candidate is None else [job.candidate, job.tests]
+        results = _run_together(runs)
         ruff_job = self._ruff_job(code)
-        ruff = _run(ruff_job) if ruff_job is not None else None
-        return self._interpret(tests, candidate, ruff, job.secret)
+        ruff = _run_together([ruff_job])[0] if ruff_job is not None else None
+        return self._interpret(results[-1], results[0] if job.candidate else None, ruff, job.secret)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        """Async twin of `critique`: the subprocesses run without blocking the event loop (all concurrently)."""
+        """Async twin of `critique`: the subprocesses run without blocking the event loop (ruff concurrently)."""
         code = extract_code(request.candidate)
         if not code.strip():
             return self._no_code()
         job = self._job(code)
+        runs = [job.tests] if job.candidate is None else [job.candidate, job.tests]
         ruff_job = self._ruff_job(code)
+        groups = [runs] + ([[ruff_job]] if ruff_job is not None else [])
         # return_exceptions: on cancellation, wait until every run has killed its processes and removed its dir
-        results = await asyncio.gather(
-            *(_arun(r) for r in (job.tests, job.candidate, ruff_job)), return_exceptions=True
-        )
-        for outcome in results:
+        outcomes = await asyncio.gather(*(_arun_together(g) for g in groups), return_exceptions=True)
+        for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        tests, candidate, ruff = (r if isinstance(r, SandboxResult) else None for r in results)
-        assert tests is not None
-        return self._interpret(tests, candidate, ruff, job.secret)
-
-
-def _run(spec: dict[str, Any]) -> SandboxResult:
-    spec = dict(spec)
-    return run_sandboxed(spec.pop("files"), spec.pop("argv"), **spec)
-
-
-async def _arun(spec: dict[str, Any] | None) -> SandboxResult | None:
-    if spec is None:
-        return None
-    spec = dict(spec)
-    return await arun_sandboxed(spec.pop("files"), spec.pop("argv"), **spec)
+        results, *rest = [o for o in outcomes if isinstance(o, list)]
+        ruff = rest[0][0] if rest else None
+        return self._interpret(results[-1], results[0] if job.candidate else None, ruff, job.secret)
 
 
 class CommandCritic(BaseCritic):

@@ -20,9 +20,9 @@ from reflection_graph.memory._text import MAX_TASK_TERMS, jaccard, task_tokens
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "E5SmallEmbeddings",
     "LESSONS_HEADER",
     "MAX_TASK_TERMS",
+    "E5SmallEmbeddings",
     "Lesson",
     "ReflexionMemory",
     "default_embeddings",

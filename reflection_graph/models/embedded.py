@@ -30,7 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from reflection_graph.models import _logprobs
+from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._llama import INSTALL_HINT, _load, _Loaded, default_model_path, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
 from reflection_graph.models._structured import (
@@ -43,8 +43,8 @@ from reflection_graph.models._structured import (
 
 __all__ = [
     "DEFAULT_STOP",
-    "EmbeddedChatModel",
     "INSTALL_HINT",
+    "EmbeddedChatModel",
     "bounded_json_schema",
     "default_model_path",
     "llama_load_guard",
@@ -163,6 +163,8 @@ class EmbeddedChatModel(BaseChatModel):
 
     def _loaded(self) -> _Loaded:
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
+
+    token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""

@@ -40,6 +40,9 @@ class RoundStats:
         selected_pass_share: pass share of that answer.
         cum_tokens: mean cumulative tokens (in + out) per record up to this round.
         cum_seconds: mean cumulative model seconds per record up to this round.
+        hit_budget: records stopped by a token budget by this round: the report's per-record `budget` (its
+            rounds are replayed only while their cumulative tokens fit in it) or the run's own
+            (`stop_reason == "budget"`).
     """
 
     round: int
@@ -51,6 +54,7 @@ class RoundStats:
     selected_pass_share: float
     cum_tokens: float
     cum_seconds: float
+    hit_budget: int = 0
 
     COLUMNS: ClassVar[tuple[str, ...]] = (
         "round",
@@ -61,6 +65,7 @@ class RoundStats:
         "sel. pass",
         "cum tokens",
         "cum s",
+        "hit budget",
     )
     """The headers of `cells`, for the printed and the plain-text tables."""
 
@@ -75,6 +80,7 @@ class RoundStats:
             f"{self.selected_pass_share:.0%}",
             f"{self.cum_tokens:.0f}",
             f"{self.cum_seconds:.1f}",
+            str(self.hit_budget),
         )
 
 
@@ -199,19 +205,43 @@ def _select_upto(rounds: list[Round], k: int, select: str, actual: int) -> int:
     return _rules.best_index([r.critic_score for r in rounds[:n]])
 
 
-def round_stats(scored: list[Scored], pass_mark: float, select: str) -> list[RoundStats]:
-    depth = max((len(s.rounds) for s in scored), default=0)
+def within_budget(rounds: Sequence[Round], budget: int | None) -> int:
+    """How many leading rounds fit in `budget` tokens (their cumulative tokens); all without a budget. The first
+    round always counts: a budgeted run keeps its first candidate."""
+    if budget is None:
+        return len(rounds)
+    used = 0
+    for index, r in enumerate(rounds):
+        used += r.tokens_in + r.tokens_out
+        if used > budget:
+            return max(index, 1)
+    return len(rounds)
+
+
+def hit_budget(s: Scored, budget: int | None) -> bool:
+    """True when a token budget stopped this record: the run's own, or the report's cap."""
+    return s.entry.get("stop_reason") == "budget" or within_budget(s.rounds, budget) < len(s.rounds)
+
+
+def round_stats(
+    scored: list[Scored], pass_mark: float, select: str, budget: int | None = None
+) -> list[RoundStats]:
+    kept = {id(s): within_budget(s.rounds, budget) for s in scored}
+    depth = max(kept.values(), default=0)
     stats: list[RoundStats] = []
     for k in range(1, depth + 1):
         scores, selected, tokens, seconds = [], [], [], []
-        ran = 0
+        ran = hit = 0
         for s in scored:
-            n = min(k, len(s.rounds))
-            ran += len(s.rounds) >= k
-            scores.append(s.rounds[n - 1].score)
-            selected.append(s.rounds[_select_upto(s.rounds, k, select, s.selected)].score)
-            tokens.append(float(sum(r.tokens_in + r.tokens_out for r in s.rounds[:n])))
-            seconds.append(sum(r.seconds for r in s.rounds[:n]))
+            rounds = s.rounds[: kept[id(s)]]
+            n = min(k, len(rounds))
+            ran += len(rounds) >= k
+            hit += len(rounds) <= k and hit_budget(s, budget)
+            actual = _select_upto(s.rounds, len(rounds), select, s.selected)  # what a capped run returns
+            scores.append(rounds[n - 1].score)
+            selected.append(rounds[_select_upto(rounds, k, select, actual)].score)
+            tokens.append(float(sum(r.tokens_in + r.tokens_out for r in rounds[:n])))
+            seconds.append(sum(r.seconds for r in rounds[:n]))
         stats.append(
             RoundStats(
                 round=k,
@@ -223,6 +253,7 @@ def round_stats(scored: list[Scored], pass_mark: float, select: str) -> list[Rou
                 selected_pass_share=_mean([float(v >= pass_mark) for v in selected]),
                 cum_tokens=round(_mean(tokens), 1),
                 cum_seconds=round(_mean(seconds), 3),
+                hit_budget=hit,
             )
         )
     return stats
@@ -308,9 +339,11 @@ def recommend(rounds: list[RoundStats]) -> tuple[int | None, str]:
     )
 
 
-def ok_rows(s: Scored, pass_mark: float) -> list[dict[str, Any]]:
-    """The ``rounds.jsonl`` rows of a scored record: one per round, with cumulative figures."""
+def ok_rows(s: Scored, pass_mark: float, budget: int | None = None) -> list[dict[str, Any]]:
+    """The ``rounds.jsonl`` rows of a scored record: one per round, with cumulative figures (and, with a
+    `budget`, whether the record hit it and whether the round is past it)."""
     rows = []
+    kept, hit = within_budget(s.rounds, budget), hit_budget(s, budget)
     cum_in = cum_out = 0
     cum_s = 0.0
     for index, r in enumerate(s.rounds):
@@ -338,6 +371,8 @@ def ok_rows(s: Scored, pass_mark: float) -> list[dict[str, Any]]:
                 "cum_tokens_out": cum_out,
                 "cum_tokens": cum_in + cum_out,
                 "cum_seconds": round(cum_s, 3),
+                "hit_budget": hit,
+                "over_budget": index >= kept,
                 "task": s.record.task,
                 "candidate": r.candidate,
             }

@@ -32,7 +32,8 @@ class BatchSummary:
         processed: records sent to the graph in this run.
         retried: records of this run that had an error entry from an earlier run.
         input_errors: lines of ``IN`` that are not valid records.
-        errors_by_type: error entries by ``error_type`` (``exception``, ``timeout``, ``graph``, ``input``).
+        errors_by_type: error entries by ``error_type`` (``exception``, ``timeout``, ``graph``, ``input``, and
+            ``budget`` for records not started once a total ``token_budget`` was spent).
         total_tokens: tokens of all ``ok`` entries (from their ``usage.total.total_tokens``).
         run_tokens: tokens of the ``ok`` entries produced by this run.
         seconds: wall-clock seconds of this run.

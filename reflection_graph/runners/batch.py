@@ -16,7 +16,13 @@ Output (``OUT``) is JSON Lines with exactly one entry per record (after compacti
   line: not JSON, not an object, missing ``task``, duplicate ``id``; the message starts with ``line N:``).
 
 Resuming: rerunning with the same ``OUT`` skips every record that already has an ``ok`` entry and retries the
-records whose entry is an error. Input errors are never sent to the graph; they are recomputed from ``IN`` on
+records whose entry is an error.
+
+Total budget: with ``token_budget``, a record starts only while this run's records have used fewer tokens than
+that (their ``usage.total.total_tokens``); every record not started after that is written as an error entry with
+``error_type == "budget"`` (``"skipped: budget ..."``), so a rerun with more budget finishes it. Records already
+running when the total is reached finish, so the total may be passed by what they use (at most ``concurrency``
+records; give each run its own ``token_budget`` to bound those too). Input errors are never sent to the graph; they are recomputed from ``IN`` on
 each run, so they go away when the line is fixed.
 
 Record identity: every entry stores ``input_hash`` (`BatchRecord.input_hash`, a sha256 of the ``task``,
@@ -211,6 +217,7 @@ async def arun_batch(
     progress: bool = True,
     config: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
+    token_budget: int | None = None,
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path`` (async).
 
@@ -229,6 +236,8 @@ async def arun_batch(
             ``batch_id``, and the record's `BatchRecord.input_hash` as ``batch_input_hash``).
         shard: ``(I, N)`` to run only the records of shard ``I`` of ``N`` (`shard_of` their id; input errors
             go to shard 0). Each shard needs its own ``out_path``; `merge_outputs` combines them.
+        token_budget: this run's total tokens over all records, or None; records not started once it is spent
+            become resumable ``error_type == "budget"`` entries (see the module docstring).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -241,6 +250,7 @@ async def arun_batch(
             needed); every entry written before is kept whole, and a rerun resumes.
     """
     _validate_options(concurrency, timeout_s, retries)
+    total = _TokenTotal.of(token_budget)
     shard_label = None
     if shard is not None:
         index, count = shard
@@ -266,7 +276,7 @@ async def arun_batch(
         if graph is not None:
             runner = _Attempts(graph, config, timeout_s, retries, shard_label)
             bar = ProgressBar("glean", len(pending), enabled=progress, skipped=summary.skipped, counts=True)
-            results = await _run_pending(runner, out_file, pending, concurrency, bar)
+            results = await _run_pending(runner, out_file, pending, concurrency, bar, total)
         final = compact(out_file, records, input_errors, shard_label).entries
         summary.processed = len(results)
         summary.run_tokens = sum(tokens(e) for e in results.values() if e["status"] == "ok")
@@ -306,7 +316,12 @@ def _start(
 
 
 async def _run_pending(
-    runner: _Attempts, out_file: Path, pending: list[BatchRecord], concurrency: int, bar: ProgressBar
+    runner: _Attempts,
+    out_file: Path,
+    pending: list[BatchRecord],
+    concurrency: int,
+    bar: ProgressBar,
+    total: _TokenTotal,
 ) -> dict[str, dict[str, Any]]:
     """Run ``pending`` records, at most ``concurrency`` at once, appending each entry to ``OUT`` as it ends."""
     semaphore = asyncio.Semaphore(concurrency)
@@ -316,7 +331,8 @@ async def _run_pending(
 
     async def run_one(record: BatchRecord) -> None:
         async with semaphore:
-            entry = await runner.entry(record)
+            entry = total.skip(record) or await runner.entry(record)
+            total.used += tokens(entry)  # before the next record may start
         # outside the semaphore: the next record starts while this one's entry is made durable (fsync-ed)
         await log.aappend(entry)
         results[record.key] = entry
@@ -331,6 +347,28 @@ async def _run_pending(
     return results
 
 
+@dataclass
+class _TokenTotal:
+    """A batch run's total token budget: a record starts only while the records before it used less."""
+
+    limit: int | None = None
+    used: int = 0
+
+    @classmethod
+    def of(cls, token_budget: int | None) -> _TokenTotal:
+        bad = isinstance(token_budget, bool) or not isinstance(token_budget, (int, type(None)))
+        if bad or (token_budget is not None and token_budget < 1):
+            raise ValueError(f"token_budget must be an integer >= 1 or None (no total), got {token_budget!r}")
+        return cls(token_budget)
+
+    def skip(self, record: BatchRecord) -> dict[str, Any] | None:
+        """The entry of a record not started because the total is spent, else None."""
+        if self.limit is None or self.used < self.limit:
+            return None
+        why = f"skipped: budget (this run's {self.used} tokens reached its token budget of {self.limit}); rerun to finish"
+        return error_entry(record, "budget", why, 0, 0.0)
+
+
 class BatchOptions(TypedDict, total=False):
     """The keyword options of `arun_batch` / `run_batch` (their defaults and meaning are `arun_batch`'s)."""
 
@@ -340,6 +378,7 @@ class BatchOptions(TypedDict, total=False):
     progress: bool
     config: dict[str, Any] | None
     shard: tuple[int, int] | None
+    token_budget: int | None
 
 
 def run_batch(
@@ -359,7 +398,7 @@ def run_batch(
         in_path: the JSONL input.
         out_path: the JSONL output; created if missing, resumed if present.
         **options: `BatchOptions`: ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``config``,
-            ``shard`` (see `arun_batch`).
+            ``shard``, ``token_budget`` (see `arun_batch`).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.

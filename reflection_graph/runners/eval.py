@@ -61,6 +61,7 @@ from reflection_graph.runners._rounds import (
     comparison,
     error_row,
     flips,
+    hit_budget,
     ok_rows,
     recommend,
     round_stats,
@@ -89,6 +90,8 @@ class EvalReport:
         errors_by_type: error rows by type (``input``, ``exception``, ``timeout``, ``graph``, ``scorer``).
         error_samples: up to 5 error messages, as ``"id: message"``.
         rounds: one `RoundStats` per round.
+        budget: the per-record token budget the rounds were capped at (`evaluate(budget=...)`), or None.
+        budget_hits: ids of the records a token budget stopped (the report's cap or the run's own budget).
         comparison: mean score and pass share of the ``first`` draft, the ``selected`` answer, the ``last``
             round and the ``oracle`` round (best by the external score).
         flips: ``right_to_wrong`` / ``wrong_to_right``: records whose pass/fail changed from the first draft to
@@ -111,6 +114,8 @@ class EvalReport:
     errors_by_type: dict[str, int] = field(default_factory=dict)
     error_samples: list[str] = field(default_factory=list)
     rounds: list[RoundStats] = field(default_factory=list)
+    budget: int | None = None
+    budget_hits: list[Any] = field(default_factory=list)
     comparison: dict[str, dict[str, float | None]] = field(default_factory=dict)
     flips: dict[str, int] = field(default_factory=dict)
     agreement: dict[str, float | int | None] = field(default_factory=dict)
@@ -263,6 +268,7 @@ def _rows(
     scored: dict[str, Scored],
     score_errors: dict[str, str],
     pass_mark: float,
+    budget: int | None,
 ) -> list[dict[str, Any]]:
     """The rows of ``rounds.jsonl`` in input order: a scored record's rounds, or one error row."""
     rows: list[tuple[int, list[dict[str, Any]]]] = []
@@ -270,7 +276,7 @@ def _rows(
         rows.append((err.line, [error_row(err.id, err.line, "input", err.message)]))
     for record in records:
         if record.key in scored:
-            rows.append((record.line, ok_rows(scored[record.key], pass_mark)))
+            rows.append((record.line, ok_rows(scored[record.key], pass_mark, budget)))
             continue
         if record.key in score_errors:
             kind, message = "scorer", score_errors[record.key]
@@ -286,7 +292,13 @@ def _rows(
 
 
 def _build_report(
-    out: Path, scorer: Scorer, select: str, records: int, ordered: list[Scored], rows: list[dict[str, Any]]
+    out: Path,
+    scorer: Scorer,
+    select: str,
+    records: int,
+    ordered: list[Scored],
+    rows: list[dict[str, Any]],
+    budget: int | None,
 ) -> EvalReport:
     errors = [row for row in rows if row["status"] == "error"]
     report = EvalReport(out_dir=str(out), scorer=scorer.spec, pass_mark=scorer.pass_mark)
@@ -298,7 +310,9 @@ def _build_report(
         by_type[row["error_type"]] = by_type.get(row["error_type"], 0) + 1
     report.errors_by_type = dict(sorted(by_type.items()))
     report.error_samples = [f"{row['id']}: {row['error']}" for row in errors[:5]]
-    report.rounds = round_stats(ordered, scorer.pass_mark, select)
+    report.rounds = round_stats(ordered, scorer.pass_mark, select, budget)
+    report.budget = budget
+    report.budget_hits = [s.record.id for s in ordered if hit_budget(s, budget)]
     report.comparison = comparison(ordered, scorer.pass_mark)
     report.flips = flips(ordered, scorer.pass_mark)
     report.agreement = agreement(ordered, scorer.pass_mark)
@@ -337,6 +351,8 @@ async def aevaluate(
     progress: bool = True,
     plot: bool = True,
     config: dict[str, Any] | None = None,
+    budget: int | None = None,
+    token_budget: int | None = None,
 ) -> EvalReport:
     """Run a reflection graph over a dataset, score every round against ground truth, and report (async).
 
@@ -357,6 +373,11 @@ async def aevaluate(
         progress: show progress bars on stderr.
         plot: draw ``gain.png`` (needs matplotlib: ``pip install 'reflection-graph[eval]'``).
         config: a RunnableConfig passed to every graph call.
+        budget: cap the per-round figures at this many tokens per record: a record's rounds count only while
+            their cumulative tokens fit (the first always does); `RoundStats.hit_budget`, the rows'
+            ``hit_budget`` / ``over_budget`` and `EvalReport.budget_hits` show which records it stopped.
+        token_budget: the total tokens of the graph runs of this call (see `arun_batch`); records not started
+            once it is spent become resumable ``budget`` error rows.
 
     Returns:
         The `EvalReport` (also in ``out_dir/summary.json``).
@@ -370,6 +391,8 @@ async def aevaluate(
     built = scorer if isinstance(scorer, Scorer) else make_scorer(scorer, pass_mark=pass_mark)
     if select not in ("best", "last"):
         raise ValueError(f"select must be 'best' or 'last', got {select!r}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise ValueError(f"budget must be an integer >= 1 (tokens per record) or None, got {budget!r}")
     if plot:
         _report.require_matplotlib()
     out = Path(out_dir)
@@ -392,16 +415,17 @@ async def aevaluate(
         retries=retries,
         progress=progress,
         config=config,
+        token_budget=token_budget,
     )
     entries, _ = read_output(runs)
     by_key = {id_key(e.get("id")): e for e in entries if e.get("error_type") != "input"}
     ok = [(r, by_key[r.key]) for r in records if by_key.get(r.key, {}).get("status") == "ok"]
     cache = ScoreCache(out / "scores.jsonl", built.cache)
     scored, score_errors = await _score_all(built, cache, ok, concurrency, progress)
-    rows = _rows(records, input_errors, by_key, scored, score_errors, built.pass_mark)
+    rows = _rows(records, input_errors, by_key, scored, score_errors, built.pass_mark, budget)
     atomic_write(out / "rounds.jsonl", lines_text(dumps(r) for r in rows))
     ordered = [scored[r.key] for r in records if r.key in scored]
-    report = _build_report(out, built, select, len(records) + len(input_errors), ordered, rows)
+    report = _build_report(out, built, select, len(records) + len(input_errors), ordered, rows, budget)
     _write_files(out, report, ordered, plot)
     report.seconds = round(time.perf_counter() - started, 3)
     atomic_write(out / "summary.json", dumps(report.to_dict(), indent=2) + "\n")
@@ -423,6 +447,8 @@ class EvalOptions(TypedDict, total=False):
     progress: bool
     plot: bool
     config: dict[str, Any] | None
+    budget: int | None
+    token_budget: int | None
 
 
 def evaluate(
@@ -437,7 +463,8 @@ def evaluate(
         data: a JSONL file of records, or the records themselves.
         **options: `EvalOptions`: ``out_dir`` (required: where ``rounds.jsonl``, ``summary.csv``, ``gain.png``
             and ``report.html`` go), ``graph``, ``scorer``, ``pass_mark``, ``select``, ``fields``,
-            ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``plot``, ``config`` (see `aevaluate`).
+            ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``plot``, ``config``, ``budget``,
+            ``token_budget`` (see `aevaluate`).
 
     Returns:
         The `EvalReport`.

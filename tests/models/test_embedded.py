@@ -119,7 +119,7 @@ def test_a_revision_is_new_text_not_an_echo_of_the_draft_or_the_prompt(model: Em
     assert words(revision) != words(DRAFT), revision
     assert " ".join(words(revision)) not in " ".join(words(DRAFT)), revision  # not a cut copy of the draft
     record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
-    assert not email_rules.echoes(record, revision), revision  # no 8 words in a row from a prompt or example
+    assert not email_rules.echoes(record, revision), revision  # no 12 words in a row from a prompt or example
     assert not email_rules.DEBRIS.search(revision), revision  # no "Score:", "Critique", "Revised answer", ...
 
 
@@ -304,8 +304,8 @@ README_EMAIL_SEEDS = 10
 @pytest.mark.timeout(1800)
 @pytest.mark.xfail(
     strict=True,
-    reason="not met: bench/bench_embedded.py --seeds 10 measured FIGURE real emails of 10 with these prompts; the "
-    "270M base model declines in about a quarter of its drafts and its likelihood judge cannot tell which do",
+    reason="not met: bench/bench_embedded.py --seeds 10 measured 1 real email of 10 with these prompts; the 270M "
+    "base model writes email-shaped text but rarely declines, and its likelihood judge cannot tell which drafts do",
 )
 def test_the_readme_command_ends_on_a_real_email_in_8_of_10_seeds() -> None:
     """The README's command exactly (`--max-iterations 3 --min-iterations 3`, the embedded model's defaults), once

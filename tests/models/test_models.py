@@ -118,7 +118,13 @@ def test_provider_spec_without_key_fails_at_resolve_time_with_the_fix() -> None:
 
 def test_provider_spec_reads_the_provider_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    assert isinstance(resolve_model("openai:gpt-4o-mini"), ChatOpenAI)
+    model = resolve_model("openai:gpt-4o-mini")
+    assert isinstance(model, ChatOpenAI) and model.model_name == "gpt-4o-mini"
+    assert model.openai_api_key is not None and model.openai_api_key.get_secret_value() == "sk-from-env"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-changed")  # read when the model is made, from the environment
+    changed = resolve_model("openai:gpt-4o-mini")
+    assert isinstance(changed, ChatOpenAI)
+    assert changed.openai_api_key is not None and changed.openai_api_key.get_secret_value() == "sk-changed"
 
 
 def test_unknown_spec_has_a_one_line_error() -> None:

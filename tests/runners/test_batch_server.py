@@ -1,8 +1,9 @@
 """`batch --server`: records as runs on a LangGraph server, resumed after a client kill, retried on 5xx/timeouts.
 
 Unit tests drive `ServerGraph` with a fake `langgraph-sdk` client. The `server` test runs 200 records through a
-real `langgraph dev` on 127.0.0.1 whose models are a fake OpenAI-compatible server on loopback, kills the client
-with SIGKILL mid-run and resumes: every record ends exactly once in OUT, and ran exactly once on the server.
+real `langgraph dev` on 127.0.0.1 whose models are a FAKE OpenAI-compatible server on loopback (tests/_fake_openai.py)
+whose critic rejects every first draft, so each run revises once; it kills the client with SIGKILL mid-run and
+resumes: every record ends exactly once in OUT, revised, and ran exactly once on the server.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typer.testing import CliRunner
 from reflection_graph import cli
 from reflection_graph.runners._server import ServerError, ServerGraph, thread_id_for
 from reflection_graph.runners.batch import arun_batch, read_input, read_output
-from tests._fake_openai import fake_openai_server
+from tests._fake_openai import REVISED, fake_openai_server
 from tests.runners.test_batch import out_entries, write_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,7 +246,7 @@ async def test_two_hundred_records_through_langgraph_dev_with_a_client_kill(tmp_
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = write_tasks(in_path, 200)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with fake_openai_server(latency=0.15) as (model_url, fake):
+    with fake_openai_server(latency=0.15, reject_first_draft=True) as (model_url, fake):
         model_env = {
             "REFLECTION_GRAPH_MODEL": "openai:fake",
             "OPENAI_BASE_URL": model_url,
@@ -313,9 +314,11 @@ async def test_two_hundred_records_through_langgraph_dev_with_a_client_kill(tmp_
 
             entries = out_entries(out_path)
             assert [e["id"] for e in entries] == ids and all(e["status"] == "ok" for e in entries)
+            # the fake's critic rejected each first draft: every answer is the revision it accepted, in round 2
             assert all(
-                e["candidate"].startswith("A short answer to:") and e["iterations"] == 1 for e in entries
-            )
+                e["candidate"].startswith(REVISED) and (e["iterations"], e["stop_reason"]) == (2, "accepted")
+                for e in entries
+            ), entries[0]
 
             # on the server: one thread per record, each with exactly one run, and it succeeded; the runs the
             # killed client had started were picked up (read back or joined), not started again
@@ -325,4 +328,5 @@ async def test_two_hundred_records_through_langgraph_dev_with_a_client_kill(tmp_
                 runs = await client.runs.list(tid, limit=10)
                 runs_per_thread.append([r["status"] for r in runs])
             assert runs_per_thread == [["success"]] * 200
-            assert fake.requests == {"draft": 200, "critique": 200}  # no model call was repeated either
+            # no model call was repeated either: per record one draft, one revision, two critiques (one rejection)
+            assert fake.requests == {"draft": 200, "revise": 200, "critique": 400} and fake.rejected == 200

@@ -204,14 +204,15 @@ def test_cli_shard_and_merge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert json.loads(result.stdout)["ok"] == 24 and len(out_entries(merged)) == 24
 
 
-@pytest.mark.server
-def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Path) -> None:
-    """The CLI with ChatOpenAI against a fake OpenAI-compatible server: 2 shards, a lone surrogate, merge, rerun.
+def test_shards_and_merge_through_chat_openai_on_a_fake_server_whose_critic_rejects(tmp_path: Path) -> None:
+    """The CLI with ChatOpenAI (the real client, real HTTP) against the in-process FAKE OpenAI-compatible server
+    (tests/_fake_openai.py; not marked `server`: no real model runs): 2 shards, a lone surrogate, merge, rerun.
+    The fake's critic rejects every first draft, so each record is revised once and its revision accepted.
 
     Several commands in one process: the batch's event loop outlives each call, so langchain-openai's cached async
     client keeps working (with `asyncio.run` the second command failed with "Event loop is closed").
     """
-    from tests._fake_openai import fake_openai_server
+    from tests._fake_openai import REVISED, fake_openai_server
 
     in_path = tmp_path / "in.jsonl"
     ids = write_tasks(in_path, 30)
@@ -219,7 +220,7 @@ def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Pat
         fh.write('{"id": "surrogate", "task": "Describe \\ud800 politely."}\n')
     outs = [tmp_path / f"o{i}.jsonl" for i in range(2)]
     merged = tmp_path / "merged.jsonl"
-    with fake_openai_server() as (url, fake):
+    with fake_openai_server(reject_first_draft=True) as (url, fake):
         model = ["--model", "fake", "--base-url", url, "--max-iterations", "2", "--no-progress", "-c", "8"]
         codes = [
             _cli("batch", str(in_path), str(out), "--shard", f"{i}/2", *model).exit_code
@@ -231,12 +232,16 @@ def test_shards_and_merge_through_a_real_openai_client_on_loopback(tmp_path: Pat
             json.loads(result.stdout)["ok"],
             json.loads(result.stdout)["error"],
         ) == (30, 1)
-        assert fake.requests == {"draft": 30, "critique": 30}  # the critic accepted every first draft
+        # per record: a draft, its critique (rejected), one revision, its critique (accepted)
+        served = {"draft": 30, "revise": 30, "critique": 60}
+        assert fake.requests == served and fake.rejected == 30
         again = _cli("batch", str(in_path), str(merged), *model)  # only the failed record is tried again
-        assert again.exit_code == 1 and fake.requests == {"draft": 30, "critique": 30}
+        assert again.exit_code == 1 and fake.requests == served
     entries = out_entries(merged)
     assert [e["id"] for e in entries] == ids + ["surrogate"]
-    assert all(e["status"] == "ok" and e["candidate"].startswith("A short answer to:") for e in entries[:-1])
+    for entry in entries[:-1]:
+        assert entry["status"] == "ok" and entry["candidate"].startswith(REVISED), entry
+        assert (entry["iterations"], entry["stop_reason"]) == (2, "accepted"), entry
     # a lone surrogate cannot be sent as UTF-8: refused when the input is read (issue 20, fault 9), never sent
     bad = entries[-1]
     assert (bad["status"], bad["error_type"], bad["line"]) == ("error", "input", 31)

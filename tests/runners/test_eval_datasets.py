@@ -51,8 +51,17 @@ def _first(reference: Any) -> str:
     return reference[0] if isinstance(reference, list) else reference
 
 
+# Shipped sets that are not eval data, and what they are for instead.
+NOT_EVAL = {"paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)"}
+
+
 def shipped() -> list[Path]:
-    return sorted(DATASETS_DIR.glob("*.jsonl"))
+    return sorted(p for p in DATASETS_DIR.glob("*.jsonl") if p.name not in NOT_EVAL)
+
+
+def test_every_set_that_is_not_eval_data_is_shipped_and_says_why() -> None:
+    for name, purpose in NOT_EVAL.items():
+        assert (DATASETS_DIR / name).is_file() and purpose
 
 
 def load(path: Path, fields: dict[str, str]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ command joins it before it starts (`_launch.py`), so every process it makes is c
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -117,14 +118,37 @@ class _PidsCgroup:
             time.sleep(0.002)
 
     def remove(self) -> None:
-        deadline = time.monotonic() + 2.0
-        while os.path.isdir(self.path):
-            try:
-                os.rmdir(self.path)
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.005)
+        """Delete the cgroup; while killed processes are still being reaped, it is retried later (and at exit)."""
+        deadline = time.monotonic() + 0.5
+        while not _rmdir(self.path):
+            if time.monotonic() > deadline:
+                with _cgroup_lock:
+                    _stale.append(self.path)
+                return
+            time.sleep(0.005)
+        _sweep()
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+_stale: list[str] = []
+"""This process's cgroups whose removal must be retried (their last processes were not reaped yet)."""
+
+
+def _sweep() -> None:
+    with _cgroup_lock:
+        _stale[:] = [path for path in _stale if not _rmdir(path)]
+
+
+atexit.register(_sweep)
 
 
 def _kill_tree(proc: subprocess.Popen[bytes], token: bytes, cgroup: _PidsCgroup | None) -> None:

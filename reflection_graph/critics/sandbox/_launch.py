@@ -209,7 +209,7 @@ def _members(procs: str | None, token: bytes) -> set[int]:
                 found = {int(p) for p in handle.read().split()}
         except (OSError, ValueError):
             pass
-    for name in os.listdir("/proc"):
+    for name in os.listdir("/proc") if os.path.isdir("/proc/self") else ():
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/environ", "rb") as handle:
@@ -245,6 +245,23 @@ def _clean_up(child: int, guard: dict) -> None:
         if not victims and not os.path.exists(guard["workdir"]):
             break
         time.sleep(0.01 * min(attempt, 10))
+    if guard.get("cgroup"):
+        _leave_cgroup(os.path.dirname(guard["cgroup"]))
+
+
+def _leave_cgroup(cgroup: str) -> None:
+    """Move to the parent cgroup and remove the run's (empty by now, but for stragglers being reaped)."""
+    try:
+        with open(os.path.join(os.path.dirname(cgroup), "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write(str(os.getpid()))
+    except OSError:
+        return
+    for _ in range(50):
+        try:
+            os.rmdir(cgroup)
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
@@ -261,7 +278,8 @@ def _supervise(argv: list[str], guard: dict, limits: dict) -> None:
 
     signal.signal(signal.SIGTERM, parent_gone)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which ends the run itself
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if sys.platform.startswith("linux"):  # elsewhere only the parent's own clean-up ends the run
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     child = -1
     try:
         if os.getppid() != guard["parent"]:  # the parent died before the request above

@@ -51,9 +51,10 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reflection_graph.critics.sandbox._isolation import Isolation, _wrap, resolve_isolation
 from reflection_graph.critics.sandbox._kill import _kill_tree, _PidsCgroup, _remove_tree
@@ -406,8 +407,7 @@ def run_sandboxed(
         '42\\n'
     """
     args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
-    plan = _owned_plan(files, argv, args, pass_fds, isolation)
-    return _run_plan(plan)
+    return _run_plan(_owned_plan(files, argv, args, pass_fds, isolation))
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -446,17 +446,94 @@ async def arun_sandboxed(
     task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
     args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
+    (result,) = await _arun_plans(lambda: [_owned_plan(files, argv, args, pass_fds, isolation)])
+    return result
+
+
+def _plans(runs: Sequence[Mapping[str, Any]]) -> list[_Plan]:
+    """The checked plans of several runs (each given as `run_sandboxed`'s keyword arguments); on an error, every
+    run's descriptors are closed."""
+    plans: list[_Plan] = []
+    try:
+        for run in runs:
+            options = dict(run)
+            files, argv, isolation = (
+                options.pop("files"),
+                options.pop("argv"),
+                options.pop("isolation", "auto"),
+            )
+            pass_fds = options.pop("pass_fds", None)
+            args = tuple(options.pop(name, default) for name, default in _DEFAULTS)
+            if options:
+                raise ValueError(f"unknown sandbox options: {', '.join(sorted(options))}")
+            plans.append(_owned_plan(files, argv, args, pass_fds, isolation))  # type: ignore[arg-type]
+    except BaseException:
+        for run in runs:
+            _close((run.get("pass_fds") or {}).values())
+        raise
+    return plans
+
+
+_DEFAULTS = (
+    ("timeout_s", 10),
+    ("memory_mb", 512),
+    ("cpu_s", None),
+    ("env", None),
+    ("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES),
+    ("max_file_mb", 16),
+    ("channel_secret", None),
+    ("max_processes", DEFAULT_MAX_PROCESSES),
+)
+
+
+def _run_plans(plans: Sequence[_Plan], cancel: threading.Event | None = None) -> list[SandboxResult]:
+    """Run the plans at the same time (the first in this thread, each other in a thread of its own), so that runs
+    that talk to each other never wait for a free worker; every run has ended before this returns."""
+    results: list[SandboxResult | BaseException | None] = [None] * len(plans)
+
+    def one(index: int) -> None:
+        try:
+            results[index] = _run_plan(plans[index], cancel)
+        except BaseException as exc:  # handed to the caller below
+            results[index] = exc
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(1, len(plans))]
+    for thread in threads:
+        thread.start()
+    try:
+        one(0)
+    finally:
+        for thread in threads:
+            thread.join()
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return [r for r in results if isinstance(r, SandboxResult)]
+
+
+def _run_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+    """Several `run_sandboxed` runs at the same time (e.g. a candidate and the process that checks it)."""
+    return _run_plans(_plans(runs))
+
+
+async def _arun_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+    """Async twin of `_run_together`: one worker of the pool for the group, cancelled as one."""
+    return await _arun_plans(lambda: _plans(runs))
+
+
+async def _arun_plans(prepare: Callable[[], list[_Plan]]) -> list[SandboxResult]:
     loop = asyncio.get_running_loop()
     # the first call probes the backends (a subprocess each): keep that off the event loop too
-    prepared = loop.run_in_executor(_executor(), _owned_plan, files, argv, args, pass_fds, isolation)
+    prepared = loop.run_in_executor(_executor(), prepare)
     try:
-        plan = await asyncio.shield(prepared)
-    except asyncio.CancelledError:  # not started: the descriptors it owns are closed all the same
+        plans = await asyncio.shield(prepared)
+    except asyncio.CancelledError:  # not started: the descriptors they own are closed all the same
         with contextlib.suppress(BaseException):
-            _close((await prepared).pass_fds.values())
+            for plan in await prepared:
+                _close(plan.pass_fds.values())
         raise
     cancel = threading.Event()
-    task = loop.run_in_executor(_executor(), _run_plan, plan, cancel)
+    task = loop.run_in_executor(_executor(), _run_plans, plans, cancel)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

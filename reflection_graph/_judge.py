@@ -1,0 +1,97 @@
+"""One critique, measured: the critic's reply checked into a `Critique`, with the calls and tokens it cost.
+
+Shared by the graph's `critique` node and `ReflectionMiddleware`. The package's own critics make their model calls
+through reflection_graph/_calls.py, which records them in the step's meter; any other critic (a user's own, also
+inside a composite) is measured with the `UsageCounter` callback instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel
+
+from reflection_graph._usage import Meter, RoleUsage, metering, track_usage
+from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critique import Critique, parse_critique
+
+__all__ = ["Judged", "ajudge", "judge"]
+
+
+def checked(critic: Critic, result: Any) -> Critique:
+    """A critic's reply as a `Critique`: mappings and pydantic models are parsed, anything else is an error."""
+    if isinstance(result, Critique):
+        return result
+    if isinstance(result, (Mapping, BaseModel)):
+        return parse_critique(dict(result) if isinstance(result, Mapping) else result)
+    name = getattr(critic, "name", type(critic).__name__)
+    raise TypeError(
+        f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
+        "reflection_graph.Critique(...) from critique()/acritique()"
+    )
+
+
+def _metered(critic: Any) -> bool:
+    """True when every model call of `critic` goes through the package's call layer (its own critics, also
+    inside a composite); any other critic is measured with a callback."""
+    if not type(critic).__module__.startswith("reflection_graph."):
+        return False
+    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
+
+
+Judged = tuple[Critique | None, RoleUsage, BaseException | None]
+
+
+def judge(critic: Critic, request: CritiqueRequest, config: RunnableConfig | None) -> Judged:
+    """One critique (critique, usage, error); shared by the graph and `ReflectionMiddleware`."""
+    with metering() as meter, _callback(critic) as counter:
+        cfg = config if counter is None else _with_counter(config, counter)
+        try:
+            result: Critique | None = checked(critic, critic.critique(request, cfg))
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+    return result, _usage_of(meter, counter), error
+
+
+async def ajudge(
+    critic: Critic, request: CritiqueRequest, config: RunnableConfig | None, meter: Meter | None = None
+) -> Judged:
+    """Async twin of `judge`; `meter` keeps the calls of a critique that is cancelled."""
+    with metering(meter) as meter, _callback(critic) as counter:
+        cfg = config if counter is None else _with_counter(config, counter)
+        try:
+            result: Critique | None = checked(critic, await critic.acritique(request, cfg))
+            error: BaseException | None = None
+        except Exception as exc:
+            result, error = None, exc
+    return result, _usage_of(meter, counter), error
+
+
+def _callback(critic: Any) -> Any:
+    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
+    return contextlib.nullcontext() if _metered(critic) else track_usage()
+
+
+def _usage_of(meter: Any, counter: Any) -> RoleUsage:
+    if counter is None:
+        return cast(RoleUsage, meter.usage)
+    return cast(RoleUsage, {**counter.usage, "seconds": meter.usage["seconds"]})
+
+
+def _with_counter(config: RunnableConfig | None, counter: Any) -> RunnableConfig:
+    """`config` with the usage callback `counter` added (for critics whose calls the package does not make)."""
+    merged: dict[str, Any] = dict(config or {})
+    callbacks = merged.get("callbacks")
+    if callbacks is None:
+        merged["callbacks"] = [counter]
+    elif isinstance(callbacks, list):
+        merged["callbacks"] = [*callbacks, counter]
+    else:
+        manager = callbacks.copy()
+        manager.add_handler(counter, inherit=True)
+        merged["callbacks"] = manager
+    return cast(RunnableConfig, merged)

