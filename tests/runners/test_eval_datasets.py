@@ -52,7 +52,9 @@ def _first(reference: Any) -> str:
 
 
 # Shipped sets that are not eval data, and what they are for instead.
-NOT_EVAL = {"paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)"}
+NOT_EVAL = {
+    "paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)"
+}
 
 
 def shipped() -> list[Path]:
