@@ -24,6 +24,7 @@ __all__ = [
     "CritiqueParseError",
     "Finding",
     "Severity",
+    "critique_tool_schema",
     "extract_json_object",
     "parse_critique",
 ]
@@ -296,6 +297,23 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
 def _is_verdict(data: dict[str, Any]) -> bool:
     """True when `data` carries a verdict or a score under any accepted key."""
     return any(_first(data, keys)[0] for keys in (_ACCEPT_KEYS, _REJECT_KEYS, _SCORE_KEYS))
+
+
+def critique_tool_schema() -> dict[str, Any]:
+    """`CritiqueOutput` as the tool a critic fills in through function calling, with the score an integer from an
+    `enum` of 0-10: servers that turn a tool's schema into a grammar but ignore `minimum`/`maximum` (llama.cpp's
+    OpenAI-compatible server) then cannot produce a score off the scale, which the parser would have to refuse."""
+    schema = CritiqueOutput.model_json_schema()
+    score = {
+        key: value
+        for key, value in schema["properties"]["score"].items()
+        if key not in ("minimum", "maximum", "type")
+    }
+    schema["properties"] = {
+        **schema["properties"],
+        "score": {**score, "type": "integer", "enum": list(range(11))},
+    }
+    return schema
 
 
 def parse_critique(reply: str | dict[str, Any] | BaseModel) -> Critique:

@@ -27,7 +27,13 @@ from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._calls import acall, call, is_transient
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
-from reflection_graph.critique import Critique, CritiqueOutput, CritiqueParseError, parse_critique
+from reflection_graph.critique import (
+    Critique,
+    CritiqueOutput,
+    CritiqueParseError,
+    critique_tool_schema,
+    parse_critique,
+)
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
     CRITIQUE_SYSTEM,
@@ -134,8 +140,11 @@ class LLMCritic(BaseCritic):
         kwargs: dict[str, Any] = {"include_raw": True}
         if method != "auto":
             kwargs["method"] = method
+        # Function calling gets the tool whose score is an enum of 0-10 (a grammar that ignores `maximum` still
+        # keeps to it); the other methods get the pydantic schema.
+        schema: Any = critique_tool_schema() if method == "function_calling" else CritiqueOutput
         try:
-            return self.model.with_structured_output(CritiqueOutput, **kwargs)  # type: ignore[union-attr]
+            return self.model.with_structured_output(schema, **kwargs)  # type: ignore[union-attr]
         except (NotImplementedError, TypeError, ValueError):
             return None
 

@@ -21,7 +21,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
-from reflection_graph.critique import CritiqueOutput, parse_critique
+from reflection_graph.critique import CritiqueOutput, critique_tool_schema, parse_critique
 from reflection_graph.models import critic_model, resolve_model, supports_structured_output
 from reflection_graph.prompts import (
     CRITIQUE_PROMPT,
@@ -72,25 +72,25 @@ def test_json_schema_method_is_refused_by_this_server(base_url: str) -> None:
 
 
 def test_resolved_critic_gets_a_parsed_critique_through_function_calling(base_url: str) -> None:
-    """The critic model `resolve_model` makes for a server answers the forced `CritiqueOutput` tool with arguments
-    that parse as a critique on the 0-10 scale. No branch accepts a reply that does not parse: if the server's
-    grammar let Gemma score 100 here (it ignores `maximum`), the package's critic would get no critique, and this
-    test fails."""
+    """The critic model `resolve_model` makes for a server answers the forced `CritiqueOutput` tool (the package's
+    `critique_tool_schema`, what `LLMCritic` sends with function calling) with arguments that parse as a critique on
+    the 0-10 scale. No branch accepts a reply that does not parse. With the pydantic schema's `maximum`, which this
+    server's grammar ignores, Gemma scored 100 here and no critique parsed; the tool's score is an enum of 0-10,
+    which the grammar keeps to."""
     model = resolve_model("gemma", role="critic", base_url=base_url)
     assert isinstance(model, ChatOpenAI)
     assert model.temperature == 0.0 and model.extra_body == {"max_tokens": 1024}
     assert supports_structured_output(model)
     critic = critic_model(model)
     result = critic.with_structured_output(
-        CritiqueOutput, method="function_calling", include_raw=True
+        critique_tool_schema(), method="function_calling", include_raw=True
     ).invoke(_critique_messages())
     raw = result["raw"]
     assert raw.tool_calls and raw.tool_calls[0]["name"] == "CritiqueOutput"
     args = raw.tool_calls[0]["args"]
     assert {"score", "is_acceptable"} <= set(args), args
     assert result["parsing_error"] is None, (args, result["parsing_error"])
-    parsed = result["parsed"]
-    assert isinstance(parsed, CritiqueOutput)
+    parsed = CritiqueOutput.model_validate(result["parsed"])  # the schema's own bounds, 0-10
     critique = parse_critique(args)  # raises CritiqueParseError (failing the test) on a score outside 0-10
     assert 0 <= critique.score <= 10 and critique.score == float(args["score"])
     assert critique.is_acceptable is parsed.is_acceptable is args["is_acceptable"]
