@@ -105,16 +105,9 @@ class PairwiseCritic(BaseCritic):
         reference = _best(request)
         if reference is None:
             return self.first.critique(request, config)
-        orders = [(request.candidate, reference["candidate"]), (reference["candidate"], request.candidate)]
         replies = [
-            call(
-                self._judge,
-                self._messages(request, a, b),
-                config,
-                retries=self.retries,
-                timeout_s=self.timeout_s,
-            ).text
-            for a, b in orders
+            call(self._judge, messages, config, retries=self.retries, timeout_s=self.timeout_s).text
+            for messages in self._both_orders(request, reference)
         ]
         return self._result(request, reference, replies)
 
@@ -122,20 +115,18 @@ class PairwiseCritic(BaseCritic):
         reference = _best(request)
         if reference is None:
             return await self.first.acritique(request, config)
-        orders = [(request.candidate, reference["candidate"]), (reference["candidate"], request.candidate)]
         replies = [
-            (
-                await acall(
-                    self._judge,
-                    self._messages(request, a, b),
-                    config,
-                    retries=self.retries,
-                    timeout_s=self.timeout_s,
-                )
-            ).text
-            for a, b in orders
+            (await acall(self._judge, messages, config, retries=self.retries, timeout_s=self.timeout_s)).text
+            for messages in self._both_orders(request, reference)
         ]
         return self._result(request, reference, replies)
+
+    def _both_orders(
+        self, request: CritiqueRequest, reference: Mapping[str, Any]
+    ) -> list[list[HumanMessage]]:
+        """The judge's prompts: the candidate as A against the reference, then swapped (position bias cancels)."""
+        candidate, other = request.candidate, reference["candidate"]
+        return [self._messages(request, candidate, other), self._messages(request, other, candidate)]
 
 
 def _best(request: CritiqueRequest) -> Mapping[str, Any] | None:

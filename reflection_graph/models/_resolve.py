@@ -37,17 +37,6 @@ from reflection_graph.critique import CritiqueOutput, critique_from_mapping, ext
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 
-__all__ = [
-    "MODEL_ENV_VAR",
-    "OPENAI_COMPATIBLE_MAX_TOKENS",
-    "CallableChatModel",
-    "ModelSpec",
-    "Role",
-    "critic_model",
-    "resolve_model",
-    "supports_structured_output",
-]
-
 MODEL_ENV_VAR = "REFLECTION_GRAPH_MODEL"
 """Environment variable naming the default model spec used when no spec is passed."""
 
