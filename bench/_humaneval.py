@@ -30,11 +30,9 @@ NS = (1, 4, 8, 16, 32)
 
 
 def hidden_tests(problem: dict[str, Any]) -> str:
-    """HumanEval's own `check(candidate)` as one test function for `CodeTestCritic`."""
-    return (
-        f"from solution import *  # noqa: F403\n\n{problem['test']}\n\n\n"
-        f"def test_check():\n    check({problem['entry_point']})  # noqa: F405\n"
-    )
+    """HumanEval's own `check(candidate)`, for `CodeTestCritic(..., entry_point=...)`: it calls `check` on the
+    candidate's function in a process that never runs candidate code, so the verdict cannot be forged from inside."""
+    return str(problem["test"])
 
 
 def visible_tests(problem: dict[str, Any]) -> str | None:
@@ -79,13 +77,14 @@ class Judge:
                     row = json.loads(line)
                     self.cache[row["key"]] = row["score"]
 
-    def score(self, tests: str | None, code: str) -> float:
-        """The share of `tests` that `code` passes, 0 to 1 (0 when there are no tests or no code that parses)."""
+    def score(self, tests: str | None, code: str, entry_point: str | None = None) -> float:
+        """The share of `tests` that `code` passes, 0 to 1 (0 when there are no tests or no code that parses);
+        `entry_point` names the function a `check(candidate)` test is called on."""
         from reflection_graph._extract import extract_code, is_python
 
         if tests is None:
             return 0.0
-        key = _key(tests, code)
+        key = _key(tests if entry_point is None else f"{entry_point}\n{tests}", code)
         with self.lock:
             if key in self.cache:
                 return self.cache[key]
@@ -96,7 +95,7 @@ class Judge:
             from reflection_graph.critics.base import CritiqueRequest
             from reflection_graph.critics.tool import CodeTestCritic
 
-            critic = CodeTestCritic(tests, timeout_s=10, isolation=self.isolation)
+            critic = CodeTestCritic(tests, timeout_s=10, isolation=self.isolation, entry_point=entry_point)
             verdict = critic.critique(CritiqueRequest(task="", candidate=code))
             value = 1.0 if verdict.is_acceptable else min(float(verdict.score) / 10, 0.99)
         with self.lock:
@@ -108,7 +107,7 @@ class Judge:
 
     def solves(self, problem: dict[str, Any], code: str) -> bool:
         """Whether `code` passes HumanEval's own (hidden) tests."""
-        return self.score(hidden_tests(problem), code) == 1.0
+        return self.score(hidden_tests(problem), code, entry_point=problem["entry_point"]) == 1.0
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
