@@ -14,7 +14,7 @@ from langchain_core.outputs import ChatResult
 from typer.testing import CliRunner
 
 from reflection_graph import Context, Settings, create_reflection_graph
-from reflection_graph._budget import DEFAULT_REPLY_TOKENS, estimate_tokens
+from reflection_graph._budget import USEFUL_REPLY_TOKENS, plan_call
 from reflection_graph._rules import affordable_samples, budget_refusal
 from reflection_graph.cli import app
 from reflection_graph.critique import CritiqueOutput
@@ -79,16 +79,34 @@ def test_affordable_samples_cut_to_what_is_left() -> None:
     assert affordable_samples(3, 0, 0) == 3
 
 
-def test_the_estimate_is_the_models_own_bound_else_a_quarter_of_the_prompt_plus_the_reply_limit() -> None:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+def test_a_call_is_admitted_with_its_reply_limit_cut_to_what_is_left() -> None:
+    from reflection_graph.models import CallableChatModel
 
-    plain = GenericFakeChatModel(messages=iter(()))
     prompt = "x" * 400  # 100 tokens at 4 characters a token
-    assert estimate_tokens(plain, prompt) == 100 + DEFAULT_REPLY_TOKENS
-    assert estimate_tokens(plain.bind(max_tokens=50), prompt) == 150
+    model = CallableChatModel(fn=lambda p: "reply")
+    # no limit of its own: the reply limit becomes what the budget leaves after the prompt
+    called, reserved, need = plan_call(model, prompt, 300)
+    assert (reserved, need) == (300, 100 + USEFUL_REPLY_TOKENS)
+    assert called.kwargs == {"max_tokens": 200}  # type: ignore[attr-defined]
+    # its own limit fits: the call is left as it is
+    limited = model.bind(max_tokens=50)
+    assert plan_call(limited, prompt, 300) == (limited, 150, 100 + USEFUL_REPLY_TOKENS)
+    # a prompt with no room for a useful reply: the least it needs is more than is left (it is refused)
+    assert plan_call(model, prompt, 100 + USEFUL_REPLY_TOKENS - 1)[2] > 100 + USEFUL_REPLY_TOKENS - 1
+    # a model that says its exact bound and has no reply limit to cut: that bound
     bounded = MeteredCritic(bound=77)
     chain = bounded.with_structured_output(CritiqueOutput, include_raw=True)  # the critic's chain
-    assert estimate_tokens(chain, [HumanMessage(prompt)]) == 77
+    assert plan_call(chain, [HumanMessage(prompt)], 1000)[1:] == (77, 77)
+
+
+def test_a_cut_reply_limit_reaches_the_model_inside_a_structured_output_chain() -> None:
+    from reflection_graph._estimate import chat_model
+
+    model = LimitedModel(max_tokens=500)
+    chain = model.with_structured_output(CritiqueOutput, include_raw=True)
+    called, reserved, _ = plan_call(chain, "x" * 40, 60)
+    found, options = chat_model(called)
+    assert found is model and options["max_tokens"] == 50 and reserved == 60
 
 
 # ------------------------------------------------------------------------------------------ fake models
@@ -113,6 +131,12 @@ class _Fixed:
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
         CLOCK.now += self.seconds
         return _fixed(super()._generate(messages, stop, run_manager, **kw), self.tokens)  # type: ignore[misc]
+
+
+class LimitedModel(FakeCriticModel):
+    """A critic model with a reply limit (`max_tokens`, as provider models have)."""
+
+    max_tokens: int | None = None
 
 
 class Metered(_Fixed, RecordingChatModel):

@@ -107,6 +107,25 @@ class LLMCritic(BaseCritic):
         self.timeout_s = timeout_s
         self.name = name
 
+    metered = True  # every call goes through reflection_graph/_calls.py
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> LLMCritic:
+        """This critic on another `model` and/or with another `prompt` (None: keep), all else the same."""
+        if model is None and prompt is None:
+            return self
+        return LLMCritic(
+            model if model is not None else self.model,
+            prompt=prompt if prompt is not None else self.prompt,
+            system=self.system,
+            guidelines=self.guidelines,
+            method=self.method,
+            parse_retries=self.parse_retries,
+            on_parse_error=self.on_parse_error,
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            name=self.name,
+        )
+
     # -- prompt -------------------------------------------------------------------------------------------
     def messages(self, request: CritiqueRequest) -> list[BaseMessage]:
         """The messages sent to the critic model for `request`."""

@@ -1,4 +1,5 @@
-"""The embedded model's exact token bound of one call, for run budgets (reflection_graph/_budget.py).
+"""The embedded model's exact token bound of one call, and its token count of a text, for run budgets
+(reflection_graph/_budget.py, reflection_graph/_estimate.py).
 
 `EmbeddedChatModel.token_bound` is this function: it counts the rendered prompt with the model's own tokenizer
 (with its BOS token, special tokens as text: never fewer tokens than llama.cpp reports) and adds the reply limit
@@ -17,6 +18,11 @@ from langchain_core.messages import BaseMessage
 
 from reflection_graph.models._prompting import messages_to_prompt
 from reflection_graph.models._structured import _TIGHTER
+
+
+def count_tokens(model: Any, text: str) -> int:
+    """The tokens of `text` by the embedded `model`'s own tokenizer (no BOS token)."""
+    return len(model._loaded().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 def token_bound(model: Any, messages: list[BaseMessage], **options: Any) -> int:

@@ -165,6 +165,7 @@ class EmbeddedChatModel(BaseChatModel):
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
 
     token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
+    count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
