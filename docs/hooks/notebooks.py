@@ -50,5 +50,13 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add each notebook as a file of the site."""
     for path in notebooks():
-        files.append(File.generated(config, f"notebooks/{path.name}", abs_src_path=str(path)))
+        # a File read from the repository root (not File.generated: mkdocs-jupyter's wrapper needs a src_dir)
+        files.append(
+            File(
+                f"notebooks/{path.name}",
+                src_dir=str(ROOT),
+                dest_dir=config.site_dir,
+                use_directory_urls=config.use_directory_urls,
+            )
+        )
     return files
