@@ -71,7 +71,7 @@ class CallableChatModel(BaseChatModel):
     what it has left) is its reply limit by the same estimate: a longer reply is cut there, as a model stops at its
     own limit.
 
-    Args:
+    Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
         name_hint: a label shown in traces (defaults to the function's name).
         max_tokens: the reply limit in estimated tokens (None: none).
