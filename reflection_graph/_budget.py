@@ -9,8 +9,10 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
   exceed `token_budget` (the rule is `reflection_graph._rules.budget_refusal`, a pure function);
 - otherwise it is *admitted with its reply limit cut* to what is left: the call's reply-limit option
   (`max_tokens`, or the model's own name for it, `_estimate.REPLY_LIMITS`) is set to the largest value whose
-  bound still fits (never above the model's own limit). Parallel calls of one step share what is left evenly
-  (`split`), so the first sample cannot take it all;
+  bound still fits (never above the model's own limit). The calls of one step share what is left (`split`): a
+  `generate` step's samples get half of it between them (the other half is for their critiques, so a round can
+  finish), a `critique` step's critiques all of it; a call whose share is too small for a useful reply may take
+  what is left;
 - an admitted call reserves its bound until it returns; then its tokens are counted instead: those the reply
   reports, or, for a model that reports none, the estimate of reflection_graph/_estimate.py (marked as
   `estimated_tokens` in the run's usage);
@@ -199,15 +201,12 @@ class Budget:
 
     def affordable(self, runnable: Runnable[Any, Any], value: Any, count: int) -> int:
         """How many of `count` parallel samples of the same call the token budget covers now, each with at least
-        a useful reply (at least 1: a refused first sample is what stops the run); what is left is then shared
-        evenly among them (`split`)."""
+        a useful reply (at least 1: a refused first sample is what stops the run)."""
         if self.token_budget is None or count == 1:
             return count
         left = self.left()
         _, _, need = plan_call(runnable, value, left)
-        affordable = max(1, _rules.affordable_samples(count, need, left))
-        self.split(affordable)
-        return affordable
+        return max(1, _rules.affordable_samples(count, need, left))
 
     def split(self, calls: int) -> None:
         """Share what is left evenly among `calls` parallel calls (each later call of this step gets at most its

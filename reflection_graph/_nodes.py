@@ -240,8 +240,11 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         model, count = roles.reviser, settings.n_revisions
     assert model is not None
     budget = current_budget()
-    if budget is not None:  # samples the token budget cannot cover are not started
+    if (
+        budget is not None
+    ):  # samples the token budget cannot cover are not started; they leave half for critiques
         count = budget.affordable(model, messages, count)
+        budget.split(2 * count)
     return _Plan(
         job,
         iteration,

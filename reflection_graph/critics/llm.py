@@ -8,7 +8,8 @@ Parsing, in order:
 2. Plain text: the reply is parsed by `parse_critique`, which accepts JSON with alias keys (`needs_improvement`,
    `is_good`, `pass`, `quality_score`, ...).
 
-A reply that still cannot be parsed is retried `parse_retries` times. Then `on_parse_error` decides:
+A reply that still cannot be parsed is retried `parse_retries` times (fewer when the run's budget refuses a retry).
+Then `on_parse_error` decides:
 - `"feedback"` (default): the round counts as *not acceptable*, score 0, `feedback` = the raw reply text,
   `parsed=False`; the loop goes on, so the reviser still sees what the critic said.
 - `"raise"`: a `CritiqueParseError` ends the run with `stop_reason="error"` and the best candidate so far.
@@ -25,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from reflection_graph._budget import BudgetExhausted
 from reflection_graph._calls import acall, call, is_transient
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import (
@@ -204,10 +206,12 @@ class LLMCritic(BaseCritic):
         Each parse attempt tries the structured-output methods in order; a refusal drops that method for good.
         """
         last_error = CritiqueParseError("no attempt made")
-        for _ in range(self.parse_retries + 1):
+        for attempt in range(self.parse_retries + 1):
             for method in self._methods():
                 result, error = yield self._target(method)
                 if error is not None:
+                    if attempt > 0 and isinstance(error, BudgetExhausted):
+                        return self._fail(last_error)  # no budget to ask again: the reply we have decides
                     if not _is_refusal(error) or len(self._order) == 1:
                         raise error
                     self._drop_method(method)
