@@ -66,7 +66,11 @@ def examples(path: Path) -> list[Example]:
             continue
         indent, language = opening["indent"], opening["info"].strip().split(" ")[0]
         end = next(
-            (j for j in range(i + 1, len(lines)) if lines[j].strip() == "```" and lines[j].startswith(indent)),
+            (
+                j
+                for j in range(i + 1, len(lines))
+                if lines[j].strip() == "```" and lines[j].startswith(indent)
+            ),
             None,
         )
         assert end is not None, f"{path.relative_to(ROOT)}:{i + 1}: a code fence is never closed"
@@ -284,7 +288,9 @@ def served(site: Path) -> Iterator[str]:
         server.server_close()
 
 
-HEADINGS = "[...document.querySelectorAll('article h1, article h2, article h3')].map(h => h.textContent.trim())"
+HEADINGS = (
+    "[...document.querySelectorAll('article h1, article h2, article h3')].map(h => h.textContent.trim())"
+)
 
 
 def test_the_start_page_and_the_api_reference_open_in_a_browser(served: str) -> None:
