@@ -65,7 +65,7 @@ class CallableChatModel(BaseChatModel):
     schemas (subclasses of `CritiqueOutput`) it also accepts the usual aliases (`needs_improvement`,
     `quality_score`, ...). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
-    Args:
+    Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
         name_hint: a label shown in traces (defaults to the function's name).
 

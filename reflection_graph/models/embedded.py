@@ -78,7 +78,7 @@ class EmbeddedChatModel(BaseChatModel):
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
     `repeat_penalty`, `stop`.
 
-    Args:
+    Attributes:
         model_path: a GGUF file; `None` uses the bundled Gemma 3 270M Q4_K_M.
         n_ctx: context window in tokens.
         n_threads: CPU threads; `None` uses half the CPUs, at least one (faster than all of them on 2 cores).
