@@ -27,6 +27,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from reflection_graph._examples import prose_examples
 from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 
 __all__ = [
@@ -304,7 +305,9 @@ def docstring_tests(task: str, entry_point: str | None = None) -> str:
     """Plain-assert tests built from the `>>>` examples in the docstring of the task's stub.
 
     Each example with an expected output becomes one test function: `assert <example> == <expected>` when the
-    expected output is a Python literal, else a comparison of `repr(<example>)` with the expected text.
+    expected output is a Python literal, else a comparison of `repr(<example>)` with the expected text. A
+    docstring with no `>>>` example gets its examples written as prose instead (`prose_examples`:
+    `f(3) ==> 9`, `f(3) -> 9`, `For x = 3 the output should be 9`, ...), literal values only.
 
     Raises:
         ValueError: the task holds no stub, or its docstring has no `>>>` example with an expected output.
@@ -330,6 +333,13 @@ def docstring_tests(task: str, entry_point: str | None = None) -> str:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             check = f"assert repr({source}) == {want!r}"
         tests.append(f"def test_example_{number}():\n    {check}\n")
+    if not tests:  # no `>>>` example: examples written as prose (`f(3) ==> 9`, `Input: 3` / `Output: 9`, ...)
+        params = [a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]]
+        for number, (source, want) in enumerate(prose_examples(docstring, stub.name, params), start=1):
+            tests.append(f"def test_example_{number}():\n    assert {source} == {want}\n")
     if not tests:
-        raise ValueError(f"the docstring of {stub.name}() has no '>>>' example with an expected output")
+        raise ValueError(
+            f"the docstring of {stub.name}() has no example with an expected output ('>>>' or prose such as "
+            f"'{stub.name}(...) == value')"
+        )
     return with_solution_import("\n\n".join(tests), stub.name)

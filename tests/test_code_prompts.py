@@ -133,7 +133,7 @@ def test_docstring_examples_become_tests() -> None:
     assert critic.test_names == ("test_example_1", "test_example_2")
     good = finish_candidate(STUB, "return max(low, min(x, high))")
     assert critic.critique(CritiqueRequest(task=STUB, candidate=good)).is_acceptable
-    with pytest.raises(ValueError, match="no '>>>' example"):
+    with pytest.raises(ValueError, match="no example with an expected output"):
         docstring_tests('def f():\n    """Nothing to run."""\n')
     with pytest.raises(ValueError, match="no function stub"):
         docstring_tests("Write a haiku")
