@@ -292,9 +292,11 @@ def raw_record(problem: dict[str, Any], model: Any, judge: Judge) -> dict[str, A
     """One greedy call of the package's code prompt for the stub, finished into the function."""
     from langchain_core.messages import HumanMessage
 
-    from reflection_graph._code import code_messages, finish_candidate
+    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
 
-    messages = code_messages(problem["prompt"], None) or [HumanMessage(problem["prompt"])]
+    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
+        HumanMessage(problem["prompt"])
+    ]
     reply = model.invoke(messages)
     code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
     usage = reply.usage_metadata or {}
@@ -343,11 +345,13 @@ def samples_record(
     from langchain_core.messages import HumanMessage
 
     from reflection_graph._calls import sampled
-    from reflection_graph._code import code_messages, finish_candidate
+    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
 
     if raw["visible"] is None or raw["visible"] == 1.0:
         return {"drawn": False, "candidates": []}
-    messages = code_messages(problem["prompt"], None) or [HumanMessage(problem["prompt"])]
+    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
+        HumanMessage(problem["prompt"])
+    ]
     candidates = []
     for index in range(1, count + 1):
         reply = sampled(model, index).invoke(messages)
