@@ -66,7 +66,11 @@ def examples(path: Path) -> list[Example]:
             continue
         indent, language = opening["indent"], opening["info"].strip().split(" ")[0]
         end = next(
-            (j for j in range(i + 1, len(lines)) if lines[j].strip() == "```" and lines[j].startswith(indent)),
+            (
+                j
+                for j in range(i + 1, len(lines))
+                if lines[j].strip() == "```" and lines[j].startswith(indent)
+            ),
             None,
         )
         assert end is not None, f"{path.relative_to(ROOT)}:{i + 1}: a code fence is never closed"
@@ -156,6 +160,41 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
+
+
+def test_the_strict_build_fails_on_a_broken_link_or_anchor(tmp_path: Path) -> None:
+    """The site's own validation settings, on a two-page site: a missing page and a missing anchor each fail."""
+    pytest.importorskip("mkdocs", reason='needs pip install "reflection-graph[docs]"')
+    import yaml
+
+    ours = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    for link, problem in [
+        ("other.md#nowhere", "nowhere"),
+        ("missing.md", "missing.md"),
+        ("other.md#there", None),
+    ]:
+        docs = tmp_path / "docs"
+        docs.mkdir(exist_ok=True)
+        (docs / "index.md").write_text(f"# Home\n\nSee [the other page]({link}).\n")
+        (docs / "other.md").write_text("# Other\n\n## There\n")
+        config = {
+            "site_name": "check",
+            "strict": True,
+            "markdown_extensions": ours["markdown_extensions"],
+            "validation": ours["validation"],
+        }
+        (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+        proc = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if problem is None:
+            assert proc.returncode == 0, proc.stderr[-2000:]
+        else:
+            assert proc.returncode != 0 and problem in proc.stderr, (link, proc.stderr[-2000:])
 
 
 def inventory(site: Path) -> set[str]:
@@ -284,7 +323,9 @@ def served(site: Path) -> Iterator[str]:
         server.server_close()
 
 
-HEADINGS = "[...document.querySelectorAll('article h1, article h2, article h3')].map(h => h.textContent.trim())"
+HEADINGS = (
+    "[...document.querySelectorAll('article h1, article h2, article h3')].map(h => h.textContent.trim())"
+)
 
 
 def test_the_start_page_and_the_api_reference_open_in_a_browser(served: str) -> None:

@@ -24,7 +24,9 @@ require_chromium()
 
 BLUE = (31, 119, 180)  # the "mean score" line of gain.png (matplotlib's C0)
 GREEN = (44, 160, 44)  # the "selected" line
-IMAGE_WIDTH = "(() => { const i = document.querySelector('img'); return i && i.complete ? i.naturalWidth : 0 })()"
+IMAGE_WIDTH = (
+    "(() => { const i = document.querySelector('img'); return i && i.complete ? i.naturalWidth : 0 })()"
+)
 
 
 def browse(path: Path) -> Page:
