@@ -144,6 +144,43 @@ def test_docs_python_example_runs(example: Example, monkeypatch: pytest.MonkeyPa
     exec(compile(example.code, example.id, "exec"), {"__name__": "__docs__"})
 
 
+def command_lines() -> list[tuple[str, str]]:
+    """Every `reflection-graph ...` command line in the README and the docs: in bash blocks and inline code."""
+    found = []
+    for page in [ROOT / "README.md", *doc_pages()]:
+        text = page.read_text(encoding="utf-8")
+        spans = [e.code for e in examples(page) if e.language == "bash"]
+        spans += re.findall(r"(?<!`)`(reflection-graph [^`]+)`(?!`)", text)
+        for span in spans:
+            for line in span.splitlines():
+                command = line.split("&& ", 1)[-1].split(" #", 1)[0].strip()
+                if command.startswith("reflection-graph "):
+                    found.append((f"{page.relative_to(ROOT)}", command))
+    return found
+
+
+def test_every_command_line_in_the_docs_names_real_commands_and_options() -> None:
+    import typer.main
+
+    from reflection_graph.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    lines = command_lines()
+    assert len(lines) >= 10
+    for where, line in lines:
+        words = line.split()
+        if words[1].isupper():  # a placeholder: `reflection-graph COMMAND --help`
+            continue
+        assert words[1] in commands, (
+            f"{where}: `{line}`: no command {words[1]!r} (commands: {sorted(commands)})"
+        )
+        options = {opt for param in commands[words[1]].params for opt in [*param.opts, *param.secondary_opts]}
+        for word in words[2:]:
+            flag = word.split("=", 1)[0]
+            if flag.startswith("-") and not flag.lstrip("-").isdigit() and flag != "--help":
+                assert flag in options, f"{where}: `{line}`: {words[1]} has no option {flag}"
+
+
 # -- the built site ----------------------------------------------------------------------------------------------
 
 
