@@ -144,6 +144,15 @@ def test_docs_python_example_runs(example: Example, monkeypatch: pytest.MonkeyPa
     exec(compile(example.code, example.id, "exec"), {"__name__": "__docs__"})
 
 
+def test_getting_started_shows_the_readmes_two_setup_commands() -> None:
+    from tests.test_readme import _setup_commands
+
+    page = DOCS / "getting-started.md"
+    section = page.read_text(encoding="utf-8").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    shown = [e.code.strip() for e in examples(page) if e.language == "bash" and e.code.strip() in section]
+    assert shown == _setup_commands()
+
+
 def command_lines() -> list[tuple[str, str]]:
     """Every `reflection-graph ...` command line in the README and the docs: in bash blocks and inline code."""
     found = []
