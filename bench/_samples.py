@@ -35,7 +35,7 @@ def sampling(temperature: float, seed: int) -> dict[str, Any]:
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(temperature=temperature, seed=seed, max_tokens=MAX_TOKENS, stop=list(CODE_STOP))
-    return model._sampling(None, {})
+    return model._sampling(None, {}, model._loaded())  # with the model's own stops
 
 
 def load_llama(threads: int = 1) -> Any:
