@@ -2,7 +2,9 @@
 
 A spec is one of:
 
-- `None` or `"embedded"`: the embedded offline model (llama.cpp + Gemma 3 270M, see `reflection_graph.models.embedded`).
+- `None` or `"embedded"`: the embedded offline model (llama.cpp, see `reflection_graph.models.embedded`) on the
+  default bundled GGUF: Qwen2.5-Coder-1.5B-Instruct when its parts are installed, else Gemma 3 270M.
+- `"embedded:qwen2.5-coder-1.5b"` or `"embedded:gemma-3-270m"`: the embedded model on that bundled GGUF.
   When the spec is `None`, the environment variable `REFLECTION_GRAPH_MODEL` may name another default spec; an
   explicit argument always wins over the environment.
 - `"local:/path/to/model.gguf"`: the embedded runtime on another GGUF file. A missing file raises `ValueError`
@@ -34,6 +36,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from reflection_graph.critique import CritiqueOutput, critique_from_mapping, extract_json_object
+from reflection_graph.models._bundled import BUNDLED, BundledModel
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 
@@ -49,7 +52,8 @@ ModelSpec: TypeAlias = "str | BaseChatModel | Callable[[str], str] | None"
 """What every `model`/`generator`/`critic`/`reviser` argument accepts (see the module docstring)."""
 
 _SPEC_HELP = (
-    "use 'embedded', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') or pass base_url"
+    "use 'embedded', 'embedded:<bundled model>', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') "
+    "or pass base_url"
 )
 
 # OpenAI reasoning models refuse any temperature other than the default.
@@ -189,10 +193,25 @@ def _load_gguf_spec(spec: str, temperature: float | None) -> EmbeddedChatModel:
     if not os.path.isfile(path):
         raise ValueError(
             f"GGUF model file not found: {path!r} (from spec {spec!r}); pass an existing file as "
-            "'local:/path/to/model.gguf' or use 'embedded' for the bundled Gemma 3 270M"
+            "'local:/path/to/model.gguf' or use 'embedded' for a bundled model"
         )
     extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
     return EmbeddedChatModel(model_path=path, **extra)
+
+
+def _embedded_spec(spec: str, temperature: float | None) -> EmbeddedChatModel:
+    """`embedded` (the default bundled model) or `embedded:<name>` (a bundled model by name)."""
+    extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+    if spec == "embedded":
+        return EmbeddedChatModel(**extra)
+    name = spec.split(":", 1)[1].strip()
+    if name not in BUNDLED:
+        raise ValueError(
+            f"unknown embedded model {name!r} in spec {spec!r}: use "
+            + ", ".join(f"'embedded:{b}'" for b in BUNDLED)
+            + ", or 'embedded' for the default"
+        )
+    return EmbeddedChatModel(model=cast(BundledModel, name), **extra)
 
 
 def _init_chat_model(spec: str, api_key: str | None, temperature: float | None) -> BaseChatModel:
@@ -235,7 +254,7 @@ def resolve_model(
     """Resolve a model spec into a chat model.
 
     Args:
-        spec: `None`/`"embedded"`, `"local:/path.gguf"`, a model name (with `base_url`), an `init_chat_model`
+        spec: `None`/`"embedded"`, `"embedded:qwen2.5-coder-1.5b"`/`"embedded:gemma-3-270m"`, `"local:/path.gguf"`, a model name (with `base_url`), an `init_chat_model`
             string such as `"openai:gpt-4o-mini"`, a `BaseChatModel`, or a callable `fn(prompt) -> str`.
             `None` falls back to the `REFLECTION_GRAPH_MODEL` environment variable, then to `"embedded"`.
         role: `"generator"`, `"critic"` or `"reviser"`. A critic built here from a string spec runs at
@@ -270,9 +289,8 @@ def resolve_model(
         name = spec.strip()
         if not name:
             raise ValueError(f"empty model spec: {_SPEC_HELP}")
-        if name == "embedded":
-            extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
-            return EmbeddedChatModel(**extra)
+        if name == "embedded" or name.startswith("embedded:"):
+            return _embedded_spec(name, temperature)
         if name.startswith("local:"):
             return _load_gguf_spec(name, temperature)
         if base_url is not None:
