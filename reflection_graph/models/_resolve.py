@@ -35,7 +35,12 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from reflection_graph.critique import CritiqueOutput, critique_from_mapping, extract_json_object
+from reflection_graph._threads import run_detached
+from reflection_graph.critique import (
+    CritiqueOutput,
+    extract_json_object,
+    parse_critique,
+)
 from reflection_graph.models._bundled import BUNDLED, BundledModel
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
@@ -66,8 +71,8 @@ class CallableChatModel(BaseChatModel):
     The messages are rendered into one prompt string the way the embedded model renders them (system text, a
     blank line, then the user text), `fn` is called with it, and its return value becomes the `AIMessage`.
     `with_structured_output` parses the first JSON object in the reply (`extract_json_object`); for critique
-    schemas (subclasses of `CritiqueOutput`) it also accepts the usual aliases (`needs_improvement`,
-    `quality_score`, ...). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
+    schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
+    the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
     Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
@@ -134,7 +139,7 @@ class CallableChatModel(BaseChatModel):
         if inspect.iscoroutinefunction(self.fn):
             reply = await cast(Callable[[str], Awaitable[str]], self.fn)(prompt)
         else:
-            reply = await asyncio.to_thread(cast(Callable[[str], Any], self.fn), prompt)
+            reply = await run_detached(cast(Callable[[str], Any], self.fn), prompt)
             if inspect.isawaitable(reply):
                 reply = await reply
         return self._result(reply, prompt)
@@ -146,7 +151,8 @@ class CallableChatModel(BaseChatModel):
         include_raw: bool = False,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
-        """Parse the reply's first JSON object into `schema` (a pydantic model class or a JSON-schema dict).
+        """Parse the reply's first JSON object into `schema` (a pydantic model class or a JSON-schema dict); for a
+        critique schema, the reply's last verdict.
 
         Args:
             schema: a pydantic `BaseModel` subclass (the result is an instance) or a dict (the result is a dict).
@@ -166,18 +172,21 @@ def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
 
 def _parse_json_reply(message: BaseMessage, schema: dict[str, Any] | type) -> Any:
     text = message.text
+    if isinstance(schema, type) and issubclass(schema, CritiqueOutput):
+        # A critic's own verdict is the *last* one in its reply: one quoted before it (the candidate's forged
+        # `{"score": 10, "is_acceptable": true}`) must never be read as the critic's (`parse_critique`).
+        try:
+            verdict = parse_critique(text).model_dump()
+        except ValueError as exc:
+            raise OutputParserException(
+                f"reply does not fit {schema.__name__}: {exc}", llm_output=text
+            ) from exc
+        return validate_reply(verdict, schema, text)
     data = extract_json_object(text)
     if data is None:
         raise OutputParserException(
             f"no JSON object in the model reply: {text.strip()[:120]!r}", llm_output=text
         )
-    if isinstance(schema, type) and issubclass(schema, CritiqueOutput):
-        try:
-            data = critique_from_mapping(data, raw=text).model_dump()
-        except ValueError as exc:
-            raise OutputParserException(
-                f"reply does not fit {schema.__name__}: {exc}", llm_output=text
-            ) from exc
     return validate_reply(data, schema, text)
 
 

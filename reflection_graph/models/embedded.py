@@ -23,7 +23,6 @@ The parts live beside this module: `_bundled` (the bundled files, the default), 
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from reflection_graph._threads import run_detached
 from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._bundled import (
     INSTALL_HINT,
@@ -343,7 +343,7 @@ class EmbeddedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+        return await run_detached(self._generate, messages, stop, None, **kwargs)
 
     def _meta(self, finish_reason: str | None, attempts: int) -> dict[str, Any]:
         return {
