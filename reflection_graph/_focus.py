@@ -1,8 +1,9 @@
 """What the `focus` setting changes in `generate`: the messages of a draft or a revision, and how a reply becomes
 a candidate.
 
-- `focus="code"` with a task that holds a function stub and no overridden prompt for the role: completion-style
-  code prompts (reflection_graph/_code.py), and a reply that continues the stub becomes the full function.
+- `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
+  (reflection_graph/_code.py), chat-style for a model prompted through its chat template, else completion-style;
+  a reply that continues the stub becomes the full function.
 - Any other focus: the named templates of reflection_graph/prompts.py (`focus` picks the targeted revision
   rules), and the reply is kept as it is (an overridden code prompt's reply only gets its fences balanced).
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from reflection_graph._code import code_messages, finish_candidate
+from reflection_graph._code import chat_prompted, code_messages, finish_candidate
 from reflection_graph._extract import well_formed
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
@@ -33,10 +34,10 @@ def _code(settings: Settings, role: str) -> bool:
     return settings.focus == "code" and settings.prompts.get(role) is None
 
 
-def draft(settings: Settings, state: Mapping[str, Any], lessons: str) -> list[BaseMessage]:
-    """The messages of a first draft (`lessons`: recalled from memory, or '')."""
+def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:
+    """The messages of a first draft for `model` (`lessons`: recalled from memory, or '')."""
     if _code(settings, "generate"):
-        found = code_messages(state["task"], state.get("context"))
+        found = code_messages(state["task"], state.get("context"), chat=chat_prompted(model))
         if found is not None:
             return found
     template = settings.prompts.get("generate")
@@ -51,10 +52,12 @@ def revision(
     previous: str,
     critique: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]],
+    model: Any,
 ) -> list[BaseMessage]:
-    """The messages of a revision of `previous` that answers `critique` (`history`: earlier rounds)."""
+    """The messages of a revision of `previous` by `model` that answers `critique` (`history`: earlier rounds)."""
     if _code(settings, "revise"):
-        found = code_messages(state["task"], state.get("context"), candidate=previous, critique=critique)
+        task, context = state["task"], state.get("context")
+        found = code_messages(task, context, candidate=previous, critique=critique, chat=chat_prompted(model))
         if found is not None:
             return found
     return revise_messages(

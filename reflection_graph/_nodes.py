@@ -228,7 +228,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     iteration = int(state.get("iterations") or 0) + 1
     if job == "draft":
         text = str(step.memory.format_lessons(lessons)) if lessons else ""
-        messages = _focus.draft(settings, state, text)
+        messages = _focus.draft(settings, state, text, roles.generator)
         model, count = roles.generator, settings.n_drafts
     else:
         previous, critique = step.strategy.revise_from(state)
@@ -236,7 +236,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
             critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
         rounds: list[Round] = list(state.get("trajectory") or [])
         history = _rules.bounded(rounds[:-1], settings.history_window)
-        messages = _focus.revision(settings, state, previous, critique, history)
+        messages = _focus.revision(settings, state, previous, critique, history, roles.reviser)
         model, count = roles.reviser, settings.n_revisions
     assert model is not None
     budget = current_budget()
@@ -297,7 +297,8 @@ def _limits(settings: Settings) -> dict[str, Any]:
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = call(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -306,7 +307,8 @@ def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = await acall(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -404,7 +406,7 @@ def _critiqued(
     settings, trajectory = step.settings, list(state.get("trajectory") or [])
     iteration = int(state.get("iterations") or 0) + 1
     samples = [_judged_sample(settings, sample, verdict) for sample, verdict in judged]
-    chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
+    chosen = samples[_rules.best_sample(samples)]
     seen = [id(sample) for sample, _ in judged]
     unjudged = [s.get("usage") or {} for s in state["rg_pending"]["samples"] if id(s) not in seen]
     record: Round = {
@@ -521,7 +523,7 @@ def _outputs(step: Step, state: Mapping[str, Any], failure: BaseException | None
         update["candidate"], update["critique"] = chosen["candidate"], chosen["critique"]
     elif pending is not None and pending["samples"]:  # a first critique failed: the best unjudged candidate
         samples = pending["samples"]
-        update["candidate"] = samples[_rules.best_index([_rules.rank(s) for s in samples])]["candidate"]
+        update["candidate"] = samples[_rules.best_sample(samples)]["candidate"]
         update["critique"] = None
     else:
         update["candidate"], update["critique"] = state.get("candidate") or "", None

@@ -14,13 +14,13 @@ itself (`BaseCritic` has the defaults), so a new critic, the package's or your o
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._calls import acall, call
+from reflection_graph._threads import run_detached
 from reflection_graph.critique import Critique
 
 __all__ = ["BaseCritic", "Critic", "CritiqueRequest", "acall_model", "call_model", "for_run", "is_metered"]
@@ -59,7 +59,8 @@ class Critic(Protocol):
 
 
 class BaseCritic:
-    """Base class: subclasses implement `critique`; `acritique` runs it in a worker thread.
+    """Base class: subclasses implement `critique`; `acritique` runs it in a daemon thread that a cancelled run
+    abandons (`run_detached`: neither the event loop nor the process waits for it).
 
     Attributes:
         name: the critic's name in findings.
@@ -74,7 +75,7 @@ class BaseCritic:
         raise NotImplementedError
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        return await asyncio.to_thread(self.critique, request, config)
+        return await run_detached(self.critique, request, config)
 
     def for_run(self, *, model: Any = None, prompt: Any = None) -> Critic | None:
         """This critic for a run that names another critic `model` (a chat model, already at temperature 0)
