@@ -299,12 +299,18 @@ def humaneval(args: argparse.Namespace) -> int:
         for problem in chosen:
             he.run_problem(problem, model, judge, results, run, settings, args.samples)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
-    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [])
+    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
     return 0
 
 
 def report(
-    he: Any, results: Any, run: str, identity: dict[str, Any], chosen: list[dict[str, Any]], dev: list[int]
+    he: Any,
+    results: Any,
+    run: str,
+    identity: dict[str, Any],
+    chosen: list[dict[str, Any]],
+    dev: list[int],
+    max_n: int,
 ) -> None:
     """The table of the problems of `chosen` that have every variant recorded under `run`."""
     from reflection_graph.runners.humaneval import task_number
@@ -347,7 +353,7 @@ def report(
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
     parts.append((f"all ({covered}{', development included' if dev else ''})", rows))
     for label, part in parts:
-        _print_summary(he, label, part)
+        _print_summary(he, label, part, max_n)
 
 
 def _mark(value: Any) -> str:
@@ -378,8 +384,8 @@ def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _print_summary(he: Any, label: str, rows: list[dict[str, Any]]) -> None:
-    s = he.summary(rows, max_n=64)
+def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) -> None:
+    s = he.summary(rows, max_n=max_n)
     n = s["problems"]
     print(f"## {label}")
     print(
