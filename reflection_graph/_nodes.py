@@ -317,7 +317,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
 def _sample_sync(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = call(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -326,7 +327,8 @@ def _sample_sync(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
 async def _sample_async(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = await acall(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -453,7 +455,7 @@ def _critiqued(
                 "usage": usage,
             }
         )
-    chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
+    chosen = samples[_rules.best_sample(samples)]
     round_usage: dict[str, RoleUsage] = {}
     seen = [id(sample) for sample, _ in judged]
     unjudged = [s.get("usage") or {} for s in state["rg_pending"]["samples"] if id(s) not in seen]
@@ -598,7 +600,7 @@ def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | N
         update["candidate"], update["critique"] = chosen["candidate"], chosen["critique"]
     elif pending is not None and pending["samples"]:  # a first critique failed: the best unjudged candidate
         samples = pending["samples"]
-        update["candidate"] = samples[_rules.best_index([_rules.rank(s) for s in samples])]["candidate"]
+        update["candidate"] = samples[_rules.best_sample(samples)]["candidate"]
         update["critique"] = None
     else:
         update["candidate"], update["critique"] = state.get("candidate") or "", None
