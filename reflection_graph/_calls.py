@@ -45,6 +45,7 @@ from tenacity import (
 
 from reflection_graph._budget import current_budget
 from reflection_graph._usage import current_meter
+from reflection_graph.models import critic_model
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -82,11 +83,19 @@ SAMPLE_TEMPERATURE = 0.7
 """The least temperature of a resampled call (several drafts, or a retry of a rejected reply)."""
 
 
-def sampled(runnable: Runnable[Any, Any], index: int) -> Runnable[Any, Any]:
+def sampled(runnable: Runnable[Any, Any], index: int, *, greedy: bool = False) -> Runnable[Any, Any]:
     """Sample `index`: a chat model copied with seed + `index` and a temperature of at least
-    `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged). Index 0 is the model itself."""
-    if index == 0 or not isinstance(runnable, BaseChatModel):
+    `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged).
+
+    Index 0 is the model itself, or with `greedy` (a first round's drafts) the plain greedy call a user would make
+    without the loop: the model copied at temperature 0 with its own stop rules, seed and budget
+    (`critic_model`'s rule: a model without a temperature field, such as a plain callable, is itself). So the
+    loop's first draft is never worse than no loop, whatever temperature the model samples its others at.
+    """
+    if not isinstance(runnable, BaseChatModel):
         return runnable
+    if index == 0:
+        return critic_model(runnable) if greedy else runnable
     fields = type(runnable).model_fields
     update: dict[str, Any] = {}
     if "seed" in fields:

@@ -36,7 +36,7 @@ from langgraph.types import interrupt
 from reflection_graph import _budget, _rules
 from reflection_graph._budget import BudgetExhausted, current_budget
 from reflection_graph._calls import acall, call, sampled
-from reflection_graph._code import code_messages, finish_candidate
+from reflection_graph._code import chat_prompted, code_messages, finish_candidate
 from reflection_graph._extract import well_formed
 from reflection_graph._judge import Judged, ajudge, judge
 from reflection_graph._overrides import Overrides, Roles
@@ -215,7 +215,7 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
     prompts = () if code else (state["task"], GENERATE_SYSTEM, REVISE_SYSTEM, CRITIQUE_SYSTEM)
     role = _ROLE[job]
     if job == "draft":
-        messages = _code_messages(settings, role, state, None, None) or draft_messages(
+        messages = _code_messages(settings, role, state, None, None, roles.generator) or draft_messages(
             state["task"],
             state.get("context"),
             lessons,
@@ -232,7 +232,9 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
         if state.get("rg_feedback"):
             critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
         history = _rules.bounded(rounds[:-1], settings.history_window)
-        messages = _code_messages(settings, role, state, previous, critique) or revise_messages(
+        messages = _code_messages(
+            settings, role, state, previous, critique, roles.reviser
+        ) or revise_messages(
             state["task"],
             state.get("context"),
             previous,
@@ -254,12 +256,19 @@ def _plan(setup: Setup, state: Mapping[str, Any], runtime: Runtime[Context], job
 
 
 def _code_messages(
-    settings: Settings, role: str, state: Mapping[str, Any], candidate: str | None, critique: Any
+    settings: Settings,
+    role: str,
+    state: Mapping[str, Any],
+    candidate: str | None,
+    critique: Any,
+    model: Any,
 ) -> list[BaseMessage] | None:
-    """Completion-style code prompts when the focus is code, the task holds a stub and no prompt is overridden."""
+    """Code prompts when the focus is code, the task holds a stub and no prompt is overridden: chat-style for a
+    model prompted through its chat template, else completion-style (`code_messages`)."""
     if settings.focus != "code" or settings.prompts.get(role) is not None:
         return None
-    return code_messages(state["task"], state.get("context"), candidate=candidate, critique=critique)
+    task, context = state["task"], state.get("context")
+    return code_messages(task, context, candidate=candidate, critique=critique, chat=chat_prompted(model))
 
 
 def _finisher(settings: Settings, state: Mapping[str, Any], role: str) -> Callable[[str], str]:
@@ -308,7 +317,8 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
 def _sample_sync(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = call(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -317,7 +327,8 @@ def _sample_sync(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
 async def _sample_async(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            reply = await acall(sampled(plan.model, index), plan.messages, config, **_limits(plan.settings))
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None
         except Exception as exc:
             return None, meter.usage, exc
@@ -444,7 +455,7 @@ def _critiqued(
                 "usage": usage,
             }
         )
-    chosen = samples[_rules.best_index([_rules.rank(s) for s in samples])]
+    chosen = samples[_rules.best_sample(samples)]
     round_usage: dict[str, RoleUsage] = {}
     seen = [id(sample) for sample, _ in judged]
     unjudged = [s.get("usage") or {} for s in state["rg_pending"]["samples"] if id(s) not in seen]
@@ -589,7 +600,7 @@ def _outputs(settings: Settings, state: Mapping[str, Any], memory_error: str | N
         update["candidate"], update["critique"] = chosen["candidate"], chosen["critique"]
     elif pending is not None and pending["samples"]:  # a first critique failed: the best unjudged candidate
         samples = pending["samples"]
-        update["candidate"] = samples[_rules.best_index([_rules.rank(s) for s in samples])]["candidate"]
+        update["candidate"] = samples[_rules.best_sample(samples)]["candidate"]
         update["critique"] = None
     else:
         update["candidate"], update["critique"] = state.get("candidate") or "", None

@@ -6,7 +6,9 @@
 - Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
   what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
-  then the verifier's count of passed checks outranks the judge's score; then the score; ties go to the later one.
+  then the verifier's count of passed checks outranks the judge's score; then the score. Ties across rounds go to
+  the later round; ties among one round's samples go to the earlier sample (sample 0 of the first round is the
+  plain greedy call).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "accepts",
     "affordable_samples",
     "best_index",
+    "best_sample",
     "bounded",
     "budget_refusal",
     "echoes",
@@ -190,6 +193,16 @@ def rank(entry: Mapping[str, Any]) -> tuple[bool, int, float]:
 def best_index(keys: Sequence[Any]) -> int:
     """The index of the highest key; ties go to the later one."""
     return max(range(len(keys)), key=lambda i: (keys[i], i))
+
+
+def best_sample(samples: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the best of one round's samples by `rank`; ties go to the *earlier* one.
+
+    A first round's sample 0 is the plain greedy call a user would make without the loop (`_calls.sampled`); the
+    warmer samples must beat it on the verifier or the judge to replace it, never merely tie it.
+    """
+    keys = [rank(s) for s in samples]
+    return max(range(len(keys)), key=lambda i: (keys[i], -i))
 
 
 def select_round(trajectory: Sequence[Round], select: str) -> Round:

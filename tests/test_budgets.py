@@ -4,6 +4,11 @@ budget check of the one call layer."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -19,6 +24,8 @@ from reflection_graph._rules import affordable_samples, budget_refusal
 from reflection_graph.cli import app
 from reflection_graph.critique import CritiqueOutput
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------------------------------------- the settings
 
@@ -222,6 +229,38 @@ def test_a_call_still_running_when_the_time_budget_ends_is_cancelled() -> None:
     assert result["stop_reason"] == "budget"
     assert result["error"].startswith("time budget of 0.3s ran out during a model call")
     assert crit.received == []
+
+
+_ASYNC_PROGRAM = """
+import asyncio, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from reflection_graph import create_reflection_graph
+
+def slow(prompt):
+    time.sleep(20)
+    return "too late"
+
+graph = create_reflection_graph(slow, critic=lambda p: '{"score": 9, "is_acceptable": true}', time_budget_s=1)
+started = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the parent (imports are not timed)
+result = asyncio.run(graph.ainvoke({"task": "t"}))
+print(json.dumps([started, result["stop_reason"], result["error"]]), flush=True)
+"""
+
+
+def test_a_time_budget_bounds_an_asyncio_program_not_only_the_run() -> None:
+    """Issue 29, fault 3: `asyncio.run(graph.ainvoke(...))` returned after the 20 s a plain-callable generator
+    slept, not after the 1 s budget: the call ran in the loop's default executor (`asyncio.to_thread`), which
+    `asyncio.run` joins at shutdown. The whole process must end soon after the budget; the bound is generous (a
+    loaded machine) and far below the 20 s the abandoned call takes."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _ASYNC_PROGRAM, str(ROOT)], capture_output=True, text=True, timeout=120
+    )
+    exited = time.monotonic()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    started, stop_reason, error = json.loads(proc.stdout.strip().splitlines()[-1])
+    elapsed = exited - started
+    assert stop_reason == "budget" and error.startswith("time budget of 1s ran out"), error
+    assert elapsed < 10, f"the program took {elapsed:.1f}s to exit (the abandoned call sleeps 20s)"
 
 
 # ------------------------------------------------------------------------------- through the embedded model

@@ -170,6 +170,13 @@ def run(
 
     with ExitStack() as stack:
         graph = _job_graph(options, stack, checkpoint=True)
+        if checkpoint is not None:  # one run per checkpointed thread: a second one is refused, not run twice
+            from reflection_graph.runners._lock import ThreadBusy, ThreadLock
+
+            try:
+                stack.enter_context(ThreadLock(checkpoint, config["configurable"]["thread_id"]))
+            except ThreadBusy as exc:
+                _fail(str(exc))
         run_input: dict[str, Any] | None = inputs
         if graph.checkpointer is not None and thread_id is not None:
             run_input = _resume_input(graph, config, inputs, as_json)

@@ -1,7 +1,9 @@
-"""Critics: the `Critic` protocol, the LLM critic, the token-probability and pairwise critics, and critics that need no model."""
+"""Critics: the `Critic` protocol, the LLM critic, the token-probability and pairwise critics, and critics that need no
+model (tests, rules, and IFEval/IFBench verifiable instructions)."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
+from reflection_graph.critics.instructions import InstructionCritic, InstructionUnavailableError
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.pairwise import PairwiseCritic
 from reflection_graph.critics.probability import LogprobCritic
@@ -20,6 +22,8 @@ __all__ = [
     "CompositeCritic",
     "Critic",
     "CritiqueRequest",
+    "InstructionCritic",
+    "InstructionUnavailableError",
     "IsolationUnavailableError",
     "JSONSchemaCritic",
     "LLMCritic",

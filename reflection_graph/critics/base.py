@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig
 
+from reflection_graph._threads import run_detached
 from reflection_graph.critique import Critique
 
 __all__ = ["BaseCritic", "Critic", "CritiqueRequest"]
@@ -46,7 +46,8 @@ class Critic(Protocol):
 
 
 class BaseCritic:
-    """Base class: subclasses implement `critique`; `acritique` runs it in a worker thread."""
+    """Base class: subclasses implement `critique`; `acritique` runs it in a daemon thread that a cancelled run
+    abandons (`run_detached`: neither the event loop nor the process waits for it)."""
 
     name: str = "critic"
 
@@ -54,4 +55,4 @@ class BaseCritic:
         raise NotImplementedError
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        return await asyncio.to_thread(self.critique, request, config)
+        return await run_detached(self.critique, request, config)

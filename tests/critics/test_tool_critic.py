@@ -501,6 +501,29 @@ def test_values_exceptions_and_in_place_changes_cross_between_the_processes() ->
     assert result.score == 8
 
 
+def test_a_large_value_is_judged_the_same_as_a_list_or_a_generator() -> None:
+    """Issue 29, fault 2: a correct generator of 200,000 items was refused ("an iterator with more than 100000
+    items, which is not plain data") while the same items as a list passed. Size alone fails neither; the one
+    bound is the message size (`MAX_LINE`, 64 MiB as JSON), the same for both and reported as such."""
+    tests = (
+        "from solution import as_list, as_gen, huge\n\n"
+        "def test_list():\n    assert as_list(300_000)[-1] == 299_999\n\n"
+        "def test_gen():\n    assert sum(as_gen(300_000)) == 299_999 * 300_000 // 2\n\n"
+        "def test_huge():\n    assert len(huge()) == 1\n"
+    )
+    code = (
+        "def as_list(n):\n    return list(range(n))\n\n"
+        "def as_gen(n):\n    return (i for i in range(n))\n\n"
+        "def huge():\n    return ['x' * (65 * 1024 * 1024)]\n"
+    )
+    critic = CodeTestCritic(tests, timeout_s=30, memory_mb=1024)
+    assert critic.verdict_source == "outside"
+    result = critic.critique(request(code))
+    failing = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert set(failing) == {"test_huge"}, result.issues
+    assert "MiB as JSON (at most 64 MiB)" in failing["test_huge"], failing
+
+
 @pytest.mark.parametrize(
     ("tests", "why"),
     [
