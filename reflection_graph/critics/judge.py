@@ -155,6 +155,8 @@ class JudgeCritic(BaseCritic):
         ```
     """
 
+    metered = True  # every call goes through reflection_graph/_calls.py
+
     def __init__(
         self,
         model: BaseChatModel,
@@ -189,6 +191,21 @@ class JudgeCritic(BaseCritic):
         )
         self._writer: Runnable[Any, Any] = self.model.with_structured_output(
             WrittenCritique, include_raw=True
+        )
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> JudgeCritic:
+        """This critic judging with another `model`. It asks its own questions, so a critique `prompt` is not
+        used (the default critic with a critique prompt is an `LLMCritic`, which takes one)."""
+        if model is None:
+            return self
+        return JudgeCritic(
+            model,
+            write=self.write,
+            top_logprobs=self.top_logprobs,
+            max_candidate_chars=self.max_candidate_chars,
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            name=self.name,
         )
 
     # -- prompts ---------------------------------------------------------------------------------------------

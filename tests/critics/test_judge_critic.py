@@ -253,3 +253,54 @@ def test_not_a_chat_model_is_refused() -> None:
 
 def test_written_critique_schema_has_no_score() -> None:
     assert set(WrittenCritique.model_fields) == {"issues", "suggestions"}
+
+
+# -- the default critic and the loop ---------------------------------------------------------------------------
+def _default(generator: Any, **kw: Any) -> Any:
+    from reflection_graph.graph import _as_critic
+    from reflection_graph.settings import Settings
+
+    return _as_critic(None, generator, Settings(), base_url=None, **{"guidelines": None, **kw})
+
+
+def test_the_instruction_tuned_embedded_model_gets_the_judge_by_default(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reflection_graph.critics import LLMCritic, LogprobCritic
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    critic = _default(EmbeddedChatModel(model="qwen2.5-coder-1.5b", temperature=0.7))
+    assert isinstance(critic, JudgeCritic) and critic.model.temperature == 0
+    assert isinstance(_default(EmbeddedChatModel(model="gemma-3-270m")), LogprobCritic)  # a base model
+    assert isinstance(
+        _default(EmbeddedChatModel(model="qwen2.5-coder-1.5b"), guidelines="Be terse."), LLMCritic
+    )
+    # a local GGUF: its metadata decides (read here through the property the model exposes)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    for has_template, kind in ((True, JudgeCritic), (False, LogprobCritic)):
+        monkeypatch.setattr(EmbeddedChatModel, "uses_chat_template", property(lambda self, v=has_template: v))
+        assert isinstance(_default(EmbeddedChatModel(model_path=str(gguf))), kind)
+
+
+def test_for_run_swaps_the_model_and_keeps_the_settings() -> None:
+    critic = JudgeCritic(_model(), write=False, max_candidate_chars=500, retries=1)
+    other = _model(yes=lambda answer: 0.2)
+    swapped = critic.for_run(model=other)
+    assert isinstance(swapped, JudgeCritic) and swapped.model is other
+    assert (swapped.write, swapped.max_candidate_chars, swapped.retries) == (False, 500, 1)
+    assert critic.for_run(prompt="Judge {candidate}") is critic
+
+
+def test_in_the_loop_a_revision_judged_better_and_faultless_is_accepted() -> None:
+    from reflection_graph import create_reflection_graph
+    from tests.fakes import RecordingChatModel
+
+    generator = RecordingChatModel(replies=[BAD, GOOD])
+    graph = create_reflection_graph(generator, critic=JudgeCritic(_model()), max_iterations=3)
+    result = graph.invoke({"task": TASK})
+    assert result["candidate"] == GOOD and result["stop_reason"] == "accepted" and result["iterations"] == 2
+    first, second = result["trajectory"]
+    assert first["critique"]["issues"] == ["Berlin is the capital of Germany."]
+    assert second["score"] > first["score"]
+    assert "Berlin is the capital of Germany." in generator.prompts[1]  # the reviser saw the named fault
