@@ -2,11 +2,14 @@
 
 A run may carry a `Context` (Studio's `context_schema`, `graph.invoke(..., context=Context(...))`) or the same keys
 as a mapping (`configurable`, the agent's context dict). `Overrides.for_run` applies it to what was built:
-- the settings: each non-None per-run field replaces the built one, validated by `Settings` again;
+- the settings: each non-None per-run field replaces the built one, validated by `Settings` again; then what the
+  strategy forces (reflection_graph/strategies/) is applied again, so a run cannot undo it;
 - the models: `generator_model` / `reviser_model` / `critic_model` (with `base_url`) replace the built roles. A
   new generator also replaces the reviser, and the critic when the critic was the default one (built on the
-  generator's model); a critic passed as an object (tests, rules, a composite) is kept. A `critique_prompt`
-  rebuilds a model critic with that prompt.
+  generator's model), which a `critic_model` or `critique_prompt` rebuilds too. A critic passed in is asked
+  (`for_run`, reflection_graph/critics/base.py) for itself on the run's `critic_model` or `critique_prompt`: a
+  model critic swaps its model or prompt, a composite asks its critics, and a critic with no model to swap
+  (tests, rules) is kept for a prompt and, for a named model, gives way to an `LLMCritic` on it.
 Model specs are resolved once per distinct override (cached), never per node.
 """
 
@@ -19,8 +22,9 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from reflection_graph import strategies
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic
+from reflection_graph.critics.base import Critic, for_run
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.prompts import CRITIQUE_PROMPT
@@ -146,7 +150,7 @@ class Overrides:
         ctx = as_context(context)
         if ctx is None:
             return self.settings, self.roles
-        settings = ctx.settings(self.settings)
+        settings = strategies.get(self.settings.strategy).force(ctx.settings(self.settings))
         key = (
             ctx.generator_model,
             ctx.critic_model,
@@ -162,15 +166,20 @@ class Overrides:
             return settings, self._cache[key]
 
     def _roles(self, ctx: Context, settings: Settings) -> Roles:
+        from reflection_graph.models import critic_model
+
         built, url = self.roles, ctx.base_url or self.base_url
         generator = resolve(ctx.generator_model, "generator", url) if ctx.generator_model else None
         reviser = resolve(ctx.reviser_model, "reviser", url) if ctx.reviser_model else generator
+        prompt = settings.prompts.get("critique")
+        new_prompt = prompt != self.settings.prompts.get("critique")
         critic = built.critic
-        model_critic = isinstance(critic, (LLMCritic, LogprobCritic))
-        if ctx.critic_model or (generator is not None and self.default_critic):
+        if self.default_critic and (ctx.critic_model or generator is not None or new_prompt):
             critic = self._critic(ctx.critic_model or None, generator or built.generator, settings, url)
-        elif model_critic and settings.prompts.get("critique") != self.settings.prompts.get("critique"):
-            critic = self._critic(critic.model, built.generator, settings, url)  # type: ignore[attr-defined]
+        elif ctx.critic_model or new_prompt:  # the critic says how it takes another model or prompt
+            model = critic_model(resolve(ctx.critic_model, "critic", url)) if ctx.critic_model else None
+            adapted = for_run(critic, model=model, prompt=prompt if new_prompt else None)
+            critic = adapted if adapted is not None else self._critic(model, None, settings, url)
         return Roles(generator or built.generator, reviser or built.reviser, critic)
 
     def _critic(

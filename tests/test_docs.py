@@ -144,6 +144,52 @@ def test_docs_python_example_runs(example: Example, monkeypatch: pytest.MonkeyPa
     exec(compile(example.code, example.id, "exec"), {"__name__": "__docs__"})
 
 
+def test_getting_started_shows_the_readmes_two_setup_commands() -> None:
+    from tests.test_readme import _setup_commands
+
+    page = DOCS / "getting-started.md"
+    section = page.read_text(encoding="utf-8").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    shown = [e.code.strip() for e in examples(page) if e.language == "bash" and e.code.strip() in section]
+    assert shown == _setup_commands()
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """Every `reflection-graph ...` command line in the README and the docs: in bash blocks and inline code."""
+    found = []
+    for page in [ROOT / "README.md", *doc_pages()]:
+        text = page.read_text(encoding="utf-8")
+        spans = [e.code for e in examples(page) if e.language == "bash"]
+        spans += re.findall(r"(?<!`)`(reflection-graph [^`]+)`(?!`)", text)
+        for span in spans:
+            for line in span.splitlines():
+                command = line.split("&& ", 1)[-1].split(" #", 1)[0].strip()
+                if command.startswith("reflection-graph "):
+                    found.append((f"{page.relative_to(ROOT)}", command))
+    return found
+
+
+def test_every_command_line_in_the_docs_names_real_commands_and_options() -> None:
+    import typer.main
+
+    from reflection_graph.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    lines = command_lines()
+    assert len(lines) >= 10
+    for where, line in lines:
+        words = line.split()
+        if words[1].isupper():  # a placeholder: `reflection-graph COMMAND --help`
+            continue
+        assert words[1] in commands, (
+            f"{where}: `{line}`: no command {words[1]!r} (commands: {sorted(commands)})"
+        )
+        options = {opt for param in commands[words[1]].params for opt in [*param.opts, *param.secondary_opts]}
+        for word in words[2:]:
+            flag = word.split("=", 1)[0]
+            if flag.startswith("-") and not flag.lstrip("-").isdigit() and flag != "--help":
+                assert flag in options, f"{where}: `{line}`: {words[1]} has no option {flag}"
+
+
 # -- the built site ----------------------------------------------------------------------------------------------
 
 
@@ -160,6 +206,41 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
+
+
+def test_the_strict_build_fails_on_a_broken_link_or_anchor(tmp_path: Path) -> None:
+    """The site's own validation settings, on a two-page site: a missing page and a missing anchor each fail."""
+    pytest.importorskip("mkdocs", reason='needs pip install "reflection-graph[docs]"')
+    import yaml
+
+    ours = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    for link, problem in [
+        ("other.md#nowhere", "nowhere"),
+        ("missing.md", "missing.md"),
+        ("other.md#there", None),
+    ]:
+        docs = tmp_path / "docs"
+        docs.mkdir(exist_ok=True)
+        (docs / "index.md").write_text(f"# Home\n\nSee [the other page]({link}).\n")
+        (docs / "other.md").write_text("# Other\n\n## There\n")
+        config = {
+            "site_name": "check",
+            "strict": True,
+            "markdown_extensions": ours["markdown_extensions"],
+            "validation": ours["validation"],
+        }
+        (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+        proc = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if problem is None:
+            assert proc.returncode == 0, proc.stderr[-2000:]
+        else:
+            assert proc.returncode != 0 and problem in proc.stderr, (link, proc.stderr[-2000:])
 
 
 def inventory(site: Path) -> set[str]:

@@ -58,7 +58,7 @@ def settings_table() -> str:
     for f in setting_fields():
         meta = f.metadata
         allowed = ", ".join(f"`{c!r}`" for c in choices(hints[f.name])) or " to ".join(
-            str(meta[k]) for k in ("min", "max") if meta[k] is not None
+            f"{meta[k]:,}" for k in ("min", "max") if meta[k] is not None
         )
         if meta["min"] is not None and meta["max"] is None:
             allowed = f">= {meta['min']}"

@@ -91,6 +91,7 @@ def _module_block(mod: Module, heading: str) -> str:
         f"::: {mod.name}",
         "    options:",
         "      show_root_heading: false",
+        "      show_root_toc_entry: false",
         "      members: false",
         "",
     ]

@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from reflection_graph._calls import acall, call
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
@@ -75,6 +75,25 @@ class PairwiseCritic(BaseCritic):
         self.name = name
         fields = type(model).model_fields
         self._judge = model.bind(temperature=0.0) if "temperature" in fields else model
+
+    metered = True  # every call goes through reflection_graph/_calls.py
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> PairwiseCritic:
+        """This critic judging with another `model`; a critique `prompt` goes to `first` (the critic of a first
+        candidate), whose model is swapped too."""
+        if model is None and prompt is None:
+            return self
+        first = for_run(self.first, model=model, prompt=prompt) or LLMCritic(
+            model, retries=self.retries, timeout_s=self.timeout_s
+        )
+        return PairwiseCritic(
+            model if model is not None else self.model,
+            first=first,
+            prompt=self.prompt,
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            name=self.name,
+        )
 
     def _messages(self, request: CritiqueRequest, a: str, b: str) -> list[HumanMessage]:
         context = f"Context: {request.context.strip()}\n" if request.context else ""
