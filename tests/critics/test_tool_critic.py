@@ -119,8 +119,9 @@ def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
         "print(child.pid, flush=True)\n"
         "child.wait()\n"
     )
-    result = run_sandboxed({"main.py": code}, PY, timeout_s=1, env={mark: "1"}, isolation=isolation)  # type: ignore[arg-type]
-    assert result.timed_out and result.stdout.strip().isdigit()
+    # 8 s: room to start the child on a loaded machine (1 s ran out before it printed, with two test runs at once)
+    result = run_sandboxed({"main.py": code}, PY, timeout_s=8, env={mark: "1"}, isolation=isolation)  # type: ignore[arg-type]
+    assert result.timed_out and result.stdout.strip().isdigit(), result
     deadline = time.monotonic() + 30  # returns as soon as none is left; generous for a loaded machine
     while _alive_with(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
