@@ -12,11 +12,13 @@ Every model call of the package (drafts, revisions, LLM critiques) goes through 
   `SAMPLE_TEMPERATURE`), so a model that returned nothing at temperature 0 does not return the same nothing; the
   embedded model no longer retries below this layer;
 - every attempt, failed or not, is recorded in the current `Meter` (`reflection_graph._usage.metering`) with its
-  reply's `usage_metadata`: this is where the package counts its calls and tokens.
+  reply's `usage_metadata`, or an estimate when the model reports none (reflection_graph/_estimate.py): this is
+  where the package counts its calls and tokens.
 
 - under a run budget (`token_budget`, `time_budget_s`), every attempt is first admitted by the current `Budget`
-  (reflection_graph/_budget.py): an attempt the budget cannot cover is not started (`BudgetExhausted`, never
-  retried), and its time limit is at most the seconds left.
+  (reflection_graph/_budget.py): an attempt without room for a useful reply is not started (`BudgetExhausted`,
+  never retried); an admitted one has its reply limit cut to what is left, and its time limit is at most the
+  seconds left.
 
 So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound (a budget
 only ever removes calls).
@@ -44,7 +46,8 @@ from tenacity import (
 )
 
 from reflection_graph._budget import current_budget
-from reflection_graph._usage import current_meter
+from reflection_graph._usage import call_usage, current_meter
+from reflection_graph.models import critic_model
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -82,11 +85,19 @@ SAMPLE_TEMPERATURE = 0.7
 """The least temperature of a resampled call (several drafts, or a retry of a rejected reply)."""
 
 
-def sampled(runnable: Runnable[Any, Any], index: int) -> Runnable[Any, Any]:
+def sampled(runnable: Runnable[Any, Any], index: int, *, greedy: bool = False) -> Runnable[Any, Any]:
     """Sample `index`: a chat model copied with seed + `index` and a temperature of at least
-    `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged). Index 0 is the model itself."""
-    if index == 0 or not isinstance(runnable, BaseChatModel):
+    `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged).
+
+    Index 0 is the model itself, or with `greedy` (a first round's drafts) the plain greedy call a user would make
+    without the loop: the model copied at temperature 0 with its own stop rules, seed and budget
+    (`critic_model`'s rule: a model without a temperature field, such as a plain callable, is itself). So the
+    loop's first draft is never worse than no loop, whatever temperature the model samples its others at.
+    """
+    if not isinstance(runnable, BaseChatModel):
         return runnable
+    if index == 0:
+        return critic_model(runnable) if greedy else runnable
     fields = type(runnable).model_fields
     update: dict[str, Any] = {}
     if "seed" in fields:
@@ -167,7 +178,17 @@ class _Target:
     """What one logical call asks next (resampled after a rejected reply), the run budget's check before each
     attempt, and the recording of each attempt."""
 
-    __slots__ = ("_base", "_budget", "_capped", "_meter", "_ok", "_rejected", "_reserved")
+    __slots__ = (
+        "_base",
+        "_budget",
+        "_called",
+        "_capped",
+        "_meter",
+        "_ok",
+        "_rejected",
+        "_reserved",
+        "_value",
+    )
 
     def __init__(self, runnable: Runnable[Any, Any], ok: Callable[[Any], bool] | None) -> None:
         self._base = runnable
@@ -177,21 +198,28 @@ class _Target:
         self._budget = current_budget()
         self._reserved = 0
         self._capped = False
+        self._called: Runnable[Any, Any] = runnable
+        self._value: Any = None
 
     def begin(self, value: Any, timeout_s: float | None) -> tuple[Runnable[Any, Any], float | None]:
-        """The runnable of the next attempt and its time limit; `BudgetExhausted` when the budget refuses it."""
+        """The runnable of the next attempt (its reply limit cut to what the budget has left) and its time limit;
+        `BudgetExhausted` when the budget refuses it."""
         runnable = sampled(self._base, self._rejected)
+        self._called, self._value = runnable, value
         if self._budget is None:
             return runnable, timeout_s
-        self._reserved = self._budget.admit(runnable, value)
+        runnable, self._reserved = self._budget.admit(runnable, value)
         timeout_s, self._capped = self._budget.timeout(timeout_s)
         return runnable, timeout_s
 
     def record(self, result: Any) -> None:
+        """Count an attempt that returned `result` (None when it raised): the tokens its reply reports, else the
+        estimate (reflection_graph/_estimate.py); a failed attempt counts as a call with no tokens."""
+        usage = call_usage(self._called, self._value, result)
         if self._meter is not None:
-            self._meter.record(result)
+            self._meter.record(usage)
         if self._budget is not None:
-            self._budget.settle(self._reserved, result)
+            self._budget.settle(self._reserved, usage["total_tokens"])
             self._reserved = 0
         if result is not None and self._ok is not None and not self._ok(result):
             self._rejected += 1

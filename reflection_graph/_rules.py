@@ -6,7 +6,9 @@
 - Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
   what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
-  then the verifier's count of passed checks outranks the judge's score; then the score; ties go to the later one.
+  then the verifier's count of passed checks outranks the judge's score; then the score. Ties across rounds go to
+  the later round; ties among one round's samples go to the earlier sample (sample 0 of the first round is the
+  plain greedy call).
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round, StopReason
 
 __all__ = [
+    "ALL_STOP_RULES",
+    "StopRule",
     "accepts",
     "affordable_samples",
     "best_index",
+    "best_sample",
     "bounded",
     "budget_refusal",
     "echoes",
@@ -33,6 +38,11 @@ __all__ = [
     "stop_reason",
     "verifier_failing",
 ]
+
+
+StopRule = Literal["accept", "limit", "plateau"]
+"""The stop rules after a critique: the critic accepts, the round limit, no progress (score or issues)."""
+ALL_STOP_RULES: frozenset[StopRule] = frozenset({"accept", "limit", "plateau"})
 
 
 def accepts(score: float, is_acceptable: bool, threshold: float | None) -> bool:
@@ -73,21 +83,21 @@ def stop_reason(
     iteration: int,
     critique: Mapping[str, Any],
     accepted: bool,
+    rules: frozenset[StopRule] = ALL_STOP_RULES,
 ) -> StopReason | None:
     """Why the loop stops after critique number `iteration` (`critique` is its dict), or None to revise again.
 
     Order: `min_iterations` first (nothing stops before it), then accept, then the round limit, then plateau
-    (score, then no new issues), which a verifier's failures overrule. `trajectory` holds the earlier rounds.
+    (score, then no new issues), which a verifier's failures overrule. Only the `rules` given apply (a strategy's
+    `stop_rules`). `trajectory` holds the earlier rounds.
     """
     if iteration < settings.min_iterations:
         return None
-    if accepted:
+    if accepted and "accept" in rules:
         return "accepted"
-    if settings.strategy == "self_refine":
-        return None  # one refine follows the single critique, then finalize
-    if iteration >= settings.max_iterations:
+    if iteration >= settings.max_iterations and "limit" in rules:
         return "max_iterations"
-    if verifier_failing(critique):
+    if "plateau" not in rules or verifier_failing(critique):
         return None  # failures and rounds left: try again, never a plateau
     scores = [float(r["score"]) for r in trajectory if r["score"] is not None] + [float(critique["score"])]
     if plateau(scores, settings.patience, settings.min_improvement):
@@ -190,6 +200,16 @@ def rank(entry: Mapping[str, Any]) -> tuple[bool, int, float]:
 def best_index(keys: Sequence[Any]) -> int:
     """The index of the highest key; ties go to the later one."""
     return max(range(len(keys)), key=lambda i: (keys[i], i))
+
+
+def best_sample(samples: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the best of one round's samples by `rank`; ties go to the *earlier* one.
+
+    A first round's sample 0 is the plain greedy call a user would make without the loop (`_calls.sampled`); the
+    warmer samples must beat it on the verifier or the judge to replace it, never merely tie it.
+    """
+    keys = [rank(s) for s in samples]
+    return max(range(len(keys)), key=lambda i: (keys[i], -i))
 
 
 def select_round(trajectory: Sequence[Round], select: str) -> Round:

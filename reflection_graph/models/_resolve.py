@@ -2,7 +2,9 @@
 
 A spec is one of:
 
-- `None` or `"embedded"`: the embedded offline model (llama.cpp + Gemma 3 270M, see `reflection_graph.models.embedded`).
+- `None` or `"embedded"`: the embedded offline model (llama.cpp, see `reflection_graph.models.embedded`) on the
+  default bundled GGUF: Qwen2.5-Coder-1.5B-Instruct when its parts are installed, else Gemma 3 270M.
+- `"embedded:qwen2.5-coder-1.5b"` or `"embedded:gemma-3-270m"`: the embedded model on that bundled GGUF.
   When the spec is `None`, the environment variable `REFLECTION_GRAPH_MODEL` may name another default spec; an
   explicit argument always wins over the environment.
 - `"local:/path/to/model.gguf"`: the embedded runtime on another GGUF file. A missing file raises `ValueError`
@@ -33,8 +35,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from reflection_graph._estimate import CHARS_PER_TOKEN
 from reflection_graph._threads import run_detached
-from reflection_graph.critique import CritiqueOutput, extract_json_object, parse_critique
+from reflection_graph.critique import (
+    CritiqueOutput,
+    extract_json_object,
+    parse_critique,
+)
+from reflection_graph.models._bundled import BUNDLED, BundledModel
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 
@@ -50,7 +58,8 @@ ModelSpec: TypeAlias = "str | BaseChatModel | Callable[[str], str] | None"
 """What every `model`/`generator`/`critic`/`reviser` argument accepts (see the module docstring)."""
 
 _SPEC_HELP = (
-    "use 'embedded', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') or pass base_url"
+    "use 'embedded', 'embedded:<bundled model>', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') "
+    "or pass base_url"
 )
 
 # OpenAI reasoning models refuse any temperature other than the default.
@@ -66,9 +75,15 @@ class CallableChatModel(BaseChatModel):
     schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
     the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
-    Args:
+    The function reports no token usage: the package counts its calls by an estimate (reflection_graph/_estimate.py:
+    a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field, or a call option, which a run budget sets to
+    what it has left) is its reply limit by the same estimate: a longer reply is cut there, as a model stops at its
+    own limit.
+
+    Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
         name_hint: a label shown in traces (defaults to the function's name).
+        max_tokens: the reply limit in estimated tokens (None: none).
 
     Example:
         ```python
@@ -81,6 +96,7 @@ class CallableChatModel(BaseChatModel):
 
     fn: Callable[[str], str | Awaitable[str]]
     name_hint: str = ""
+    max_tokens: int | None = None
 
     def model_post_init(self, context: Any, /) -> None:
         if not callable(self.fn):
@@ -98,12 +114,15 @@ class CallableChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"fn": self.name_hint}
 
-    def _result(self, reply: Any, prompt: str) -> ChatResult:
+    def _result(self, reply: Any, prompt: str, limit: Any = None) -> ChatResult:
         if not isinstance(reply, str):
             raise TypeError(
                 f"the model callable {self.name_hint!r} must return a str, got {type(reply).__name__}; "
                 "wrap it so it returns the reply text"
             )
+        limit = limit if limit is not None else self.max_tokens
+        if limit is not None:
+            reply = reply[: int(limit) * CHARS_PER_TOKEN]
         message = AIMessage(content=reply, response_metadata={"model_name": self.name_hint})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -118,7 +137,7 @@ class CallableChatModel(BaseChatModel):
         reply = self.fn(prompt)
         if inspect.isawaitable(reply):
             reply = _run_awaitable(reply)
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     async def _agenerate(
         self,
@@ -134,7 +153,7 @@ class CallableChatModel(BaseChatModel):
             reply = await run_detached(cast(Callable[[str], Any], self.fn), prompt)
             if inspect.isawaitable(reply):
                 reply = await reply
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     def with_structured_output(
         self,
@@ -194,10 +213,25 @@ def _load_gguf_spec(spec: str, temperature: float | None) -> EmbeddedChatModel:
     if not os.path.isfile(path):
         raise ValueError(
             f"GGUF model file not found: {path!r} (from spec {spec!r}); pass an existing file as "
-            "'local:/path/to/model.gguf' or use 'embedded' for the bundled Gemma 3 270M"
+            "'local:/path/to/model.gguf' or use 'embedded' for a bundled model"
         )
     extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
     return EmbeddedChatModel(model_path=path, **extra)
+
+
+def _embedded_spec(spec: str, temperature: float | None) -> EmbeddedChatModel:
+    """`embedded` (the default bundled model) or `embedded:<name>` (a bundled model by name)."""
+    extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
+    if spec == "embedded":
+        return EmbeddedChatModel(**extra)
+    name = spec.split(":", 1)[1].strip()
+    if name not in BUNDLED:
+        raise ValueError(
+            f"unknown embedded model {name!r} in spec {spec!r}: use "
+            + ", ".join(f"'embedded:{b}'" for b in BUNDLED)
+            + ", or 'embedded' for the default"
+        )
+    return EmbeddedChatModel(model=cast(BundledModel, name), **extra)
 
 
 def _init_chat_model(spec: str, api_key: str | None, temperature: float | None) -> BaseChatModel:
@@ -240,7 +274,7 @@ def resolve_model(
     """Resolve a model spec into a chat model.
 
     Args:
-        spec: `None`/`"embedded"`, `"local:/path.gguf"`, a model name (with `base_url`), an `init_chat_model`
+        spec: `None`/`"embedded"`, `"embedded:qwen2.5-coder-1.5b"`/`"embedded:gemma-3-270m"`, `"local:/path.gguf"`, a model name (with `base_url`), an `init_chat_model`
             string such as `"openai:gpt-4o-mini"`, a `BaseChatModel`, or a callable `fn(prompt) -> str`.
             `None` falls back to the `REFLECTION_GRAPH_MODEL` environment variable, then to `"embedded"`.
         role: `"generator"`, `"critic"` or `"reviser"`. A critic built here from a string spec runs at
@@ -275,9 +309,8 @@ def resolve_model(
         name = spec.strip()
         if not name:
             raise ValueError(f"empty model spec: {_SPEC_HELP}")
-        if name == "embedded":
-            extra: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
-            return EmbeddedChatModel(**extra)
+        if name == "embedded" or name.startswith("embedded:"):
+            return _embedded_spec(name, temperature)
         if name.startswith("local:"):
             return _load_gguf_spec(name, temperature)
         if base_url is not None:

@@ -1,7 +1,9 @@
-"""The embedded model's exact token bound of one call, for run budgets (reflection_graph/_budget.py).
+"""The embedded model's exact token bound of one call, and its token count of a text, for run budgets
+(reflection_graph/_budget.py, reflection_graph/_estimate.py).
 
 `EmbeddedChatModel.token_bound` is this function: it counts the rendered prompt with the model's own tokenizer
-(with its BOS token, special tokens as text: never fewer tokens than llama.cpp reports) and adds the reply limit
+(the prompt a call sends, `render_prompt`, with a BOS token and special tokens as text: never fewer tokens
+than llama.cpp reports) and adds the reply limit
 of the kind of call:
 - free text: `max_tokens` (the call's, else the model's), cut to what the context window leaves;
 - grammar-constrained JSON: the model tries up to `len(_TIGHTER)` completions with tighter bounds, each with the
@@ -15,13 +17,17 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from reflection_graph.models._prompting import messages_to_prompt
 from reflection_graph.models._structured import _TIGHTER
+
+
+def count_tokens(model: Any, text: str) -> int:
+    """The tokens of `text` by the embedded `model`'s own tokenizer (no BOS token)."""
+    return len(model._loaded().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 def token_bound(model: Any, messages: list[BaseMessage], **options: Any) -> int:
     """The most tokens (prompt and reply) that one call of the embedded `model` on `messages` can report."""
-    prompt = messages_to_prompt(messages)
+    prompt = model.render_prompt(messages)
     llama = model._loaded().llama
     n_prompt = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))
     room = max(0, model.n_ctx - n_prompt)

