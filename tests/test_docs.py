@@ -162,6 +162,20 @@ def test_getting_started_shows_the_readmes_two_setup_commands() -> None:
     assert shown == _setup_commands()
 
 
+def test_the_development_page_names_every_module_of_the_package() -> None:
+    """docs/development.md's "How it is built" table has a row for every module and subpackage at the top level."""
+    page = (DOCS / "development.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `([^`]+)` \|", page, flags=re.MULTILINE))
+    package = ROOT / "reflection_graph"
+    parts = [
+        p.name + "/" if p.is_dir() else p.name for p in package.iterdir() if p.suffix == ".py" or p.is_dir()
+    ]
+    missing = sorted(
+        p for p in parts if p not in named and p != "__init__.py" and not p.startswith("__pycache__")
+    )
+    assert not missing, f"docs/development.md: add a row for {missing} to the module table"
+
+
 def command_lines() -> list[tuple[str, str]]:
     """Every `reflection-graph ...` command line in the README and the docs: in bash blocks and inline code."""
     found = []
