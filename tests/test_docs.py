@@ -176,6 +176,27 @@ def test_the_development_page_names_every_module_of_the_package() -> None:
     assert not missing, f"docs/development.md: add a row for {missing} to the module table"
 
 
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:bench|datasets|tests|notebooks|graphs|reflection_graph|docs|\.ci)/[\w./-]*\w)"
+)
+NOT_IN_THE_REPOSITORY = {
+    "bench/_samples.py": "removed; the HumanEval/40-82 figures name the commit they were measured at",
+    "bench/.cache": "made when a benchmark runs (git-ignored)",
+    "bench/results/": "written when a benchmark runs",
+}
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """`bench/...`, `datasets/...`, `tests/...` and the like, named in the README or the docs, are files here."""
+    missing = []
+    for page in [ROOT / "README.md", *doc_pages()]:
+        for match in REPO_PATH.finditer(page.read_text(encoding="utf-8")):
+            path = match.group(1)
+            if not (ROOT / path).exists() and not any(path.startswith(p) for p in NOT_IN_THE_REPOSITORY):
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not missing, missing
+
+
 def command_lines() -> list[tuple[str, str]]:
     """Every `reflection-graph ...` command line in the README and the docs: in bash blocks and inline code."""
     found = []
