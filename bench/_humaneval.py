@@ -270,10 +270,14 @@ def prompt_probe() -> str:
     from reflection_graph._code import code_messages
 
     stub = 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'
-    draft = code_messages(stub, None) or []
     critique = {"issues": ["test_example_1 failed: assert twice(2) == 4 (twice(2) was 3)"]}
-    revise = code_messages(stub, None, candidate=stub + "    return x + 1\n", critique=critique) or []
-    shown = [[m.type, m.text] for m in [*draft, *revise]]
+    shown = []
+    for chat in (False, True):
+        draft = code_messages(stub, None, chat=chat) or []
+        revise = code_messages(
+            stub, None, candidate=stub + "    return x + 1\n", critique=critique, chat=chat
+        )
+        shown += [[m.type, m.text] for m in [*draft, *(revise or [])]]
     return hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:16]
 
 

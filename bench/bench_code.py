@@ -45,6 +45,8 @@ import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "code.jsonl"
+CODE_FENCE_END = "\n```\n"
+"""The end of a reply's fenced code block: a chat model's explanation after its code is not needed."""
 STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
 """The usual stop sequences of code completion (HumanEval's), for every variant."""
 
@@ -186,6 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, default=None, help="humaneval: the results file (JSON Lines)."
     )
+    parser.add_argument(
+        "--stop-after-code",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="humaneval: stop a reply at the end of its first fenced block (the code is the same; the "
+        "explanation after it is not generated), for every variant alike.",
+    )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
     args = parser.parse_args(argv)
     if args.set == "humaneval":
@@ -266,6 +275,7 @@ def humaneval(args: argparse.Namespace) -> int:
         "gguf_sha256": he.file_sha256(path),
         "max_tokens": args.max_tokens,
         "n_ctx": args.n_ctx,
+        "stop": [*(getattr(base, "stop", None) or []), *([CODE_FENCE_END] if args.stop_after_code else [])],
         "temperature": 0.0,
         "seed": 0,
         "settings": settings,
@@ -274,7 +284,13 @@ def humaneval(args: argparse.Namespace) -> int:
     run = he.run_key(identity)
     if not args.report_only:
         calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
-        update = {"temperature": 0.0, "seed": 0, "max_tokens": args.max_tokens, "n_ctx": args.n_ctx}
+        update = {
+            "temperature": 0.0,
+            "seed": 0,
+            "max_tokens": args.max_tokens,
+            "n_ctx": args.n_ctx,
+            "stop": identity["stop"],
+        }
         if args.threads is not None:
             update["n_threads"] = args.threads
         model = he.cached_model(base, calls, identity["gguf_sha256"], **update)
@@ -283,12 +299,18 @@ def humaneval(args: argparse.Namespace) -> int:
         for problem in chosen:
             he.run_problem(problem, model, judge, results, run, settings, args.samples)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
-    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [])
+    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
     return 0
 
 
 def report(
-    he: Any, results: Any, run: str, identity: dict[str, Any], chosen: list[dict[str, Any]], dev: list[int]
+    he: Any,
+    results: Any,
+    run: str,
+    identity: dict[str, Any],
+    chosen: list[dict[str, Any]],
+    dev: list[int],
+    max_n: int,
 ) -> None:
     """The table of the problems of `chosen` that have every variant recorded under `run`."""
     from reflection_graph.runners.humaneval import task_number
@@ -331,7 +353,7 @@ def report(
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
     parts.append((f"all ({covered}{', development included' if dev else ''})", rows))
     for label, part in parts:
-        _print_summary(he, label, part)
+        _print_summary(he, label, part, max_n)
 
 
 def _mark(value: Any) -> str:
@@ -362,8 +384,8 @@ def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _print_summary(he: Any, label: str, rows: list[dict[str, Any]]) -> None:
-    s = he.summary(rows, max_n=64)
+def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) -> None:
+    s = he.summary(rows, max_n=max_n)
     n = s["problems"]
     print(f"## {label}")
     print(

@@ -63,13 +63,15 @@ CODE_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
 starts the next top-level statement."""
 
 CODE_TEST_DEFAULTS: dict[str, Any] = {
-    "n_drafts": 4,
+    "n_drafts": 1,
     "n_revisions": 2,
     "max_iterations": 3,
 }
-"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): 4 first drafts (the
-greedy one and 3 samples), then up to 2 revision rounds of 2 samples while the tests fail. 8 generations at most;
-measured on HumanEval/40-163 in bench/README.md."""
+"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): one first draft (the
+plain greedy call), then, while the tests fail, up to 2 revision rounds of 2 samples (the greedy revision and a
+warmer one), each shown the failing tests. 5 generations at most, 1 when the first draft passes: the tests say
+when more drafts would be tokens spent for nothing, so the drafting is not done ahead (4 drafts up front cost 4
+calls on every problem). Chosen before the HumanEval run of bench/README.md, not fitted on its problems."""
 
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 CHAT_DRAFT = "Complete this function:\n```python\n{stub}\n```"

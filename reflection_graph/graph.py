@@ -154,7 +154,7 @@ def create_reflection_graph(
             for the plateau stop, `stop_on_no_new_issues` (True), `select` ("best" or "last"), `strategy`
             ("loop", "self_refine" or "tree"), `n_drafts` and `n_revisions` (1: samples per round, best kept),
             `preserve_correct`, `focus` ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`
-            defaults to `n_drafts=4`, `n_revisions=2`, `max_iterations=3`: `_code.CODE_TEST_DEFAULTS`),
+            defaults to `n_drafts=1`, `n_revisions=2`, `max_iterations=3`: `_code.CODE_TEST_DEFAULTS`),
             `history_window`, `prompts`
             (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
             `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).

@@ -194,23 +194,23 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
     assert result["stop_reason"] == "accepted"
 
 
-def test_focus_code_with_a_test_critic_defaults_to_four_drafts_and_two_revision_rounds_of_two() -> None:
+def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_revision_rounds_of_two() -> None:
     from reflection_graph._code import code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
     assert code_defaults(critic, {"focus": "code"}) == {
         "focus": "code",
-        "n_drafts": 4,
+        "n_drafts": 1,
         "n_revisions": 2,
         "max_iterations": 3,
     }
-    assert code_defaults(critic, {"focus": "code", "n_drafts": 1})["n_drafts"] == 1  # what a user passes wins
+    assert code_defaults(critic, {"focus": "code", "n_drafts": 4})["n_drafts"] == 4  # what a user passes wins
     assert code_defaults(critic, {"focus": "general"}) == {"focus": "general"}
     assert code_defaults(None, {"focus": "code"}) == {"focus": "code"}
     generator = RecordingChatModel(replies=["return x"])
     result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
-    assert len(generator.received) == 4 + 2 + 2 and result["stop_reason"] == "max_iterations"
-    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [4, 2, 2]
+    assert len(generator.received) == 1 + 2 + 2 and result["stop_reason"] == "max_iterations"
+    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [1, 2, 2]
 
 
 def test_a_stub_may_import_before_its_docstring() -> None:

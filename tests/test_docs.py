@@ -374,7 +374,7 @@ HEADINGS = (
 )
 
 
-def test_the_start_page_and_the_api_reference_open_in_a_browser(served: str) -> None:
+def test_the_start_page_the_api_reference_and_a_notebook_open_in_a_browser(served: str) -> None:
     require_chromium()
     pytest.importorskip("websockets.asyncio.client", reason="needs websockets (dev extra)")
     pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
@@ -392,6 +392,15 @@ def test_the_start_page_and_the_api_reference_open_in_a_browser(served: str) -> 
     assert critics.errors == []
     headings = " ".join(critics.values["headings"])
     assert "LLMCritic" in headings and "CodeTestCritic" in headings, critics.values["headings"]
+
+    # a notebook page: its stored plot decodes in the browser, with nothing fetched from elsewhere
+    plots = (
+        "[...document.querySelectorAll('article img')].filter(i => i.complete && i.naturalWidth > 200).length"
+    )
+    notebook = browse(served + "/notebooks/gain/", {"headings": HEADINGS, "plots": plots})
+    assert notebook.errors == []
+    assert notebook.values["headings"][0].startswith("Does reflection pay off?"), notebook.values["headings"]
+    assert notebook.values["plots"] >= 1
 
 
 def test_the_browser_check_can_fail(served: str, site: Path) -> None:
