@@ -23,7 +23,12 @@ from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
-from reflection_graph.prompts import CRITIQUE_PROMPT
+from reflection_graph.prompts import (
+    CHAT_CRITIQUE_PROMPT,
+    CHAT_CRITIQUE_SYSTEM,
+    CRITIQUE_PROMPT,
+    CRITIQUE_SYSTEM,
+)
 from reflection_graph.settings import Settings
 
 ModelLike = Any  # BaseChatModel | str | Callable[[str], str] | None; resolved by reflection_graph.models
@@ -75,10 +80,12 @@ def as_critic(
 ) -> Critic:
     """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
 
-    With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
-    prompt override, the critic is a `LogprobCritic` (the embedded base model's next-token probabilities: on
-    `datasets/pairs.jsonl` it ranks good above bad far more often than JSON verdicts; see bench/bench_critic.py).
-    Every other case gets an `LLMCritic`.
+    With no critic given and an embedded *base* model (Gemma 3 270M, a GGUF without a chat template) as the
+    generator, and neither critic guidelines nor a critique prompt override, the critic is a `LogprobCritic` (the
+    base model's next-token probabilities: on `datasets/pairs.jsonl` it ranks good above bad far more often than
+    JSON verdicts; see bench/bench_critic.py). Every other case, an instruction-tuned embedded model (Qwen) among
+    them, gets an `LLMCritic` (a JSON critique through its chat template, at temperature 0; on an embedded chat
+    model with `CHAT_CRITIQUE_SYSTEM` and `CHAT_CRITIQUE_PROMPT` unless the critique prompt is overridden).
 
     Raises:
         ValueError: `critic` is neither a `Critic`, a chat model, a model spec nor a callable.
@@ -98,11 +105,14 @@ def as_critic(
     else:
         raise ValueError(critic_help(critic))
     plain = guidelines is None and not settings.prompts.get("critique")
-    if critic is None and isinstance(model, EmbeddedChatModel) and plain:
+    embedded_chat = isinstance(model, EmbeddedChatModel) and model.uses_chat_template
+    if critic is None and isinstance(model, EmbeddedChatModel) and plain and not embedded_chat:
         return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
+    chat = embedded_chat and not settings.prompts.get("critique")
     return LLMCritic(
         critic_model(model),
-        prompt=settings.prompts.get("critique", CRITIQUE_PROMPT),
+        prompt=settings.prompts.get("critique", CHAT_CRITIQUE_PROMPT if chat else CRITIQUE_PROMPT),
+        system=CHAT_CRITIQUE_SYSTEM if chat else CRITIQUE_SYSTEM,
         guidelines=guidelines,
         parse_retries=settings.parse_retries,
         on_parse_error=settings.on_parse_error,

@@ -6,6 +6,7 @@ models ignore it, and small *base* models (the embedded Gemma 3 270M) need it to
 Placeholders:
 - GENERATE_PROMPT: {task}, {context}, {lessons}
 - CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
+- CHAT_CRITIQUE_PROMPT (the default critic's on an instruction-tuned embedded model): the same placeholders
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
 - PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
@@ -20,6 +21,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
+    "CHAT_CRITIQUE_PROMPT",
+    "CHAT_CRITIQUE_SYSTEM",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
     "FOCUS_CUES",
@@ -72,6 +75,25 @@ CRITIQUE_SYSTEM = (
 )
 
 THRESHOLD_RULE = "A candidate is acceptable only if it deserves a score of at least {threshold} out of 10."
+
+CHAT_CRITIQUE_SYSTEM = (
+    "You check whether an answer does what its task asks. Report a problem only when the answer really has it, "
+    "and say where it is; do not ask for more than the task asks for. An answer that does the task is "
+    'acceptable, with no issues and a score from 8 to 10. Reply with JSON only, with the keys "issues", '
+    '"suggestions", "is_acceptable", "score" and "feedback"; keep each of them to one short sentence.'
+)
+"""The default critic's system message on an instruction-tuned embedded model (Qwen): a checker, not a "strict
+reviewer" (told to be strict, the 1.5B model invents faults in a good answer)."""
+
+CHAT_CRITIQUE_PROMPT = """Task: {task}
+{context}
+Answer:
+{candidate}
+
+Does the answer do what the task asks? List only its real problems (none when it has none), a fix for each, \
+and score it from 0 to 10.
+{threshold_rule}{guidelines}"""
+"""The default critic's prompt on an instruction-tuned embedded model, sent through its chat template."""
 
 CRITIQUE_PROMPT = """Task: {task}
 {context}
