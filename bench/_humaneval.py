@@ -1,17 +1,26 @@
-"""HumanEval/40-163 in bench_code.py: judging in the sandbox, the ceiling figures, and the loop and tree runs.
+"""HumanEval/40-163 in bench_code.py: the four variants side by side, judged on HumanEval's own tests, resumable.
 
-Every candidate is judged twice, in the package's sandbox (`CodeTestCritic`): on the **visible** tests (the
-`>>>` examples of the problem's docstring, `docstring_tests`: all the loop ever sees) and on HumanEval's own
-**hidden** tests (its `check(candidate)`, run by a `test_check` function). Verdicts are cached by the hash of the
-tests and the code (bench/.cache/verdicts.jsonl), so a figure can be recomputed without running anything again.
+Every candidate is judged in the package's sandbox (`CodeTestCritic`) on the **visible** tests (the examples of
+the problem's docstring, `docstring_tests`: `>>>` examples, or prose ones such as `f(x) ==> y`; all the loop ever
+sees) and on HumanEval's own **hidden** tests (its `check(candidate)`, through `CodeTestCritic`'s `entry_point`
+path: the verdict is decided in a process that never runs the candidate's code).
 
-The ceiling (from the raw samples of bench/_samples.py: candidate 0 is the greedy completion, candidate i >= 1 the
-sample with seed i at `_samples.TEMPERATURE`):
-- **pass@N**: the unbiased estimator of the HumanEval paper (Chen et al. 2021) over the 32 temperature samples,
-  `1 - C(n-c, N) / C(n, N)`, summed over the problems (an expected count of problems solved);
-- **any of N**: problems where one of the first N candidates (the greedy one and N-1 samples) passes;
-- **best-of-N by visible**: the first of those N candidates that passes the most visible tests, judged on the
-  hidden tests (what a verifier reaches without revision).
+For each problem, with one GGUF and one set of generation settings:
+- **raw**: one greedy chat completion (temperature 0) of the package's code prompt for the stub (for an
+  instruction-tuned model, "complete this function" with the stub in a fence, through its chat template), the reply
+  turned into the function by the package's `finish_candidate`: what a user gets from one plain call;
+- **loop**: `create_reflection_graph(model, critic=<visible tests>, focus="code")` with the code focus's
+  defaults (or the settings given), judged on the hidden tests; its first draft is the same call as raw;
+- **samples**: for best-of-N, candidates 1..K at `SAMPLE_TEMPERATURE` (seeds 1..K: the loop's own draft
+  samples), drawn only where raw fails a visible example (where it passes them all, best-of-N by the visible
+  examples picks raw, whatever the samples are);
+- **tree**: the same graph with `strategy="tree"`.
+
+Every model call goes through `CachedModel`, a call cache keyed by the GGUF, the messages and the sampling
+settings: a call made once (raw's greedy call is the loop's first draft; the tree's first revisions are the
+loop's) is replayed, with its token counts, never made twice. Per-problem results go to a JSON Lines file in
+bench/results/ (one record per problem and variant, appended and flushed as soon as it is known), keyed by model,
+settings and problem, so a run can be killed and resumed, and `--report-only` prints the table from it.
 """
 
 from __future__ import annotations
@@ -19,14 +28,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-CACHE_DIR = Path(__file__).resolve().parent / ".cache"
+BENCH = Path(__file__).resolve().parent
+CACHE_DIR = BENCH / ".cache"
+RESULTS_DIR = BENCH / "results"
 VERDICTS = CACHE_DIR / "verdicts.jsonl"
-NS = (1, 4, 8, 16, 32)
+VARIANTS = ("raw", "loop", "samples", "tree")
 
 
 def hidden_tests(problem: dict[str, Any]) -> str:
@@ -36,7 +50,7 @@ def hidden_tests(problem: dict[str, Any]) -> str:
 
 
 def visible_tests(problem: dict[str, Any]) -> str | None:
-    """The docstring's `>>>` examples as tests (None when the docstring has none the package can read)."""
+    """The docstring's examples as tests (None when the docstring has none the package can read)."""
     from reflection_graph._code import docstring_tests
 
     try:
@@ -74,7 +88,10 @@ class Judge:
         if path.exists():
             for line in path.read_text().splitlines():
                 if line.strip():
-                    row = json.loads(line)
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError:  # a line cut by a kill
+                        continue
                     self.cache[row["key"]] = row["score"]
 
     def score(self, tests: str | None, code: str, entry_point: str | None = None) -> float:
@@ -109,6 +126,11 @@ class Judge:
         """Whether `code` passes HumanEval's own (hidden) tests."""
         return self.score(hidden_tests(problem), code, entry_point=problem["entry_point"]) == 1.0
 
+    def visible(self, problem: dict[str, Any], code: str) -> float | None:
+        """The share of the visible examples `code` passes (None: the docstring has none)."""
+        tests = visible_tests(problem)
+        return None if tests is None else self.score(tests, code)
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased pass@k estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k)."""
@@ -117,159 +139,345 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def raw_candidates(problem: dict[str, Any], row: dict[str, Any]) -> list[str]:
-    """The raw candidates of a problem as HumanEval runs them: the prompt followed by the completion."""
-    return [problem["prompt"] + s["text"] for s in [row["greedy"], *row["samples"]]]
+# ------------------------------------------------------------------------------------------ the model calls
 
 
-def ceiling(
-    problems: Sequence[dict[str, Any]], rows: dict[str, dict[str, Any]], judge: Judge
-) -> dict[str, Any]:
-    """Raw greedy, pass@N, any-of-N and best-of-N-by-visible for N in `NS`, and tokens per problem."""
-    out: dict[str, Any] = {
-        "greedy": 0,
-        "pass": dict.fromkeys(NS, 0.0),
-        "any": dict.fromkeys(NS, 0),
-        "best": dict.fromkeys(NS, 0),
-        "tokens": dict.fromkeys(NS, 0),
-        "per_problem": {},
-    }
-    for problem in problems:
-        row = rows[problem["task_id"]]
-        codes = raw_candidates(problem, row)
-        hidden = [judge.solves(problem, code) for code in codes]
-        visible = [judge.score(visible_tests(problem), code) for code in codes]
-        calls = [row["greedy"], *row["samples"]]
-        out["greedy"] += hidden[0]
-        correct = sum(hidden[1:])
-        for n in NS:
-            out["pass"][n] += pass_at_k(len(hidden) - 1, correct, n)
-            out["any"][n] += any(hidden[:n])
-            best = max(range(n), key=lambda i: (visible[i], -i))
-            out["best"][n] += hidden[best]
-            out["tokens"][n] += sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls[:n])
-        out["per_problem"][problem["task_id"]] = {"hidden": hidden, "visible": visible}
-    count = max(len(problems), 1)
-    out["tokens"] = {n: round(t / count) for n, t in out["tokens"].items()}
-    return out
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file, remembered in bench/.cache by path, size and modification time."""
+    stat = os.stat(path)
+    memo = CACHE_DIR / "sha256.json"
+    known = json.loads(memo.read_text()) if memo.exists() else {}
+    tag = f"{os.path.realpath(path)}:{stat.st_size}:{int(stat.st_mtime)}"
+    if tag not in known:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        known[tag] = digest.hexdigest()
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(json.dumps(known, indent=1))
+    return str(known[tag])
 
 
-COMPLETIONS = CACHE_DIR / "completions.jsonl"
+class Calls:
+    """Model calls already made, by GGUF, messages and sampling settings, on disk (JSON Lines, appended)."""
 
-
-def _call_key(prompt: str, params: dict[str, Any]) -> str:
-    fields = {k: params[k] for k in ("temperature", "seed", "max_tokens", "top_p", "top_k", "min_p")}
-    fields["repeat_penalty"] = params["repeat_penalty"]
-    fields["stop"] = sorted(params["stop"])
-    return hashlib.sha256((prompt + json.dumps(fields, sort_keys=True)).encode()).hexdigest()
-
-
-class Replay:
-    """llama.cpp calls already made, by prompt and settings: the raw samples (a loop's drafts are the same calls)
-    and every completion made by an earlier run of this bench (bench/.cache/completions.jsonl)."""
-
-    def __init__(self, problems: Sequence[dict[str, Any]], rows: dict[str, dict[str, Any]]) -> None:
-        import _samples
-
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.lock = threading.Lock()
         self.calls: dict[str, dict[str, Any]] = {}
         self.hits = self.misses = 0
-        for problem in problems:
-            row = rows.get(problem["task_id"])
-            for call in [row["greedy"], *row["samples"]] if row else []:
-                temperature = 0.0 if call is row["greedy"] else row["temperature"]
-                params = _samples.sampling(temperature, call["seed"])
-                self.calls[_call_key(problem["prompt"], params)] = call
-        if COMPLETIONS.exists():
-            for line in COMPLETIONS.read_text().splitlines():
-                if line.strip():
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
                     entry = json.loads(line)
-                    self.calls[entry["key"]] = entry["call"]
+                except json.JSONDecodeError:  # a line cut by a kill
+                    continue
+                self.calls[entry["key"]] = entry["call"]
 
-    def get(self, prompt: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         with self.lock:
-            call = self.calls.get(_call_key(prompt, params))
+            call = self.calls.get(key)
             self.hits += call is not None
             self.misses += call is None
             return call
 
-    def put(self, prompt: str, params: dict[str, Any], call: dict[str, Any]) -> None:
-        key = _call_key(prompt, params)
+    def put(self, key: str, call: dict[str, Any]) -> None:
         with self.lock:
             self.calls[key] = call
-            COMPLETIONS.parent.mkdir(parents=True, exist_ok=True)
-            with COMPLETIONS.open("a") as out:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as out:
                 out.write(json.dumps({"key": key, "call": call}) + "\n")
+                out.flush()
 
 
-def replay_model(replay: Replay, threads: int = 1) -> Any:
-    """The embedded model (temperature 0, the bench's token budget and code stops) whose llama.cpp calls are
-    served from `replay` when the very same call (prompt and settings) was made before."""
-    import _samples
+def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
+    """`base` (an `EmbeddedChatModel`) with `update` applied, whose free-text calls are served from `calls` when
+    the very same call (GGUF, messages, sampling settings) was made before, and recorded when not."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
 
-    from reflection_graph._code import CODE_STOP
-    from reflection_graph.models.embedded import EmbeddedChatModel
+    cls = type(base)
 
-    class ReplayModel(EmbeddedChatModel):
-        def _complete(
-            self, loaded: Any, prompt: str, params: dict[str, Any], grammar: Any = None
-        ) -> dict[str, Any]:
-            call = replay.get(prompt, params) if grammar is None else None
+    class CachedModel(cls):  # type: ignore[misc,valid-type]
+        def _generate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            if kwargs.get("json_schema") is not None or kwargs.get("logprobs") or "top_logprobs" in kwargs:
+                return super()._generate(messages, stop, run_manager, **kwargs)
+            shown = [[m.type, m.text] for m in messages]
+            settings = self._sampling(stop, kwargs)
+            key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
+            call = calls.get(key)
             if call is None:
-                result = super()._complete(loaded, prompt, params, grammar)
-                choice = result["choices"][0]
+                start = time.monotonic()
+                result = super()._generate(messages, stop, run_manager, **kwargs)
+                message = result.generations[0].message
                 call = {
-                    "seed": params["seed"],
-                    "text": choice["text"],
-                    "finish": choice.get("finish_reason"),
-                    "completion_tokens": int(result["usage"]["completion_tokens"]),
-                    "prompt_tokens": int(result["usage"]["prompt_tokens"]),
+                    "text": message.text,
+                    "usage": dict(message.usage_metadata or {}),
+                    "meta": dict(message.response_metadata or {}),
+                    "seconds": round(time.monotonic() - start, 2),
                 }
-                if grammar is None:
-                    replay.put(prompt, params, call)
-            usage = {
-                "prompt_tokens": call["prompt_tokens"],
-                "completion_tokens": call["completion_tokens"],
-                "total_tokens": call["prompt_tokens"] + call["completion_tokens"],
-            }
-            return {"choices": [{"text": call["text"], "finish_reason": call["finish"]}], "usage": usage}
+                calls.put(key, call)
+            message = AIMessage(
+                content=call["text"], usage_metadata=call["usage"], response_metadata=call["meta"]
+            )
+            return ChatResult(generations=[ChatGeneration(message=message)])
 
-    return ReplayModel(
-        temperature=0.0, seed=0, max_tokens=_samples.MAX_TOKENS, stop=list(CODE_STOP), n_threads=threads
-    )
+    fields = {name: getattr(base, name) for name in cls.model_fields}
+    return CachedModel(**{**fields, **update})
 
 
-def run_graph(
-    problems: Sequence[dict[str, Any]], model: Any, judge: Judge, label: str, **settings: Any
+# ------------------------------------------------------------------------------------------ the results file
+
+
+class Results:
+    """Per-problem results in a JSON Lines file: one record per (run key, problem, variant), appended, flushed
+    and synced as soon as it is known; a line cut by a kill is skipped when read back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                self.records[(record["run"], record["task_id"], record["variant"])] = record
+
+    def get(self, run: str, task_id: str, variant: str) -> dict[str, Any] | None:
+        return self.records.get((run, task_id, variant))
+
+    def put(self, record: dict[str, Any]) -> None:
+        self.records[(record["run"], record["task_id"], record["variant"])] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def run_key(identity: dict[str, Any]) -> str:
+    """A short key for a model and its settings (what a cached record is valid for)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prompt_probe() -> str:
+    """A digest of the package's code prompts (a draft and a revision of a fixed stub): records made with other
+    prompts are not mixed in."""
+    from reflection_graph._code import code_messages
+
+    stub = 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'
+    critique = {"issues": ["test_example_1 failed: assert twice(2) == 4 (twice(2) was 3)"]}
+    shown = []
+    for chat in (False, True):
+        draft = code_messages(stub, None, chat=chat) or []
+        revise = code_messages(
+            stub, None, candidate=stub + "    return x + 1\n", critique=critique, chat=chat
+        )
+        shown += [[m.type, m.text] for m in [*draft, *(revise or [])]]
+    return hashlib.sha256(json.dumps(shown).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ one problem
+
+
+def _usage_tokens(result: dict[str, Any]) -> int:
+    return int(((result.get("usage") or {}).get("total") or {}).get("total_tokens") or 0)
+
+
+def _calls_of(result: dict[str, Any]) -> int:
+    return sum(len(r.get("samples") or [r]) for r in result.get("trajectory") or [])
+
+
+def raw_record(problem: dict[str, Any], model: Any, judge: Judge) -> dict[str, Any]:
+    """One greedy call of the package's code prompt for the stub, finished into the function."""
+    from langchain_core.messages import HumanMessage
+
+    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
+
+    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
+        HumanMessage(problem["prompt"])
+    ]
+    reply = model.invoke(messages)
+    code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
+    usage = reply.usage_metadata or {}
+    return {
+        "solved": judge.solves(problem, code),
+        "visible": judge.visible(problem, code),
+        "tokens": int(usage.get("total_tokens") or 0),
+        "calls": 1,
+        "code": code,
+    }
+
+
+def graph_record(
+    problem: dict[str, Any], model: Any, judge: Judge, settings: dict[str, Any], strategy: str
 ) -> dict[str, Any]:
-    """One reflection graph per problem (focus code, judged by the visible tests), the answer judged on the hidden
-    tests. Problems whose docstring has no example the package can read get a single greedy draft."""
-    import sys
-
+    """The reflection graph on the problem (focus code, the visible tests as its critic), judged on the hidden
+    tests. Without a visible test there is nothing to check: the record says so and holds raw's answer."""
     from reflection_graph import create_reflection_graph
 
-    out: dict[str, Any] = {"solved": 0, "first": 0, "tokens": 0, "per_problem": {}}
-    for problem in problems:
-        critic = visible_critic(problem)
-        options = dict(settings) if critic is not None else {"n_drafts": 1, "max_iterations": 1}
-        graph = create_reflection_graph(model, critic=critic, focus="code", **options)
-        result = graph.invoke({"task": problem["prompt"]})
-        first_round = result["trajectory"][0]
-        first = (first_round.get("samples") or [first_round])[0]["candidate"]
-        solved, first_ok = judge.solves(problem, result["candidate"]), judge.solves(problem, first)
-        out["solved"] += solved
-        out["first"] += first_ok
-        out["tokens"] += int(result["usage"]["total"]["total_tokens"])
-        out["per_problem"][problem["task_id"]] = {
-            "solved": solved,
-            "first": first_ok,
-            "rounds": result["iterations"],
-            "stop": result["stop_reason"],
-        }
+    critic = visible_critic(problem)
+    if critic is None:
+        return {"no_visible_tests": True}
+    graph = create_reflection_graph(model, critic=critic, focus="code", strategy=strategy, **settings)
+    result = graph.invoke({"task": problem["prompt"]})
+    first_round = result["trajectory"][0]
+    first = (first_round.get("samples") or [first_round])[0]["candidate"]
+    code = result["candidate"] or ""
+    return {
+        "solved": judge.solves(problem, code),
+        "visible": judge.visible(problem, code),
+        "first_solved": judge.solves(problem, first),
+        "first": first,
+        "tokens": _usage_tokens(result),
+        "calls": _calls_of(result),
+        "rounds": result["iterations"],
+        "stop": result["stop_reason"],
+        "code": code,
+    }
+
+
+def samples_record(
+    problem: dict[str, Any], model: Any, judge: Judge, raw: dict[str, Any], count: int
+) -> dict[str, Any]:
+    """Candidates 1..`count` at the loop's sampling temperature (seeds 1..count), where raw fails a visible
+    example; none where it passes them all or there are none (best-of-N by the visible examples is raw there)."""
+    from langchain_core.messages import HumanMessage
+
+    from reflection_graph._calls import sampled
+    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
+
+    if raw["visible"] is None or raw["visible"] == 1.0:
+        return {"drawn": False, "candidates": []}
+    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
+        HumanMessage(problem["prompt"])
+    ]
+    candidates = []
+    for index in range(1, count + 1):
+        reply = sampled(model, index).invoke(messages)
+        code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
+        candidates.append(
+            {
+                "solved": judge.solves(problem, code),
+                "visible": judge.visible(problem, code),
+                "tokens": int((reply.usage_metadata or {}).get("total_tokens") or 0),
+            }
+        )
+    return {"drawn": True, "candidates": candidates}
+
+
+def run_problem(
+    problem: dict[str, Any],
+    model: Any,
+    judge: Judge,
+    results: Results,
+    run: str,
+    settings: dict[str, Any],
+    samples: int,
+    variants: Iterable[str] = VARIANTS,
+) -> None:
+    """Every variant not yet recorded for this problem, each record written as soon as it is known."""
+    task_id, wanted = problem["task_id"], set(variants)
+    for variant in VARIANTS:
+        if variant not in wanted or results.get(run, task_id, variant) is not None:
+            continue
+        start = time.monotonic()
+        if variant == "raw":
+            record = raw_record(problem, model, judge)
+        elif variant == "samples":
+            raw = results.get(run, task_id, "raw")
+            if raw is None:
+                continue
+            record = samples_record(problem, model, judge, raw, samples)
+        else:
+            record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else "loop")
+        record.update(run=run, task_id=task_id, variant=variant, seconds=round(time.monotonic() - start, 1))
+        results.put(record)
+        shown = "-" if "solved" not in record else ("solved" if record["solved"] else "failed")
         print(
-            f"{label:>10} {problem['task_id']:<14} {'solved' if solved else 'failed'}",
+            f"{task_id:<14} {variant:<8} {shown:<7} {record.get('tokens', '')!s:>6} tokens "
+            f"{record['seconds']:>6.1f}s",
             file=sys.stderr,
             flush=True,
         )
-    out["tokens"] = round(out["tokens"] / max(len(problems), 1))
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+def _row(records: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """One problem's figures per variant, from its records (None while raw, loop or tree is missing)."""
+    raw, loop, tree = records.get("raw"), records.get("loop"), records.get("tree")
+    if raw is None or loop is None or tree is None:
+        return None
+    out: dict[str, Any] = {"raw": raw, "samples": records.get("samples")}
+    for name, record in (("loop", loop), ("tree", tree)):
+        if record.get("no_visible_tests"):  # nothing to check: the loop's answer is its greedy first draft
+            record = {**raw, "first_solved": raw["solved"], "no_visible_tests": True}
+        out[name] = record
     return out
+
+
+def best_of(row: dict[str, Any], n: int) -> tuple[bool | None, float, bool]:
+    """Best-of-`n` by the visible examples on one problem (raw + `n`-1 samples): (solved, tokens, estimated).
+
+    Where raw passes every visible example (or there is none) it is picked whatever the samples are: solved is
+    raw's, and the tokens of the `n`-1 samples not drawn are estimated as raw's (`estimated` True). None when
+    the samples needed were not drawn."""
+    raw, samples = row["raw"], row.get("samples") or {}
+    if not samples.get("drawn"):
+        return raw["solved"], n * raw["tokens"], n > 1
+    candidates = [raw, *samples["candidates"]]
+    if len(candidates) < n:
+        return None, 0.0, False
+    pool = candidates[:n]
+    best = max(range(n), key=lambda i: (pool[i]["visible"] or 0.0, -i))
+    return pool[best]["solved"], float(sum(c["tokens"] for c in pool)), False
+
+
+def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
+    """Solved counts, mean tokens per problem and per-problem checks over `rows`."""
+    count = max(len(rows), 1)
+    out: dict[str, Any] = {"problems": len(rows)}
+    for name in ("raw", "loop", "tree"):
+        out[name] = sum(bool(r[name]["solved"]) for r in rows)
+        out[f"{name}_tokens"] = sum(r[name]["tokens"] for r in rows) / count
+    out["first"] = sum(bool(r["loop"].get("first_solved")) for r in rows)
+    out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
+    out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)
+    out["best"] = {}
+    for n in range(1, max_n + 1):
+        picks = [best_of(r, n) for r in rows]
+        if any(p[0] is None for p in picks):
+            break
+        out["best"][n] = {
+            "solved": sum(bool(p[0]) for p in picks),
+            "tokens": sum(p[1] for p in picks) / count,
+            "estimated": sum(p[2] for p in picks),
+        }
+    # any-of-N where samples were drawn (raw failed a visible example): the most selection could reach
+    drawn = [r for r in rows if (r.get("samples") or {}).get("drawn")]
+    out["drawn"] = len(drawn)
+    out["drawn_any"] = sum(any(c["solved"] for c in [r["raw"], *r["samples"]["candidates"]]) for r in drawn)
+    out["drawn_loop"] = sum(bool(r["loop"]["solved"]) for r in drawn)
+    out["loop_lost"] = [
+        r["raw"]["task_id"]
+        for r in rows
+        if r["raw"]["visible"] == 1.0 and r["raw"]["solved"] and not r["loop"]["solved"]
+    ]
+    out["loop_gained"] = [r["raw"]["task_id"] for r in rows if r["loop"]["solved"] and not r["raw"]["solved"]]
+    out["tree_gained"] = [r["raw"]["task_id"] for r in rows if r["tree"]["solved"] and not r["raw"]["solved"]]
+    return out
+
+
+def equal_tokens(best: dict[int, dict[str, Any]], tokens: float) -> tuple[int, int] | None:
+    """The N on each side of `tokens` (best-of-N's mean tokens at or below it, and at or above it)."""
+    below = [n for n, b in best.items() if b["tokens"] <= tokens]
+    above = [n for n, b in best.items() if b["tokens"] >= tokens]
+    if not below or not above:
+        return None
+    return max(below), min(above)

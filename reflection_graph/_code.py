@@ -25,14 +25,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from reflection_graph._examples import prose_examples
 from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 
 __all__ = [
     "CODE_STOP",
     "CODE_TEST_DEFAULTS",
     "Stub",
+    "chat_prompted",
     "code_defaults",
     "code_messages",
     "docstring_tests",
@@ -61,15 +63,24 @@ CODE_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
 starts the next top-level statement."""
 
 CODE_TEST_DEFAULTS: dict[str, Any] = {
-    "n_drafts": 4,
+    "n_drafts": 1,
     "n_revisions": 2,
     "max_iterations": 3,
 }
-"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): 4 first drafts (the
-greedy one and 3 samples), then up to 2 revision rounds of 2 samples while the tests fail. 8 generations at most;
-measured on HumanEval/40-163 in bench/README.md."""
+"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): one first draft (the
+plain greedy call), then, while the tests fail, up to 2 revision rounds of 2 samples (the greedy revision and a
+warmer one), each shown the failing tests. 5 generations at most, 1 when the first draft passes: the tests say
+when more drafts would be tokens spent for nothing, so the drafting is not done ahead (4 drafts up front cost 4
+calls on every problem). Chosen before the HumanEval run of bench/README.md, not fitted on its problems."""
 
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
+CHAT_DRAFT = "Complete this function:\n```python\n{stub}\n```"
+"""A chat model's first draft: what a user asks without the loop."""
+CHAT_REVISE = (
+    "This code fails these tests from the docstring:\n{failures}\n\n"
+    "Find the mistake and write the corrected function in full, in one ```python block."
+)
+"""A chat model's revision: the failing tests and their errors, after its own previous reply."""
 _ISSUES_SHOWN = 4
 _ISSUE_CHARS = 300
 _TRIM_LINES = 40
@@ -163,17 +174,26 @@ def code_messages(
     candidate: str | None = None,
     critique: Mapping[str, Any] | None = None,
     entry_point: str | None = None,
+    chat: bool = False,
 ) -> list[BaseMessage] | None:
-    """Completion-style messages that end with the task's stub (None when the task holds no stub).
+    """Code prompts for a task that holds a stub (None when it holds none).
 
-    A draft is the plain completion of the stub: the prompt is the stub's source alone (with the newline that
-    ends its docstring), exactly what a raw completion of the stub sees, so a first draft at temperature 0 is the
-    model's own greedy completion (`context`, when given, comes first as comments). A revision gets a solved
-    example, the previous code and the critique's issues (the failing tests) as comments above the stub.
+    Completion-style (`chat=False`, a base model): a draft is the plain completion of the stub: the prompt is the
+    stub's source alone (with the newline that ends its docstring), exactly what a raw completion of the stub
+    sees, so a first draft at temperature 0 is the model's own greedy completion (`context`, when given, comes
+    first as comments). A revision gets a solved example, the previous code and the critique's issues (the
+    failing tests) as comments above the stub.
+
+    Chat (`chat=True`, a model prompted through its chat template): a draft is what a user asks without the loop,
+    "Complete this function" with the stub in a fence (`CHAT_DRAFT`). A revision continues that conversation
+    (Reflexion-style): the previous code as the model's reply, then the failing tests and their errors and a
+    request for the corrected function in full (`CHAT_REVISE`).
     """
     stub = find_stub(task, entry_point)
     if stub is None:
         return None
+    if chat:
+        return _chat_messages(stub, context, candidate, critique)
     given = "# Context:\n" + _comment(context) + "\n\n" if context else ""
     if candidate is None:
         return [HumanMessage(given + stub.source + "\n")]
@@ -181,14 +201,42 @@ def code_messages(
     if given:
         parts.append(given)
     parts.append(REVISE_HEADER + "# Previous attempt:\n" + extract_code(candidate))
-    issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
-    if not issues and (critique or {}).get("feedback"):
-        issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
+    issues = _issues(critique)
     if issues:
         parts.append("# Test results of the previous attempt:\n" + _comment("\n".join(issues)) + "\n")
     parts.append("# Corrected version:\n")
     parts.append(stub.source + "\n")
     return [HumanMessage("\n".join(parts))]
+
+
+def chat_prompted(model: Any) -> bool:
+    """Whether `model` is prompted through a chat template (an embedded instruction-tuned GGUF), so its code
+    prompts are chat-style; any other model keeps the completion-style prompts."""
+    return getattr(model, "uses_chat_template", False) is True
+
+
+def _issues(critique: Mapping[str, Any] | None) -> list[str]:
+    """The critique's issues (the failing tests and their errors), bounded; its feedback when it has none."""
+    issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
+    if not issues and (critique or {}).get("feedback"):
+        issues = [str((critique or {})["feedback"])[:_ISSUE_CHARS]]
+    return issues
+
+
+def _chat_messages(
+    stub: Stub, context: str | None, candidate: str | None, critique: Mapping[str, Any] | None
+) -> list[BaseMessage]:
+    draft = CHAT_DRAFT.format(stub=stub.source.strip("\n"))
+    if context:
+        draft = f"{draft}\n\nContext:\n{context.strip()}"
+    if candidate is None:
+        return [HumanMessage(draft)]
+    failures = "\n".join(f"- {issue}" for issue in _issues(critique)) or "- the tests failed"
+    return [
+        HumanMessage(draft),
+        AIMessage(f"```python\n{extract_code(candidate).strip()}\n```"),
+        HumanMessage(CHAT_REVISE.format(failures=failures)),
+    ]
 
 
 def _defines(code: str, name: str) -> bool:
@@ -304,7 +352,9 @@ def docstring_tests(task: str, entry_point: str | None = None) -> str:
     """Plain-assert tests built from the `>>>` examples in the docstring of the task's stub.
 
     Each example with an expected output becomes one test function: `assert <example> == <expected>` when the
-    expected output is a Python literal, else a comparison of `repr(<example>)` with the expected text.
+    expected output is a Python literal, else a comparison of `repr(<example>)` with the expected text. A
+    docstring with no `>>>` example gets its examples written as prose instead (`prose_examples`:
+    `f(3) ==> 9`, `f(3) -> 9`, `For x = 3 the output should be 9`, ...), literal values only.
 
     Raises:
         ValueError: the task holds no stub, or its docstring has no `>>>` example with an expected output.
@@ -330,6 +380,13 @@ def docstring_tests(task: str, entry_point: str | None = None) -> str:
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             check = f"assert repr({source}) == {want!r}"
         tests.append(f"def test_example_{number}():\n    {check}\n")
+    if not tests:  # no `>>>` example: examples written as prose (`f(3) ==> 9`, `Input: 3` / `Output: 9`, ...)
+        params = [a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]]
+        for number, (source, want) in enumerate(prose_examples(docstring, stub.name, params), start=1):
+            tests.append(f"def test_example_{number}():\n    assert {source} == {want}\n")
     if not tests:
-        raise ValueError(f"the docstring of {stub.name}() has no '>>>' example with an expected output")
+        raise ValueError(
+            f"the docstring of {stub.name}() has no example with an expected output ('>>>' or prose such as "
+            f"'{stub.name}(...) == value')"
+        )
     return with_solution_import("\n\n".join(tests), stub.name)

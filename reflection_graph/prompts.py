@@ -6,10 +6,11 @@ models ignore it, and small *base* models (the embedded Gemma 3 270M) need it to
 Placeholders:
 - GENERATE_PROMPT: {task}, {context}, {lessons}
 - CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
-- CHAT_CRITIQUE_PROMPT (the default critic's on an instruction-tuned embedded model): the same placeholders
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
 - PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
+- CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
+  instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 """
 
@@ -23,6 +24,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 __all__ = [
     "CHAT_CRITIQUE_PROMPT",
     "CHAT_CRITIQUE_SYSTEM",
+    "CHAT_PREFERENCE_PROMPT",
+    "CHAT_VERDICT_PROMPT",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
     "FOCUS_CUES",
@@ -75,25 +78,6 @@ CRITIQUE_SYSTEM = (
 )
 
 THRESHOLD_RULE = "A candidate is acceptable only if it deserves a score of at least {threshold} out of 10."
-
-CHAT_CRITIQUE_SYSTEM = (
-    "You check whether an answer does what its task asks. Report a problem only when the answer really has it, "
-    "and say where it is; do not ask for more than the task asks for. An answer that does the task is "
-    'acceptable, with no issues and a score from 8 to 10. Reply with JSON only, with the keys "issues", '
-    '"suggestions", "is_acceptable", "score" and "feedback"; keep each of them to one short sentence.'
-)
-"""The default critic's system message on an instruction-tuned embedded model (Qwen): a checker, not a "strict
-reviewer" (told to be strict, the 1.5B model invents faults in a good answer)."""
-
-CHAT_CRITIQUE_PROMPT = """Task: {task}
-{context}
-Answer:
-{candidate}
-
-Does the answer do what the task asks? List only its real problems (none when it has none), a fix for each, \
-and score it from 0 to 10.
-{threshold_rule}{guidelines}"""
-"""The default critic's prompt on an instruction-tuned embedded model, sent through its chat template."""
 
 CRITIQUE_PROMPT = """Task: {task}
 {context}
@@ -156,6 +140,42 @@ Better answer:"""
 LIKELIHOOD_PROMPT = """Task: {task}
 {context}Answer: {candidate}"""
 """The `LogprobCritic`'s likelihood signal: the mean log-probability of the candidate's tokens after `Answer:`."""
+
+CHAT_VERDICT_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+Is this answer correct, and does it do what the task asks? Reply with Yes or No."""
+"""The `JudgeCritic`'s yes/no question: it reads P(Yes) and P(No) of the reply's first token."""
+
+CHAT_PREFERENCE_PROMPT = """Task:
+{task}
+{context}
+Answer A:
+{a}
+
+Answer B:
+{b}
+
+Which answer does the task better, A or B? Reply with the single letter A or B."""
+"""The `JudgeCritic`'s comparison: it reads P(A) and P(B) of the reply's first token, in both orders."""
+
+CHAT_CRITIQUE_SYSTEM = (
+    "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
+    "for that is missing, something the task did not ask for, or a tone that does not fit. You never invent a "
+    "fault: an answer that does the task gets empty lists."
+)
+
+CHAT_CRITIQUE_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+List the answer's real faults ("issues") and how to fix each ("suggestions"). Reply with JSON only."""
+"""The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 
 REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
 what the critique found and keeps what was right.

@@ -133,7 +133,7 @@ def test_docstring_examples_become_tests() -> None:
     assert critic.test_names == ("test_example_1", "test_example_2")
     good = finish_candidate(STUB, "return max(low, min(x, high))")
     assert critic.critique(CritiqueRequest(task=STUB, candidate=good)).is_acceptable
-    with pytest.raises(ValueError, match="no '>>>' example"):
+    with pytest.raises(ValueError, match="no example with an expected output"):
         docstring_tests('def f():\n    """Nothing to run."""\n')
     with pytest.raises(ValueError, match="no function stub"):
         docstring_tests("Write a haiku")
@@ -194,23 +194,23 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
     assert result["stop_reason"] == "accepted"
 
 
-def test_focus_code_with_a_test_critic_defaults_to_four_drafts_and_two_revision_rounds_of_two() -> None:
+def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_revision_rounds_of_two() -> None:
     from reflection_graph._code import code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
     assert code_defaults(critic, {"focus": "code"}) == {
         "focus": "code",
-        "n_drafts": 4,
+        "n_drafts": 1,
         "n_revisions": 2,
         "max_iterations": 3,
     }
-    assert code_defaults(critic, {"focus": "code", "n_drafts": 1})["n_drafts"] == 1  # what a user passes wins
+    assert code_defaults(critic, {"focus": "code", "n_drafts": 4})["n_drafts"] == 4  # what a user passes wins
     assert code_defaults(critic, {"focus": "general"}) == {"focus": "general"}
     assert code_defaults(None, {"focus": "code"}) == {"focus": "code"}
     generator = RecordingChatModel(replies=["return x"])
     result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
-    assert len(generator.received) == 4 + 2 + 2 and result["stop_reason"] == "max_iterations"
-    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [4, 2, 2]
+    assert len(generator.received) == 1 + 2 + 2 and result["stop_reason"] == "max_iterations"
+    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [1, 2, 2]
 
 
 def test_a_stub_may_import_before_its_docstring() -> None:
@@ -218,3 +218,37 @@ def test_a_stub_may_import_before_its_docstring() -> None:
     found = find_stub(stub)
     assert found is not None and found.name == "area" and found.source + "\n" == stub
     assert finish_candidate(stub, "return math.pi * r * r") == stub + "    return math.pi * r * r\n"
+
+
+class ChatTemplateModel(RecordingChatModel):
+    """A fake model that says it is prompted through a chat template (as an instruction-tuned GGUF is)."""
+
+    uses_chat_template: bool = True
+
+
+def test_a_chat_template_model_is_asked_to_complete_the_fenced_stub_and_revises_in_the_conversation() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from reflection_graph._code import CHAT_DRAFT
+
+    generator = ChatTemplateModel(
+        replies=[
+            "```python\ndef clamp(x: int, low: int, high: int) -> int:\n    return x\n```\nThis returns x.",
+            "```python\ndef clamp(x: int, low: int, high: int) -> int:\n    return max(low, min(x, high))\n```",
+        ]
+    )
+    critic = CodeTestCritic(docstring_tests(STUB), isolation="off")
+    graph = create_reflection_graph(generator, critic=critic, focus="code", n_drafts=1, n_revisions=1)
+    result = graph.invoke({"task": STUB})
+
+    assert result["stop_reason"] == "accepted" and result["iterations"] == 2
+    draft, revise = generator.received
+    assert [type(m) for m in draft] == [HumanMessage]
+    assert draft[0].content == CHAT_DRAFT.format(stub=STUB.strip("\n")), "what a user asks without the loop"
+    assert draft[0].content.startswith("Complete this function:\n```python\ndef clamp(")
+    assert [type(m) for m in revise] == [HumanMessage, AIMessage, HumanMessage]
+    assert revise[0].content == draft[0].content, "the revision continues the draft's conversation"
+    assert "return x" in str(revise[1].content) and "This returns x" not in str(revise[1].content)
+    assert "clamp(5, 0, 3) was 5" in str(revise[2].content), "the failing example and its error are fed back"
+    assert result["candidate"].endswith("return max(low, min(x, high))\n")
+    assert code_messages(STUB, None) == [HumanMessage(STUB)], "a completion-style model keeps the bare stub"

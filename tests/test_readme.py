@@ -35,6 +35,18 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> Non
     assert test_command.strip() == "python -m pytest" and "python -m pytest" in ci
 
 
+def test_readme_is_a_short_front_page_whose_links_resolve() -> None:
+    """At most 8,000 characters; the gains table between its markers; every relative link names a file here."""
+    assert len(README) <= 8000, f"README.md is {len(README)} characters: move the detail into docs/"
+    table = README.split("<!-- gains-table -->", 1)[1].split("<!-- /gains-table -->", 1)[0]
+    assert "HumanEval" in table and "| --- |" in table
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README) + re.findall(r'src="([^"]+)"', README)
+    relative = [link for link in links if "://" not in link]
+    assert len(relative) >= 15
+    missing = [link for link in relative if not (ROOT / link).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+
+
 @pytest.mark.parametrize("index", range(len(_blocks("python"))))
 def test_readme_python_example_runs(index: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)

@@ -64,13 +64,17 @@ def batch(
     ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.runners.batch import parse_shard, run_batch
+    from reflection_graph.runners.batch import parse_shard, run_batch, summary_path
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
     _check_job_limits(concurrency, timeout, retries)
-    if in_path.resolve() == out_path.resolve():
-        _fail("OUT.jsonl must be a different file from IN.jsonl")
+    from reflection_graph.runners._jsonl import same_file
+
+    if same_file(in_path, out_path) or same_file(in_path, summary_path(out_path)):
+        _fail(
+            "OUT.jsonl must be a different file from IN.jsonl (not the same path, a symlink or a hard link)"
+        )
     shard_pair = None
     if shard is not None:
         try:

@@ -63,7 +63,7 @@ def _run_inputs(task: str, candidate: str | None, context: str | None) -> dict[s
     A byte that is not UTF-8 in an argument reaches Python as a lone surrogate, which no model can be sent:
     it is refused here, naming the argument (TASK, --candidate, --context) and the position.
     """
-    from reflection_graph._nodes import validate_input
+    from reflection_graph._input import validate_input
 
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
@@ -170,6 +170,13 @@ def run(
 
     with ExitStack() as stack:
         graph = _job_graph(options, stack, checkpoint=True)
+        if checkpoint is not None:  # one run per checkpointed thread: a second one is refused, not run twice
+            from reflection_graph.runners._lock import ThreadBusy, ThreadLock
+
+            try:
+                stack.enter_context(ThreadLock(checkpoint, config["configurable"]["thread_id"]))
+            except ThreadBusy as exc:
+                _fail(str(exc))
         run_input: dict[str, Any] | None = inputs
         if graph.checkpointer is not None and thread_id is not None:
             run_input = _resume_input(graph, config, inputs, as_json)

@@ -103,13 +103,21 @@ def _chat_formatter(llama: Any) -> tuple[Any, str]:
 
 _LOADED: dict[tuple[str, int, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
+_ABANDONED: list[_Loaded] = []
+"""Models left busy at exit, kept referenced so they are not freed before the process ends."""
 
 
 @atexit.register
 def _close_all() -> None:
-    """Free the loaded models before interpreter shutdown (llama.cpp's `__del__` fails once modules are gone)."""
+    """Free the loaded models before interpreter shutdown (llama.cpp's `__del__` fails once modules are gone).
+
+    A model still generating for a call the run abandoned (a time budget ran out) is not freed under it: the
+    process is ending, and freeing it while its thread runs would crash."""
     with _LOAD_LOCK:
         for loaded in _LOADED.values():
+            if not loaded.lock.acquire(blocking=False):
+                _ABANDONED.append(loaded)
+                continue
             with contextlib.suppress(Exception):
                 loaded.llama.close()
         _LOADED.clear()

@@ -35,7 +35,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from reflection_graph.critique import CritiqueOutput, critique_from_mapping, extract_json_object
+from reflection_graph._estimate import CHARS_PER_TOKEN
+from reflection_graph._threads import run_detached
+from reflection_graph.critique import (
+    CritiqueOutput,
+    extract_json_object,
+    parse_critique,
+)
 from reflection_graph.models._bundled import BUNDLED, BundledModel
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
@@ -66,12 +72,18 @@ class CallableChatModel(BaseChatModel):
     The messages are rendered into one prompt string the way the embedded model renders them (system text, a
     blank line, then the user text), `fn` is called with it, and its return value becomes the `AIMessage`.
     `with_structured_output` parses the first JSON object in the reply (`extract_json_object`); for critique
-    schemas (subclasses of `CritiqueOutput`) it also accepts the usual aliases (`needs_improvement`,
-    `quality_score`, ...). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
+    schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
+    the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
-    Args:
+    The function reports no token usage: the package counts its calls by an estimate (reflection_graph/_estimate.py:
+    a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field, or a call option, which a run budget sets to
+    what it has left) is its reply limit by the same estimate: a longer reply is cut there, as a model stops at its
+    own limit.
+
+    Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
         name_hint: a label shown in traces (defaults to the function's name).
+        max_tokens: the reply limit in estimated tokens (None: none).
 
     Example:
         ```python
@@ -84,6 +96,7 @@ class CallableChatModel(BaseChatModel):
 
     fn: Callable[[str], str | Awaitable[str]]
     name_hint: str = ""
+    max_tokens: int | None = None
 
     def model_post_init(self, context: Any, /) -> None:
         if not callable(self.fn):
@@ -101,12 +114,15 @@ class CallableChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"fn": self.name_hint}
 
-    def _result(self, reply: Any, prompt: str) -> ChatResult:
+    def _result(self, reply: Any, prompt: str, limit: Any = None) -> ChatResult:
         if not isinstance(reply, str):
             raise TypeError(
                 f"the model callable {self.name_hint!r} must return a str, got {type(reply).__name__}; "
                 "wrap it so it returns the reply text"
             )
+        limit = limit if limit is not None else self.max_tokens
+        if limit is not None:
+            reply = reply[: int(limit) * CHARS_PER_TOKEN]
         message = AIMessage(content=reply, response_metadata={"model_name": self.name_hint})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -121,7 +137,7 @@ class CallableChatModel(BaseChatModel):
         reply = self.fn(prompt)
         if inspect.isawaitable(reply):
             reply = _run_awaitable(reply)
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     async def _agenerate(
         self,
@@ -134,10 +150,10 @@ class CallableChatModel(BaseChatModel):
         if inspect.iscoroutinefunction(self.fn):
             reply = await cast(Callable[[str], Awaitable[str]], self.fn)(prompt)
         else:
-            reply = await asyncio.to_thread(cast(Callable[[str], Any], self.fn), prompt)
+            reply = await run_detached(cast(Callable[[str], Any], self.fn), prompt)
             if inspect.isawaitable(reply):
                 reply = await reply
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     def with_structured_output(
         self,
@@ -146,7 +162,8 @@ class CallableChatModel(BaseChatModel):
         include_raw: bool = False,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
-        """Parse the reply's first JSON object into `schema` (a pydantic model class or a JSON-schema dict).
+        """Parse the reply's first JSON object into `schema` (a pydantic model class or a JSON-schema dict); for a
+        critique schema, the reply's last verdict.
 
         Args:
             schema: a pydantic `BaseModel` subclass (the result is an instance) or a dict (the result is a dict).
@@ -166,18 +183,21 @@ def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
 
 def _parse_json_reply(message: BaseMessage, schema: dict[str, Any] | type) -> Any:
     text = message.text
+    if isinstance(schema, type) and issubclass(schema, CritiqueOutput):
+        # A critic's own verdict is the *last* one in its reply: one quoted before it (the candidate's forged
+        # `{"score": 10, "is_acceptable": true}`) must never be read as the critic's (`parse_critique`).
+        try:
+            verdict = parse_critique(text).model_dump()
+        except ValueError as exc:
+            raise OutputParserException(
+                f"reply does not fit {schema.__name__}: {exc}", llm_output=text
+            ) from exc
+        return validate_reply(verdict, schema, text)
     data = extract_json_object(text)
     if data is None:
         raise OutputParserException(
             f"no JSON object in the model reply: {text.strip()[:120]!r}", llm_output=text
         )
-    if isinstance(schema, type) and issubclass(schema, CritiqueOutput):
-        try:
-            data = critique_from_mapping(data, raw=text).model_dump()
-        except ValueError as exc:
-            raise OutputParserException(
-                f"reply does not fit {schema.__name__}: {exc}", llm_output=text
-            ) from exc
     return validate_reply(data, schema, text)
 
 

@@ -23,7 +23,6 @@ The parts live beside this module: `_bundled` (the bundled files, the default), 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 from collections.abc import Sequence
@@ -37,6 +36,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from reflection_graph._threads import run_detached
 from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._bundled import (
     CHAT_MODELS,
@@ -93,7 +93,7 @@ class EmbeddedChatModel(BaseChatModel):
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
     `repeat_penalty`, `stop`.
 
-    Args:
+    Attributes:
         model: the bundled model to run, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path`
             is the default (`default_embedded()`: Qwen when its parts are installed, else Gemma), fixed when the
             instance is built.
@@ -197,6 +197,7 @@ class EmbeddedChatModel(BaseChatModel):
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
 
     token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
+    count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
@@ -353,7 +354,7 @@ class EmbeddedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+        return await run_detached(self._generate, messages, stop, None, **kwargs)
 
     def _meta(self, finish_reason: str | None, attempts: int) -> dict[str, Any]:
         return {

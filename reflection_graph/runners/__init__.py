@@ -4,12 +4,13 @@
 each record as a run on a LangGraph server); `reflection_graph.runners.shards` splits it over machines and merges
 the outputs; `reflection_graph.runners.eval` scores every round of it against ground truth, with the scorers of
 `reflection_graph.runners.scorers`. Private modules hold the pieces: the JSON Lines reader and writers (`_jsonl`),
-records (`_records`), output entries and compaction (`_output`), the summary (`_summary`), the output lock
-(`_lock`), the progress bar (`_progress`), server runs (`_server`), eval's rounds and figures (`_rounds`) and its
+records (`_records`), output entries and compaction (`_output`), the summary (`_summary`), the output lock and
+the lock of a checkpointed thread (`_lock`; `ThreadLock` is public), the progress bar (`_progress`), server runs (`_server`), eval's rounds and figures (`_rounds`) and its
 report files (`_report`).
 """
 
+from reflection_graph.runners._lock import ThreadBusy, ThreadLock
 from reflection_graph.runners.batch import arun_batch, run_batch
 from reflection_graph.runners.eval import aevaluate, evaluate
 
-__all__ = ["aevaluate", "arun_batch", "evaluate", "run_batch"]
+__all__ = ["ThreadBusy", "ThreadLock", "aevaluate", "arun_batch", "evaluate", "run_batch"]

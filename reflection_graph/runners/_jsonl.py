@@ -7,6 +7,8 @@
 * `append_lines` and `AppendLog` append whole lines, ``fsync``-ed; an append that fails part-way (a full disk) is
   cut back to the last whole line, so a file never ends in a torn line by our doing. A torn tail left by a killed
   process is cut off before the next append.
+* `same_file` says whether two paths are one file (the same path, a symlink or a hard link), so an output is
+  never written over an input.
 * A failed write raises `WriteError` (an `OSError`) whose message names the file and, on a full disk, the space
   needed and the space free.
 """
@@ -24,6 +26,17 @@ from typing import Any
 
 _NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 _CHUNK = 65536
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when `a` and `b` name one file: the same path, a symlink to it, or a hard link (device and inode
+    compared through `os.stat`); a path that does not exist yet is one file with another only when both resolve
+    to the same path."""
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 class WriteError(OSError):

@@ -1,9 +1,11 @@
-"""One run per output file: an exclusive ``flock`` on ``OUT.lock`` that names its holder."""
+"""One run per output file, and one run per checkpointed thread: an exclusive ``flock`` on a lock file that names
+its holder (``OUT.lock`` for a batch, ``CHECKPOINT.thread-<hash>.lock`` beside the checkpoint for ``run``)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import socket
@@ -15,6 +17,10 @@ from reflection_graph.runners._jsonl import write_error
 
 class BatchLocked(RuntimeError):
     """Another batch run holds the lock on the same output file (the message names it: pid, host, start)."""
+
+
+class ThreadBusy(RuntimeError):
+    """Another run holds the checkpointed thread (the message names the thread and the run: pid, host, start)."""
 
 
 def lock_path(out_path: str | os.PathLike[str]) -> Path:
@@ -30,22 +36,37 @@ def _describe_holder(text: str) -> str:
         return "a run that is just starting" if not text.strip() else f"holder {text.strip()[:80]!r}"
 
 
-class OutputLock:
-    """An exclusive ``flock`` on ``OUT.lock`` for the whole run, so two runs never write one ``OUT``.
+def thread_lock_path(checkpoint: str | os.PathLike[str], thread_id: str) -> Path:
+    """The lock file of a run on ``thread_id`` of the checkpoint file ``checkpoint``: beside it, named by a hash of
+    the thread id (any id makes a valid file name)."""
+    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(os.fspath(checkpoint) + f".thread-{digest}.lock")
+
+
+class _FileLock:
+    """An exclusive ``flock`` on a lock file for the whole run.
 
     The lock file holds the holder's pid, host and start time, for the refusal message. The kernel drops an
-    ``flock`` when its process dies, so the lock of a killed run is simply taken over by the next one. On
-    platforms without ``fcntl`` (Windows) there is no lock.
+    ``flock`` when its process dies, so the lock of a killed run is simply taken over by the next one; `release`
+    removes the file. On platforms without ``fcntl`` (Windows) there is no lock.
     """
 
-    def __init__(self, out_path: Path) -> None:
-        self.out_path = out_path
-        self.path = lock_path(out_path)
-        self._fd: int | None = None
-        self.previous: str | None = None
+    path: Path
+    _fd: int | None = None
+    previous: str | None = None
+
+    def _busy(self, holder: str) -> RuntimeError:
+        raise NotImplementedError
+
+    def __enter__(self) -> _FileLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def acquire(self) -> None:
-        """Take the lock, or raise `BatchLocked` naming the run that holds it."""
+        """Take the lock, or raise the class's error naming the run that holds it."""
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
@@ -59,10 +80,7 @@ class OutputLock:
                 os.close(fd)
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
-                raise BatchLocked(
-                    f"{self.out_path} is being written by another batch run ({_describe_holder(text)}); "
-                    "wait for it to finish, or write to another output file"
-                ) from None
+                raise self._busy(_describe_holder(text)) from None
             if self._is_current(fd):
                 self._claim(fd)
                 return
@@ -102,3 +120,39 @@ class OutputLock:
             os.unlink(self.path)
         os.close(self._fd)
         self._fd = None
+
+
+class OutputLock(_FileLock):
+    """The lock on ``OUT.lock`` of a batch writing ``OUT``, so two runs never write one ``OUT`` (`BatchLocked`)."""
+
+    def __init__(self, out_path: Path) -> None:
+        self.out_path = out_path
+        self.path = lock_path(out_path)
+
+    def _busy(self, holder: str) -> RuntimeError:
+        return BatchLocked(
+            f"{self.out_path} is being written by another batch run ({holder}); "
+            "wait for it to finish, or write to another output file"
+        )
+
+
+class ThreadLock(_FileLock):
+    """The lock of one checkpointed thread, beside its checkpoint file (`thread_lock_path`), so two runs never
+    resume one thread at once (`ThreadBusy`).
+
+    Example:
+        ```python
+        with ThreadLock("checkpoints.sqlite", "thread-1"):
+            graph.invoke(None, {"configurable": {"thread_id": "thread-1"}})
+        ```
+    """
+
+    def __init__(self, checkpoint: str | os.PathLike[str], thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.path = thread_lock_path(checkpoint, thread_id)
+
+    def _busy(self, holder: str) -> RuntimeError:
+        return ThreadBusy(
+            f"thread {self.thread_id!r} is being run by another process ({holder}); wait for it to finish, "
+            "or use another thread id"
+        )

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text
+from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, same_file
 from reflection_graph.runners._lock import OutputLock
 from reflection_graph.runners._output import is_stale, merge_entries, read_output
 from reflection_graph.runners._records import BatchRecord, id_key, read_input
-from reflection_graph.runners._summary import BatchSummary, fill_stats, write_summary
+from reflection_graph.runners._summary import BatchSummary, fill_stats, summary_path, write_summary
 
 __all__ = ["MergeError", "merge_outputs", "parse_shard", "shard_of"]
 
@@ -81,21 +81,28 @@ def _names(keys: list[str], limit: int = 3) -> str:
 
 
 def _check_paths(paths: list[Path], in_file: Path, out_file: Path) -> None:
+    """Refuse, before anything is written, files given twice and an output (or its summary) that is an input."""
     if not paths:
         raise MergeError("no shard outputs given")
     if not in_file.is_file():
         raise FileNotFoundError(f"input file not found: {in_file}")
+    summary_file = summary_path(out_file)
+    for written in (out_file, summary_file):
+        if same_file(written, in_file):
+            raise MergeError(
+                f"the merged output {written} is the input file {in_file} (or a link to it); write it elsewhere"
+            )
     for i, path in enumerate(paths):
         if not path.is_file():
             raise FileNotFoundError(f"shard output not found: {path}")
         for other in paths[:i]:
-            if os.path.samefile(path, other):
+            if same_file(path, other):
                 raise MergeError(f"the same output file is given twice ({other} and {path})")
-        if out_file.exists() and os.path.samefile(path, out_file):
+        if same_file(path, out_file) or same_file(path, summary_file):
             raise MergeError(
                 f"the merged output {out_file} is also one of the shard outputs; write it elsewhere"
             )
-        if os.path.samefile(path, in_file):
+        if same_file(path, in_file):
             raise MergeError(f"{path} is the input file, not a shard output")
 
 

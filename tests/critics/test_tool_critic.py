@@ -15,7 +15,7 @@ import pytest
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critics.sandbox import arun_sandboxed, run_sandboxed
 from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
-from tests.critics.test_hostile_code import require_isolation
+from tests.critics.test_hostile_code import RETURN_MARGIN_S, require_isolation
 
 PY = [sys.executable, "-I", "main.py"]
 
@@ -91,7 +91,7 @@ def test_sandbox_kills_infinite_loop_within_the_limit_and_cleans_up() -> None:
     elapsed = time.monotonic() - start
     assert result.timed_out and not result.ok
     assert result.returncode == -9
-    assert elapsed < 4, f"took {elapsed:.1f}s for a 1s limit"
+    assert elapsed < 1 + RETURN_MARGIN_S, f"took {elapsed:.1f}s for a 1s limit"  # never ends if not killed
     assert not Path(result.stdout.strip()).exists()
 
 
@@ -121,7 +121,7 @@ def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
     )
     result = run_sandboxed({"main.py": code}, PY, timeout_s=1, env={mark: "1"}, isolation=isolation)  # type: ignore[arg-type]
     assert result.timed_out and result.stdout.strip().isdigit()
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30  # returns as soon as none is left; generous for a loaded machine
     while _alive_with(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive_with(mark), "a process spawned by the sandboxed code survived the timeout"
@@ -134,9 +134,10 @@ def test_sandbox_kills_the_whole_process_group(isolation: str) -> None:
 )
 def test_sandbox_stops_memory_bombs_and_this_process_survives(bomb: str) -> None:
     result = run_sandboxed({"main.py": bomb}, PY, timeout_s=20, memory_mb=256)
-    assert result.memory_exceeded and not result.timed_out
+    assert (
+        result.memory_exceeded and not result.timed_out
+    )  # stopped by the memory limit, not the 20 s timeout
     assert result.returncode != 0 and "MemoryError" in result.stderr
-    assert result.duration_s < 15
     # still alive and able to allocate normally
     assert len(bytearray(10**6)) == 10**6
 
@@ -178,12 +179,13 @@ async def test_async_sandbox_runs_concurrently_without_blocking_the_loop() -> No
     tick_task = asyncio.create_task(ticker())
     start = time.monotonic()
     results = await asyncio.gather(
-        *(arun_sandboxed({"main.py": loop_code}, PY, timeout_s=1.5) for _ in range(3))
+        *(arun_sandboxed({"main.py": loop_code}, PY, timeout_s=3) for _ in range(3))
     )
     elapsed = time.monotonic() - start
     tick_task.cancel()
     assert all(r.timed_out for r in results)
-    assert elapsed < 3.5, f"three 1.5s runs took {elapsed:.1f}s: they did not run concurrently"
+    # one after another they take at least 9 s; at once, 3 s plus start-up (up to 6 s of it on a loaded machine)
+    assert elapsed < 9, f"three 3s runs took {elapsed:.1f}s: they did not run concurrently"
     assert ticks >= 10, "the event loop was blocked while the sandbox ran"
 
 
@@ -195,8 +197,8 @@ async def test_async_sandbox_cancellation_kills_the_child_and_removes_the_dir(
     )  # only this test's run dirs (other runs share /tmp)
     code = "import os, time\nprint(os.getcwd(), flush=True)\ntime.sleep(60)\n"
     seen: list[Path] = []
-    task = asyncio.create_task(arun_sandboxed({"main.py": code}, PY, timeout_s=30))
-    deadline = time.monotonic() + 5
+    task = asyncio.create_task(arun_sandboxed({"main.py": code}, PY, timeout_s=120))
+    deadline = time.monotonic() + 60  # the run dir appears at once; generous for a loaded machine
     while not seen and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
         seen = list(tmp_path.glob("reflection-graph-sandbox-*"))
@@ -278,13 +280,14 @@ def test_code_critic_missing_function_is_a_critical_import_error() -> None:
 def test_code_critic_reports_an_infinite_loop_as_a_timeout_naming_the_test() -> None:
     code = GOOD.replace("    a, b = 0, 1\n", "    while True:\n        pass\n")
     start = time.monotonic()
-    result = CodeTestCritic(TESTS, timeout_s=1).critique(request(code))
-    assert time.monotonic() - start < 5
+    # 3 s: room to import the code on a loaded machine (1 s ran out "while importing the code" under load)
+    result = CodeTestCritic(TESTS, timeout_s=3).critique(request(code))
+    assert time.monotonic() - start < 3 + RETURN_MARGIN_S
     assert not result.is_acceptable and result.score == 0
     timeout = [f for f in result.findings if "timed out" in f.message]
     assert timeout and timeout[0].severity == "critical"
-    assert timeout[0].message == "timed out after 1s in test_fib (infinite loop?)"
-    assert "timed out after 1s" in result.feedback
+    assert timeout[0].message == "timed out after 3s in test_fib (infinite loop?)"
+    assert "timed out after 3s" in result.feedback
 
 
 def test_code_critic_reports_a_memory_bomb_and_the_critic_process_survives() -> None:
@@ -499,6 +502,29 @@ def test_values_exceptions_and_in_place_changes_cross_between_the_processes() ->
     assert set(failing) == {"test_not_plain_data"}, result.issues
     assert "returned a AlwaysEqual object, which is not plain data" in failing["test_not_plain_data"]
     assert result.score == 8
+
+
+def test_a_large_value_is_judged_the_same_as_a_list_or_a_generator() -> None:
+    """Issue 29, fault 2: a correct generator of 200,000 items was refused ("an iterator with more than 100000
+    items, which is not plain data") while the same items as a list passed. Size alone fails neither; the one
+    bound is the message size (`MAX_LINE`, 64 MiB as JSON), the same for both and reported as such."""
+    tests = (
+        "from solution import as_list, as_gen, huge\n\n"
+        "def test_list():\n    assert as_list(300_000)[-1] == 299_999\n\n"
+        "def test_gen():\n    assert sum(as_gen(300_000)) == 299_999 * 300_000 // 2\n\n"
+        "def test_huge():\n    assert len(huge()) == 1\n"
+    )
+    code = (
+        "def as_list(n):\n    return list(range(n))\n\n"
+        "def as_gen(n):\n    return (i for i in range(n))\n\n"
+        "def huge():\n    return ['x' * (65 * 1024 * 1024)]\n"
+    )
+    critic = CodeTestCritic(tests, timeout_s=30, memory_mb=1024)
+    assert critic.verdict_source == "outside"
+    result = critic.critique(request(code))
+    failing = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert set(failing) == {"test_huge"}, result.issues
+    assert "MiB as JSON (at most 64 MiB)" in failing["test_huge"], failing
 
 
 @pytest.mark.parametrize(

@@ -255,13 +255,13 @@ def _pairs(name: str) -> list[dict[str, str]]:
 def test_the_default_critic_reaches_its_published_figure_on_the_held_out_pairs(
     model: EmbeddedChatModel,
 ) -> None:
-    """README and bench/README publish the default critic's figure on `datasets/pairs_holdout.jsonl` (16 pairs
+    """docs/models.md and docs/benchmarks.md publish the default critic's figure on `datasets/pairs_holdout.jsonl` (16 pairs
     this project wrote, never tuned on, nothing fitted): good ranked above bad in 14 of 16, no bad answer accepted.
     Scores are deterministic (each from an empty cache), so the published counts are what this run must show."""
     from reflection_graph.critics import CritiqueRequest, LogprobCritic
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "`datasets/pairs_holdout.jsonl`" in readme and "14 of 16" in readme  # the figure checked here
+    page = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    assert "`datasets/pairs_holdout.jsonl`" in page and "14 of 16" in page  # the figure checked here
     critic = LogprobCritic(critic_model(model), explain=False)
     assert critic.signal == "likelihood"
     wins = bad_accepted = 0

@@ -151,6 +151,49 @@ def test_merge_rejects_doubled_files_shards_and_records(tmp_path: Path) -> None:
     assert not merged.exists()
 
 
+@pytest.mark.parametrize("link", ["same path", "symlink", "hard link"])
+def test_merge_refuses_an_output_that_is_its_input_and_writes_nothing(tmp_path: Path, link: str) -> None:
+    """Issue 29, fault 4: `merge o0 o1 in.jsonl --input in.jsonl` replaced the input with merged rows."""
+    in_path = tmp_path / "in.jsonl"
+    write_tasks(in_path, 20)
+    outs = _shard_runs(tmp_path, in_path, 2)
+    out = {"same path": in_path, "symlink": tmp_path / "link.jsonl", "hard link": tmp_path / "hard.jsonl"}[
+        link
+    ]
+    if link == "symlink":
+        out.symlink_to(in_path)
+    elif link == "hard link":
+        os.link(in_path, out)
+    before = in_path.read_bytes()
+    with pytest.raises(MergeError, match="is the input file"):
+        merge_outputs(outs, in_path, out)
+    _one_line_error(_cli("merge", *map(str, outs), str(out), "--input", str(in_path)), "is the input file")
+    assert in_path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if "summary" in p.name or p.suffix == ".lock") == sorted(
+        f"out_{i}.jsonl.summary.json" for i in range(2)
+    )  # no OUT.summary.json, no lock file left
+
+
+@pytest.mark.parametrize("link", ["same path", "symlink", "hard link"])
+def test_cli_batch_refuses_an_output_that_is_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: str
+) -> None:
+    in_path = tmp_path / "in.jsonl"
+    write_tasks(in_path, 3)
+    graph = FakeGraph()
+    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+    out = {"same path": in_path, "symlink": tmp_path / "link.jsonl", "hard link": tmp_path / "hard.jsonl"}[
+        link
+    ]
+    if link == "symlink":
+        out.symlink_to(in_path)
+    elif link == "hard link":
+        os.link(in_path, out)
+    before = in_path.read_bytes()
+    _one_line_error(_cli("batch", str(in_path), str(out), "--no-progress"), "must be a different file")
+    assert graph.calls == [] and in_path.read_bytes() == before
+
+
 def test_one_output_file_for_two_shards_is_refused(tmp_path: Path) -> None:
     in_path, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_tasks(in_path, 20)

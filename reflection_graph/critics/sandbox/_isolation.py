@@ -9,8 +9,10 @@
   `/var/tmp`, `/run`, `/home` and `/root` covered by empty (read-only) tmpfs, except the Python installation; a
   minimal `/dev`; a fresh, read-only `/proc`; `--kill-child` (the namespace dies with `unshare`).
 
-In both, the dir that holds the run dir is hidden too, so one run cannot read another's files. Every command is
-started by `_launch.py`'s supervisor, which dies with the parent (see there).
+In both, the dir that holds the run dir is hidden too, so one run cannot read another's files, and a seccomp
+filter denies Unix sockets (`socket(AF_UNIX)`; `_launch.py`), which a read-only mount and a network namespace do
+not stop: a service listening on a socket file the sandbox can see stays out of reach. Every command is started
+by `_launch.py`'s supervisor, which dies with the parent (see there).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan, guard: dict[str, objec
     if backend == "bwrap":
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        inner = json.dumps({"limits": limits})
+        inner = json.dumps({"limits": limits, "no_unix_sockets": True})
         return [*supervisor, *_bwrap_prefix(bwrap, workdir, plan.argv[0]), *launcher, inner, *plan.argv]
     unshare = shutil.which("unshare")
     assert unshare is not None
@@ -115,7 +117,7 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan, guard: dict[str, objec
     ]
     hidden = _hidden_dirs(workdir)
     hide = {"workdir": workdir, "hidden": hidden, "keep": _exposed_paths(plan.argv[0], hidden)}
-    inner = json.dumps({"unshare": hide, "limits": limits})
+    inner = json.dumps({"unshare": hide, "limits": limits, "no_unix_sockets": True})
     return [*supervisor, unshare, *flags, "--", *launcher, inner, *plan.argv]
 
 

@@ -22,6 +22,14 @@ It runs twice for an isolated run (first outside the sandbox, then inside it) an
 - `limits`: `{"as": bytes, "cpu": s, "fsize": bytes, "nproc": n}` (-1: none), set just before the command's
   `execv`. `nproc` (RLIMIT_NPROC) is only given inside a new user namespace, where it counts the sandbox's own
   processes (the kernel does not apply it to the real root user: there the pids cgroup is the limit).
+- `no_unix_sockets` (inside the sandbox): just before the `execv`, a seccomp filter (`_unix_socket_filter`) that
+  the command and every process it starts keep: `socket(AF_UNIX, ...)` fails with `EACCES`, so no socket file
+  (a read-only mount does not stop `connect()` on one) and no other Unix socket can be reached;
+  `socketpair(AF_UNIX, SOCK_STREAM | SOCK_SEQPACKET)` still works (asyncio's and multiprocessing's own pipes: a
+  connected pair cannot be pointed anywhere else), a datagram pair (which could `sendto` a path) does not;
+  `io_uring_setup` fails (io_uring makes sockets without the `socket` system call); system calls of another
+  architecture's ABI (32-bit, x32) fail. Built for x86_64 and aarch64; on another machine the launcher refuses to
+  run rather than run without it.
 
 `_process` reads this file and passes it with `-c`, so the limits are in place before the command runs (instead of
 `preexec_fn`, which CPython documents as unsafe in a threaded parent).
@@ -167,11 +175,107 @@ def _read_only_except(workdir: str, hidden: list[str], keep: list[str]) -> None:
     os.chdir(workdir)  # the old cwd points into the (now read-only) underlying mount
 
 
-def _exec(argv: list[str], limits: dict) -> None:
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_AF_UNIX, _SOCK_STREAM, _SOCK_SEQPACKET, _SOCK_TYPE_MASK = 1, 1, 5, 0xF
+_EACCES, _ENOSYS = 13, 38
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_SYSCALLS = {  # machine: (audit arch, socket, socketpair, io_uring_setup, first number of another ABI or None)
+    "x86_64": (0xC000003E, 41, 53, 425, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 199, 425, None),
+}
+
+
+def _unix_socket_filter(machine: str) -> bytes:
+    """The seccomp BPF program (`struct sock_filter[]`) that denies Unix sockets; see the module docstring."""
+    import struct
+
+    if machine not in _SYSCALLS:
+        raise OSError(
+            f"no Unix-socket filter for {machine!r} (only {', '.join(_SYSCALLS)}): cannot isolate here"
+        )
+    arch, socket_nr, pair_nr, uring_nr, other_abi = _SYSCALLS[machine]
+    program: list[tuple] = []  # (code, true label or 0, false label or 0, k); labels are resolved below
+
+    def load(offset: int) -> None:  # A = the 32-bit word at `offset` of struct seccomp_data
+        program.append((0x20, 0, 0, offset))
+
+    def jump(op: int, k: int, true: object, false: object) -> None:  # op: 0x15 jeq, 0x35 jge
+        program.append((op, true, false, k))
+
+    def ret(k: int) -> None:
+        program.append((0x06, 0, 0, k))
+
+    def label(name: str) -> None:
+        program.append(("label", name))
+
+    deny, gone = _RET_ERRNO | _EACCES, _RET_ERRNO | _ENOSYS
+    load(4)  # arch
+    jump(0x15, arch, "native", "gone")
+    label("native")
+    load(0)  # system call number
+    if other_abi is not None:
+        jump(0x35, other_abi, "gone", "next")
+        label("next")
+    jump(0x15, socket_nr, "socket", "not-socket")
+    label("not-socket")
+    jump(0x15, pair_nr, "pair", "not-pair")
+    label("not-pair")
+    jump(0x15, uring_nr, "gone", "allow")
+    label("socket")
+    load(16)  # args[0], the address family (an int: its low word)
+    jump(0x15, _AF_UNIX, "deny", "allow")
+    label("pair")
+    load(16)
+    jump(0x15, _AF_UNIX, "unix-pair", "allow")
+    label("unix-pair")
+    load(24)  # args[1], the type, without SOCK_NONBLOCK / SOCK_CLOEXEC
+    program.append((0x54, 0, 0, _SOCK_TYPE_MASK))  # A &= mask
+    jump(0x15, _SOCK_STREAM, "allow", "not-stream")
+    label("not-stream")
+    jump(0x15, _SOCK_SEQPACKET, "allow", "deny")
+    label("allow")
+    ret(_RET_ALLOW)
+    label("deny")
+    ret(deny)
+    label("gone")
+    ret(gone)
+    at: dict[object, int] = {}
+    code: list[tuple] = []
+    for item in program:
+        if item[0] == "label":
+            at[item[1]] = len(code)
+        else:
+            code.append(item)
+    out = b""
+    for index, (op, true, false, k) in enumerate(code):
+        jt = at[true] - index - 1 if true else 0
+        jf = at[false] - index - 1 if false else 0
+        if not (0 <= jt < 256 and 0 <= jf < 256):  # a bug in the program above, never a user's input
+            raise OSError("bad seccomp jump")
+        out += struct.pack("=HBBI", op, jt, jf, k)
+    return out
+
+
+def _deny_unix_sockets() -> None:
+    """Install `_unix_socket_filter` on this process (kept across `execv`, inherited by every child)."""
+    program = _unix_socket_filter(os.uname().machine)
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    prog = _Fprog(len(program) // 8, program)
+    libc = ctypes.CDLL(None, use_errno=True)
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp filter")
+
+
+def _exec(argv: list[str], limits: dict, no_unix_sockets: bool = False) -> None:
     for key, name in _RLIMITS:
         if key in limits:
             _limit(name, int(limits[key]))
     _limit("RLIMIT_CORE", 0)
+    if no_unix_sockets:
+        _deny_unix_sockets()
     os.execv(argv[0], argv)
 
 
@@ -183,12 +287,12 @@ def _exit_like(code: int) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _init(argv: list[str], limits: dict) -> int:
+def _init(argv: list[str], limits: dict, no_unix_sockets: bool) -> int:
     child = os.fork()
     if child == 0:
         try:
             _drop_capabilities(ctypes.CDLL(None, use_errno=True))
-            _exec(argv, limits)
+            _exec(argv, limits, no_unix_sockets)
         except BaseException as exc:
             os.write(2, f"sandbox launcher: {exc}\n".encode())
         finally:
@@ -306,14 +410,15 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     command = sys.argv[2:]
     limits = config.get("limits", {})
+    no_unix_sockets = bool(config.get("no_unix_sockets"))
     if "supervise" in config:
         _supervise(command, config["supervise"], limits)
     elif "unshare" in config:
         hide = config["unshare"]
         _read_only_except(hide["workdir"], hide["hidden"], hide["keep"])
         sys.stdout.flush()
-        os._exit(_init(command, limits))
-    _exec(command, limits)
+        os._exit(_init(command, limits, no_unix_sockets))
+    _exec(command, limits, no_unix_sockets)
 
 
 if __name__ == "__main__":

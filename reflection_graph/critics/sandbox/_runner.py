@@ -82,8 +82,10 @@ class _Link:
         if self.gone:
             raise CandidateGone(self.gone)
         try:
-            request = {"call": name, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
-        except wire.Unencodable as exc:
+            request = wire.line_of(
+                {"call": name, "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
+            )
+        except (wire.Unencodable, wire.TooLarge) as exc:
             raise TypeError(
                 name + "() was called with " + str(exc) + ", which cannot be sent to the candidate's process"
             ) from None

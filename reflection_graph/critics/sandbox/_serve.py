@@ -65,18 +65,23 @@ def _load():
 
 
 def _answer(module, request):
+    """The answer line to one call request."""
     try:
         func = getattr(module, str(request["call"]))
         args = wire.decode(request.get("args", []))
         kwargs = wire.decode(request.get("kwargs", {"dict": []}))
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             value = func(*args, **kwargs)
-            answer = {"value": wire.encode(value), "args": wire.encode(args)}
+            return wire.line_of({"value": wire.encode(value), "args": wire.encode(args)})
     except wire.Unencodable as exc:
         answer = {"raised": {"type": "TypeError", "message": f"returned {exc}, which is not plain data"}}
+    except wire.TooLarge as exc:
+        answer = {
+            "raised": {"type": "ValueError", "message": f"returned {exc}, more than the sandbox carries"}
+        }
     except BaseException as exc:
         answer = _raised(exc)
-    return answer
+    return wire.line_of(answer)
 
 
 def main():

@@ -21,10 +21,10 @@ import json
 import os
 import traceback
 
-MAX_ITEMS = 100_000
-"""At most this many items are taken from an iterator the candidate returns."""
 MAX_LINE = 64 * 1024 * 1024
-"""The longest message line read from the other process."""
+"""The longest message line either process sends or reads: the one bound on a value's size, the same for a list,
+a generator or any other value (a longer one is refused as too large, not as wrong; the memory and time limits of
+the run bound the work of building it)."""
 
 _TAGGED = (
     (bytearray, "bytearray", lambda v: bytes(v).hex()),
@@ -73,12 +73,7 @@ def _encode_lazy(value, depth):
 
         return {"await": encode(asyncio.run(value), depth + 1)}
     if hasattr(type(value), "__next__") and hasattr(type(value), "__iter__"):
-        items: list[object] = []
-        for item in value:
-            if len(items) >= MAX_ITEMS:
-                raise Unencodable(f"an iterator with more than {MAX_ITEMS} items")
-            items.append(encode(item, depth + 1))
-        return {"iter": items}
+        return {"iter": [encode(item, depth + 1) for item in value]}
     raise Unencodable(f"a {kind} object")
 
 
@@ -116,10 +111,24 @@ async def _finished(value):
     return value
 
 
-def send(fd, message):
-    """Write one JSON message line to `fd` (raises `BrokenPipeError` when the reader is gone)."""
+class TooLarge(ValueError):
+    """A message longer than `MAX_LINE`."""
+
+
+def line_of(message):
+    """`message` as one JSON line; raises `TooLarge` when it is longer than `MAX_LINE`."""
     line = json.dumps(message, allow_nan=False).encode("utf-8", "surrogatepass") + b"\n"
-    view = memoryview(line)
+    if len(line) > MAX_LINE:
+        raise TooLarge(
+            f"a value of {len(line) // (1024 * 1024)} MiB as JSON (at most {MAX_LINE // (1024 * 1024)} MiB)"
+        )
+    return line
+
+
+def send(fd, message):
+    """Write one JSON message line to `fd` (raises `BrokenPipeError` when the reader is gone, `TooLarge` for a
+    message longer than `MAX_LINE`)."""
+    view = memoryview(message if isinstance(message, bytes) else line_of(message))
     while view:
         view = view[os.write(fd, view) :]
 

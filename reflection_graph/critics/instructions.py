@@ -1,0 +1,362 @@
+"""A verifier for verifiable instructions: IFEval's and IFBench's checkers, run offline.
+
+`InstructionCritic` takes instructions the way IFEval and IFBench write them (`instruction_id_list` plus one
+`kwargs` dict per instruction) and judges a candidate with the checkers of the `if-verifiable` package (the IFEval
+and IFBench checker code, kept on PyPI without spaCy): each instruction the candidate does not follow is an issue,
+every one followed is acceptance, and `checks_passed`/`checks_total` make it a verifier for the loop's selection
+and stop rules. Nothing here re-implements a checker; the verdicts are the library's own (strict mode: the answer
+as written, the prompt-level strict measure of both benchmarks).
+
+Offline: the library tries to download NLTK data when it is imported; that download is switched off here (nothing
+is fetched at import or at run time). The few checkers that need NLTK data (`NEEDS_NLTK_DATA`) run only where that
+data is already installed (`nltk.data.find`, a local look-up); elsewhere they are refused when the critic is built,
+with `InstructionUnavailableError` naming them and the data they need.
+
+Install with `pip install "reflection-graph[instructions]"`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import re
+import string
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critique import Critique, Finding
+
+__all__ = [
+    "NEEDS_NLTK_DATA",
+    "InstructionCritic",
+    "InstructionUnavailableError",
+    "supported_instructions",
+    "unavailable_instructions",
+]
+
+_PUNKT = "tokenizers/punkt_tab/english/"
+NEEDS_NLTK_DATA: dict[str, tuple[str, ...]] = {
+    # IFBench
+    "format:title_case": (_PUNKT,),
+    "ratio:stop_words": ("corpora/stopwords",),
+    "words:keywords_specific_position": (_PUNKT,),
+    "words:start_verb": (_PUNKT, "taggers/averaged_perceptron_tagger_eng/"),
+    "words:words_position": (_PUNKT,),
+    # IFEval
+    "change_case:capital_word_frequency": (_PUNKT,),
+    "length_constraints:number_sentences": (_PUNKT,),
+}
+"""The checkers that need NLTK data (instruction id -> the NLTK resources it loads). No PyPI package ships that
+data, and nothing here downloads it: these run only where it is installed already (`nltk.download(...)` run by the
+user beforehand), and are refused elsewhere. Every other checker of both libraries runs with no data at all."""
+
+_IMPORT_LOCK = threading.Lock()
+
+
+class InstructionUnavailableError(ValueError):
+    """An instruction whose checker cannot run offline here (its NLTK data is not installed)."""
+
+
+@functools.cache
+def _registry() -> dict[str, Any]:
+    """Both checker registries, merged (their ids do not overlap), imported with NLTK's downloader switched off."""
+    try:
+        import nltk
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise ImportError(
+            'InstructionCritic needs the checker library: pip install "reflection-graph[instructions]"'
+        ) from exc
+    with _IMPORT_LOCK:
+        original = nltk.download
+
+        def _no_download(*args: Any, **kwargs: Any) -> bool:
+            return False  # what nltk.download returns when it could not fetch: nothing is fetched
+
+        nltk.download = _no_download
+        try:
+            ifeval = importlib.import_module("if_verifiable.ifeval.instructions_registry")
+            ifbench = importlib.import_module("if_verifiable.ifbench.instructions_registry")
+        except ImportError as exc:
+            raise ImportError(
+                f"InstructionCritic needs the checker library ({exc}): "
+                'pip install "reflection-graph[instructions]"'
+            ) from exc
+        finally:
+            nltk.download = original
+    return {**ifeval.INSTRUCTION_DICT, **ifbench.INSTRUCTION_DICT}
+
+
+def supported_instructions() -> list[str]:
+    """Every instruction id the checker library knows (IFEval's and IFBench's), sorted."""
+    return sorted(_registry())
+
+
+def _missing_data(resources: Sequence[str]) -> list[str]:
+    import nltk
+
+    missing = []
+    for resource in resources:
+        try:
+            nltk.data.find(resource)
+        except LookupError:
+            missing.append(resource)
+    return missing
+
+
+def unavailable_instructions() -> dict[str, list[str]]:
+    """The instructions refused on this machine: id -> the NLTK resources it needs that are not installed."""
+    _registry()
+    found = {iid: _missing_data(resources) for iid, resources in NEEDS_NLTK_DATA.items()}
+    return {iid: missing for iid, missing in found.items() if missing}
+
+
+def _clean_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """IFEval/IFBench rows carry every argument name with None for the unused ones; the checkers take the rest."""
+    return {k: v for k, v in (kwargs or {}).items() if v is not None}
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+# A precise measure for the messages of common instructions: the same count the checker makes, said in words.
+# The verdict is always the checker's; these only explain a failure.
+def _keywords_multiple(text: str, args: Mapping[str, Any]) -> str:
+    parts = []
+    for slot, wanted in zip(
+        ("keyword1", "keyword2", "keyword3", "keyword4", "keyword5"), (1, 2, 3, 5, 7), strict=True
+    ):
+        word = str(args.get(slot) or "")
+        found = text.lower().count(word.lower())
+        if word and found != wanted:
+            parts.append(f"the word {word!r} must appear {_times(wanted)}; it appears {found}")
+    return "; ".join(parts)
+
+
+def _count_words(text: str) -> int:
+    util = importlib.import_module("if_verifiable.ifeval.instructions_util")
+    return int(util.count_words(text))
+
+
+def _word_count_range(text: str, args: Mapping[str, Any]) -> str:
+    low, high = _number(args.get("min_words")), _number(args.get("max_words"))
+    return f"the answer must have between {low} and {high} words; it has {_count_words(text)}"
+
+
+def _number_words(text: str, args: Mapping[str, Any]) -> str:
+    return f"the answer must have {args.get('relation')} {_number(args.get('num_words'))} words; it has {_count_words(text)}"
+
+
+def _unique_words(text: str, args: Mapping[str, Any]) -> str:
+    unique = {w.strip(string.punctuation + " ") for w in text.lower().split()}
+    return f"the answer must use at least {_number(args.get('N'))} different words; it uses {len(unique)}"
+
+
+def _repeats(text: str, args: Mapping[str, Any]) -> str:
+    words = Counter(text.lower().translate(str.maketrans("", "", string.punctuation)).split())
+    limit = float(args.get("small_n") or 0)
+    over = [f"{w!r} ({n} times)" for w, n in words.most_common() if n > limit][:5]
+    return f"no word may appear more than {_number(args.get('small_n'))} times; repeated more: " + ", ".join(
+        over
+    )
+
+
+def _keyword_frequency(text: str, args: Mapping[str, Any]) -> str:
+    word = str(args.get("keyword"))
+    found = len(re.findall(word, text, flags=re.IGNORECASE))
+    return f"the word {word!r} must appear {args.get('relation')} {_number(args.get('frequency'))} times; it appears {found}"
+
+
+def _keywords_existence(text: str, args: Mapping[str, Any]) -> str:
+    missing = [k for k in args.get("keywords") or [] if not re.search(k, text, flags=re.IGNORECASE)]
+    return "missing keywords: " + ", ".join(repr(k) for k in missing)
+
+
+def _forbidden_words(text: str, args: Mapping[str, Any]) -> str:
+    used = [
+        w
+        for w in args.get("forbidden_words") or []
+        if re.search(r"\b" + w + r"\b", text, flags=re.IGNORECASE)
+    ]
+    return "uses forbidden words: " + ", ".join(repr(w) for w in used)
+
+
+def _bullets(text: str, args: Mapping[str, Any]) -> str:
+    found = len(re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)) + len(
+        re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    )
+    return f"the answer must have exactly {_number(args.get('num_bullets'))} bullet points; it has {found}"
+
+
+_DETAILS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
+    "count:keywords_multiple": _keywords_multiple,
+    "count:unique_word_count": _unique_words,
+    "count:word_count_range": _word_count_range,
+    "detectable_format:number_bullet_lists": _bullets,
+    "keywords:existence": _keywords_existence,
+    "keywords:forbidden_words": _forbidden_words,
+    "keywords:frequency": _keyword_frequency,
+    "length_constraints:number_words": _number_words,
+    "words:repeats": _repeats,
+}
+
+
+class InstructionCritic(BaseCritic):
+    """Judge a candidate against verifiable instructions with IFEval's and IFBench's own checkers.
+
+    Each instruction is one check. One `major` finding per instruction not followed, its message the instruction
+    and, for common kinds, what the answer has instead ("the word 'whisper' must appear 3 times; it appears 1");
+    its suggestion is the instruction's own wording. Score = 10 x the share of instructions followed; acceptable
+    when all are followed; `checks_passed`/`checks_total` count them, so the loop treats the critic as a verifier
+    (the candidate that follows more instructions is selected; a plateau does not stop it while one fails).
+
+    Strict mode, as both benchmarks score it: the answer as written (an empty answer follows nothing). A checker
+    that raises on an answer counts as not followed, and the finding says so.
+
+    Args:
+        instruction_id_list: the instruction ids, e.g. `["keywords:frequency", "count:word_count_range"]`
+            (`supported_instructions()` lists them all).
+        kwargs: one dict of arguments per instruction, as the benchmarks write them (arguments set to None are
+            dropped); None or omitted when no instruction takes arguments.
+        name: the critic's name.
+
+    Raises:
+        ValueError: an unknown id (the message suggests the closest ones), a kwargs list of the wrong length, or
+            arguments the checker does not take.
+        InstructionUnavailableError: an instruction whose checker needs NLTK data that is not installed here
+            (`NEEDS_NLTK_DATA`); the message names them and how to install the data or drop them.
+        ImportError: the `instructions` extra is not installed.
+
+    Example:
+        >>> critic = InstructionCritic(["keywords:frequency"], [{"keyword": "whisper", "frequency": 3, "relation": "at least"}])
+        >>> critic.critique(CritiqueRequest(task="t", candidate="a whisper")).issues
+        ["keywords:frequency: the word 'whisper' must appear at least 3 times; it appears 1"]
+    """
+
+    def __init__(
+        self,
+        instruction_id_list: Sequence[str],
+        kwargs: Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        name: str = "instructions",
+    ) -> None:
+        if isinstance(instruction_id_list, str):
+            raise ValueError(
+                f"instruction_id_list must be a list of ids, not one string; write [{instruction_id_list!r}]"
+            )
+        ids = list(instruction_id_list)
+        if not ids:
+            raise ValueError("InstructionCritic needs at least one instruction id")
+        args = [None] * len(ids) if kwargs is None else list(kwargs)
+        if len(args) != len(ids):
+            raise ValueError(
+                f"kwargs has {len(args)} entries for {len(ids)} instruction ids; give one dict (or None) per id"
+            )
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty string")
+        registry = _registry()
+        for iid in ids:
+            if iid not in registry:
+                close = difflib.get_close_matches(str(iid), registry, n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else "; see supported_instructions()"
+                raise ValueError(f"unknown instruction id {iid!r}{hint}")
+        refused = {iid: _missing_data(NEEDS_NLTK_DATA[iid]) for iid in ids if iid in NEEDS_NLTK_DATA}
+        refused = {iid: missing for iid, missing in refused.items() if missing}
+        if refused:
+            listed = "; ".join(f"{iid} needs {', '.join(missing)}" for iid, missing in refused.items())
+            raise InstructionUnavailableError(
+                f"these checkers need NLTK data that is not installed and is never downloaded here: {listed}. "
+                "Install the data once (python -m nltk.downloader punkt_tab averaged_perceptron_tagger_eng "
+                "stopwords) or drop these instructions"
+            )
+        self.instruction_id_list = ids
+        self.kwargs = [_clean_kwargs(a) for a in args]
+        self.name = name
+        self.descriptions: list[str] = []
+        for index, iid in enumerate(ids):
+            checker, description = self._build(index)
+            self.descriptions.append(description)
+            # A checker fills an argument it was not given with a random value: refuse that, so a critic never
+            # checks an instruction nobody asked for.
+            resolved = checker.get_instruction_args() or {}
+            unset = sorted(k for k, v in resolved.items() if v is not None and k not in self.kwargs[index])
+            if unset:
+                raise ValueError(
+                    f"instruction {iid!r} needs the arguments {', '.join(unset)} (its checker would pick them at "
+                    f"random); got {self.kwargs[index]!r}"
+                )
+
+    def _build(self, index: int) -> tuple[Any, str]:
+        """A fresh checker for instruction `index` and its description (checkers keep state: one per critique)."""
+        iid = self.instruction_id_list[index]
+        checker = _registry()[iid](iid)
+        try:
+            description = checker.build_description(**self.kwargs[index])
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise ValueError(
+                f"arguments {self.kwargs[index]!r} do not fit instruction {iid!r} ({type(exc).__name__}: {exc}); "
+                "pass the arguments its checker takes"
+            ) from exc
+        return checker, str(description)
+
+    def _message(self, index: int, checker: Any, text: str) -> str:
+        iid = self.instruction_id_list[index]
+        detail = _DETAILS.get(iid)
+        if detail is not None:
+            try:
+                measured = detail(text, checker.get_instruction_args() or {})
+            except (TypeError, ValueError, re.error):  # odd arguments: the instruction's wording says enough
+                measured = ""
+            if measured:
+                return f"{iid}: {measured}"
+        return f"{iid}: not followed: {self.descriptions[index].strip()}"
+
+    def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        """Run every checker on the candidate (strict: the answer as written) and report the ones not followed."""
+        text = request.candidate
+        findings: list[Finding] = []
+        suggestions: list[str] = []
+        for index, iid in enumerate(self.instruction_id_list):
+            checker, _ = self._build(index)
+            try:
+                followed = bool(text.strip()) and bool(checker.check_following(text))
+            except Exception as exc:  # a checker's own bug on odd input: not followed, and said so
+                message = f"{iid}: its checker failed on this answer ({type(exc).__name__}: {exc}); counted as not followed"
+                followed = None
+            else:
+                message = "" if followed else self._message(index, checker, text)
+            if not followed:
+                findings.append(Finding(message=message, severity="major", source=self.name))
+                suggestions.append(f"Follow this instruction exactly: {self.descriptions[index].strip()}")
+        total = len(self.instruction_id_list)
+        passed = total - len(findings)
+        if findings:
+            feedback = f"{len(findings)} of {total} instructions not followed: " + "; ".join(
+                f.message for f in findings
+            )
+        else:
+            feedback = f"All {total} instructions followed."
+        return Critique(
+            issues=[f.message for f in findings],
+            suggestions=list(dict.fromkeys(suggestions)),
+            is_acceptable=not findings,
+            score=10.0 * passed / total,
+            feedback=feedback,
+            findings=findings,
+            checks_passed=passed,
+            checks_total=total,
+        )
+
+    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        """Same as `critique`; the checkers are cheap, so they run inline."""
+        return self.critique(request, config)

@@ -1,0 +1,288 @@
+"""InstructionCritic: IFEval's and IFBench's own checkers as a verifier, offline, with precise messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reflection_graph.critics import InstructionCritic, InstructionUnavailableError
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.instructions import (
+    NEEDS_NLTK_DATA,
+    supported_instructions,
+    unavailable_instructions,
+)
+from reflection_graph.runners import ifbench
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYWORDS = {
+    "keyword1": "kaleidoscope",
+    "keyword2": "nebula",
+    "keyword3": "whisper",
+    "keyword4": "labyrinth",
+    "keyword5": "paradox",
+}
+
+
+def _ask(critic: InstructionCritic, text: str, task: str = "t") -> Any:
+    return critic.critique(CritiqueRequest(task=task, candidate=text))
+
+
+@pytest.fixture
+def no_nltk_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """NLTK looks for its data only in an empty folder, as on a machine where nothing was ever downloaded."""
+    import nltk
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    return tmp_path
+
+
+def test_a_failed_keyword_count_says_how_many_times_it_must_and_does_appear() -> None:
+    critic = InstructionCritic(["count:keywords_multiple"], [KEYWORDS])
+    text = "kaleidoscope nebula nebula whisper labyrinth " * 1 + "labyrinth " * 4 + "paradox " * 7
+    result = _ask(critic, text)
+    assert not result.is_acceptable
+    assert result.issues == ["count:keywords_multiple: the word 'whisper' must appear 3 times; it appears 1"]
+    assert result.findings[0].severity == "major" and result.findings[0].source == "instructions"
+    assert result.suggestions == [f"Follow this instruction exactly: {critic.descriptions[0]}"]
+    assert "whisper three times" in critic.descriptions[0]
+    assert (result.checks_passed, result.checks_total, result.score) == (0, 1, 0.0)
+
+
+def test_every_instruction_followed_is_acceptable_with_all_checks_passed() -> None:
+    critic = InstructionCritic(
+        ["punctuation:no_comma", "keywords:frequency"],
+        [{}, {"keyword": "whisper", "frequency": 2, "relation": "at least"}],
+    )
+    result = _ask(critic, "A whisper and another whisper.")
+    assert result.is_acceptable and result.issues == [] and result.score == 10
+    assert (result.checks_passed, result.checks_total) == (2, 2)
+    assert result.severity == "none" and result.feedback == "All 2 instructions followed."
+
+
+def test_each_instruction_is_one_check_and_only_the_failed_ones_are_issues() -> None:
+    critic = InstructionCritic(
+        ["punctuation:no_comma", "count:word_count_range"],
+        [
+            {"N": None},
+            {"min_words": 5.0, "max_words": 7.0},
+        ],  # None arguments are dropped, as the benchmarks do
+    )
+    result = _ask(critic, "No commas here, none at all in this long one.")
+    assert (result.checks_passed, result.checks_total, result.score) == (0, 2, 0.0)
+    result = _ask(critic, "No commas in here")
+    assert (result.checks_passed, result.checks_total, result.score) == (1, 2, 5.0)
+    assert result.issues == ["count:word_count_range: the answer must have between 5 and 7 words; it has 4"]
+    assert not result.is_acceptable
+
+
+def test_the_verdict_is_the_checker_libraries_own_in_strict_mode() -> None:
+    from if_verifiable.common import evaluate_instructions
+    from if_verifiable.ifbench.instructions_registry import INSTRUCTION_DICT
+
+    row = {"instruction_id_list": ["format:no_whitespace"], "kwargs": [{}], "prompt": "p"}
+    critic = InstructionCritic(row["instruction_id_list"], row["kwargs"])
+    for text in ("nowhitespace", "some whitespace", "*bold*\nnowhitespace"):
+        results, _ = evaluate_instructions(
+            text, row["instruction_id_list"], row["kwargs"], "p", INSTRUCTION_DICT
+        )
+        assert _ask(critic, text).is_acceptable is results[0].strict_pass
+
+
+def test_an_empty_answer_follows_no_instruction() -> None:
+    result = _ask(InstructionCritic(["keywords:forbidden_words"], [{"forbidden_words": ["sorry"]}]), "  ")
+    assert (result.checks_passed, result.checks_total) == (0, 1) and not result.is_acceptable
+
+
+def test_instructions_that_repeat_the_prompt_take_it_from_their_arguments() -> None:
+    critic = InstructionCritic(["combination:repeat_prompt"], [{"prompt_to_repeat": "Name a colour."}])
+    assert _ask(critic, "Name a colour. Blue.").is_acceptable
+    assert not _ask(critic, "Blue.").is_acceptable
+
+
+@pytest.mark.parametrize(
+    ("ids", "kwargs", "message"),
+    [
+        (
+            ["keywords:frequncy"],
+            None,
+            "unknown instruction id 'keywords:frequncy'; did you mean keywords:frequency",
+        ),
+        ("punctuation:no_comma", None, "not one string"),
+        ([], None, "at least one instruction id"),
+        (["punctuation:no_comma"], [{}, {}], "kwargs has 2 entries for 1 instruction ids"),
+        (["keywords:frequency"], [{"keyword": "a"}], "needs the arguments frequency, relation"),
+        (["punctuation:no_comma"], [{"colour": "red"}], "do not fit instruction 'punctuation:no_comma'"),
+    ],
+)
+def test_bad_instructions_are_refused_when_the_critic_is_built(ids: Any, kwargs: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        InstructionCritic(ids, kwargs)
+
+
+def test_checkers_needing_nltk_data_are_refused_by_name_when_it_is_not_installed(no_nltk_data: Path) -> None:
+    assert set(unavailable_instructions()) == set(NEEDS_NLTK_DATA)
+    with pytest.raises(InstructionUnavailableError) as caught:
+        InstructionCritic(["punctuation:no_comma", "words:start_verb"])
+    message = str(caught.value)
+    assert (
+        "words:start_verb needs tokenizers/punkt_tab/english/, taggers/averaged_perceptron_tagger_eng/"
+        in message
+    )
+    assert "never downloaded" in message and "punctuation:no_comma" not in message
+
+
+def test_the_list_of_refused_checkers_is_exact_every_other_checker_runs_without_nltk_data(
+    no_nltk_data: Path,
+) -> None:
+    """Run every checker of both libraries, on varied answers, with NLTK finding no data: those listed in
+    NEEDS_NLTK_DATA fail for want of it (so none is listed for nothing), and no other one does."""
+    import nltk
+
+    registry = __import__("reflection_graph.critics.instructions", fromlist=["_registry"])._registry()
+    assert set(NEEDS_NLTK_DATA) <= set(registry) and len(registry) == 83
+    answers = [
+        "Hello world. This is a test! Is it fine? Yes it is.\n\n* one\n* two\n\nP.S. bye",
+        "Run fast, jump high. The Cat Sat On The Mat.",
+        "word " * 60,
+        '{"a": 1}',
+        "Title <<Here>>\nSECTION 1\nstuff *** more stuff\n\nend phrase",
+    ]
+    needs_data: set[str] = set()
+    for iid in sorted(registry):
+        for text in answers:
+            checker = registry[iid](iid)
+            checker.build_description(**_SAMPLE_KWARGS.get(iid, {}))
+            try:
+                checker.check_following(text)
+            except LookupError as exc:
+                if type(exc) is LookupError and "Resource" in str(
+                    exc
+                ):  # NLTK's (IndexError is a LookupError too)
+                    needs_data.add(iid)
+                    break
+            except Exception:
+                continue  # a checker's own error on an odd answer (the critic counts it as not followed)
+    assert needs_data == set(NEEDS_NLTK_DATA)
+    assert nltk.data.path == [str(no_nltk_data)]
+
+
+# Arguments for the checkers that must have some (the others choose at random, which does not matter here).
+_SAMPLE_KWARGS: dict[str, dict[str, Any]] = {
+    "words:keywords_specific_position": {"keyword": "test", "n": 1, "m": 2},
+    "words:words_position": {"keyword": "world"},
+    "ratio:stop_words": {"percentage": 30},
+    "combination:repeat_prompt": {"prompt_to_repeat": "Say hi."},
+    "repeat:repeat_change": {"prompt_to_repeat": "Say hi."},
+    "repeat:repeat_span": {"prompt_to_repeat": "Say hi to everyone.", "n_start": 0, "n_end": 6},
+}
+
+
+def test_importing_and_checking_opens_no_connection_and_downloads_nothing(tmp_path: Path) -> None:
+    """In a fresh interpreter with no NLTK data and every socket refused, the library is imported (it tries to
+    download NLTK data at import) and every development prompt of IFBench is checked: nothing reaches out."""
+    script = textwrap.dedent(
+        f"""
+        import socket, nltk
+        attempts = []
+        def refuse(*a, **k):
+            attempts.append(a)
+            raise OSError("network refused by the test")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        nltk.data.path[:] = [{str(tmp_path)!r}]
+        from reflection_graph.critics.instructions import InstructionCritic, NEEDS_NLTK_DATA
+        from reflection_graph.critics.base import CritiqueRequest
+        from reflection_graph.runners.ifbench import prompts
+        checked = 0
+        for row in prompts():
+            if set(row["instruction_id_list"]) & set(NEEDS_NLTK_DATA):
+                continue
+            critic = InstructionCritic(row["instruction_id_list"], row["kwargs"])
+            critic.critique(CritiqueRequest(task=row["prompt"], candidate="An answer. Another one!"))
+            checked += 1
+        print(checked, len(attempts))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    checked, attempts = map(int, out.stdout.split())
+    assert checked > 100 and attempts == 0
+
+
+def test_every_development_prompt_of_ifbench_builds_a_critic_with_its_own_arguments(
+    no_nltk_data: Path,
+) -> None:
+    built = refused = 0
+    for row in ifbench.prompts():
+        try:
+            critic = InstructionCritic(row["instruction_id_list"], row["kwargs"])
+        except InstructionUnavailableError:
+            refused += 1
+            assert set(row["instruction_id_list"]) & set(NEEDS_NLTK_DATA)
+            continue
+        built += 1
+        assert _ask(critic, "", task=row["prompt"]).checks_total == len(row["instruction_id_list"])
+    assert built + refused == len(ifbench.prompts()) and built > refused
+
+
+def test_supported_instructions_lists_both_benchmarks() -> None:
+    ids = supported_instructions()
+    assert "keywords:frequency" in ids and "count:keywords_multiple" in ids and ids == sorted(ids)
+
+
+def test_the_loop_treats_it_as_a_verifier_and_returns_the_answer_that_follows_more(
+    no_nltk_data: Path,
+) -> None:
+    from reflection_graph import create_reflection_graph
+    from tests.fakes import RecordingChatModel
+
+    generator = RecordingChatModel(replies=["A reply, with a comma.", "A reply with no comma at all"])
+    critic = InstructionCritic(["punctuation:no_comma"])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=3).invoke(
+        {"task": "Reply without commas."}
+    )
+    assert result["stop_reason"] == "accepted" and result["candidate"] == "A reply with no comma at all"
+    assert (
+        "punctuation:no_comma: not followed" in generator.prompts[1]
+    )  # the reviser saw the failed instruction
+    assert [r["critique"]["checks_passed"] for r in result["trajectory"]] == [0, 1]
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(900)
+def test_through_the_embedded_model_on_ifbench_prompts_the_loop_never_returns_less_than_its_first_draft() -> (
+    None
+):
+    """A real model answers three development prompts of IFBench; every round's verdict is the checkers' own and
+    the answer the loop returns follows at least as many instructions as its first draft."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    rows = [r for r in ifbench.prompts() if not set(r["instruction_id_list"]) & set(NEEDS_NLTK_DATA)][:3]
+    # the fast Gemma: the test checks the loop and the checkers, not the model's quality
+    model = EmbeddedChatModel(max_tokens=96, temperature=0.0)
+    for row in rows:
+        critic = InstructionCritic(row["instruction_id_list"], row["kwargs"])
+        result = create_reflection_graph(model, critic=critic, max_iterations=2).invoke(
+            {"task": row["prompt"]}
+        )
+        rounds = result["trajectory"]
+        assert rounds and all(
+            r["critique"]["checks_total"] == len(row["instruction_id_list"]) for r in rounds
+        )
+        for r in rounds:
+            again = critic.critique(CritiqueRequest(task=row["prompt"], candidate=r["candidate"]))
+            assert again.checks_passed == r["critique"]["checks_passed"]
+        final = critic.critique(CritiqueRequest(task=row["prompt"], candidate=result["candidate"]))
+        assert final.checks_passed >= rounds[0]["critique"]["checks_passed"]
+        print(json.dumps({"key": row["key"], "passed": final.checks_passed, "rounds": len(rounds)}))
