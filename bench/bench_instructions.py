@@ -9,9 +9,9 @@ For each prompt, side by side:
 - **raw**: one greedy call of the model on the prompt (`model.invoke(prompt)`, temperature 0): the leanest code a
   user would write;
 - **loop**: that same raw answer gleaned, as DocETL gleans a map's output: `create_reflection_graph(model,
-  critic=InstructionCritic(ids, kwargs), max_iterations=--rounds)` invoked with `{"task": prompt, "candidate":
-  raw answer}`. Its critique of the raw answer is its first round; a revision follows while an instruction fails.
-  Its tokens include the raw answer's.
+  critic=InstructionCritic(ids, kwargs), max_iterations=--rounds)` (default 2: one revision) invoked with
+  `{"task": prompt, "candidate": raw answer}`. Its critique of the raw answer is its first round; a revision
+  follows while an instruction fails. Its tokens include the raw answer's.
 
 Both are scored by IFBench's own scorer (`if_verifiable.common.evaluate_instructions`, the benchmark's strict and
 loose prompt-level accuracy: every instruction of the prompt followed), a code path apart from the critic. The
@@ -26,7 +26,7 @@ Results are cached per prompt in `bench/results/ifbench.jsonl` (committed), keye
 a run resumes where it stopped and the table is recomputed from the cache:
 
     python bench/bench_instructions.py --model embedded --limit 3     # a handful, while developing
-    python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b
+    python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b    # resumes; one revision per prompt
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-tokens", type=int, default=400, help="reply budget of every call (default 400)"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="the loop's max_iterations (default 3)")
+    parser.add_argument("--rounds", type=int, default=2, help="the loop's max_iterations (default 2)")
     parser.add_argument(
         "--report-only", action="store_true", help="print the table from the cache, run nothing"
     )

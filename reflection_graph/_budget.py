@@ -2,25 +2,32 @@
 
 A node of a budgeted run (`token_budget` or `time_budget_s` set) opens a `Budget` holding what the run spent
 before this step (tokens from the recorded usage, seconds from the earlier steps) and makes it current
-(`budgeting`). Before each model call, retries included, the call layer asks `Budget.admit`:
-- the call is *refused* (`BudgetExhausted`, never started) when the time budget is spent, or when the tokens
-  spent, the tokens reserved by calls under way (parallel samples) and this call's estimate exceed `token_budget`
-  (the rule is `reflection_graph._rules.budget_refusal`, a pure function);
-- an admitted call reserves its estimate until it returns; then its reply's reported tokens are counted instead;
+(`step_budget`). Before each model call, retries included, the call layer asks `Budget.admit`:
+- the call is *refused* (`BudgetExhausted`, never started) when the time budget is spent, or when not even a
+  *useful reply* fits: the tokens spent, those reserved by calls under way (parallel samples) and the call's prompt
+  plus `USEFUL_REPLY_TOKENS` (or the call's own smaller reply limit, e.g. one token for a log-probability judge)
+  exceed `token_budget` (the rule is `reflection_graph._rules.budget_refusal`, a pure function);
+- otherwise it is *admitted with its reply limit cut* to what is left: the call's reply-limit option
+  (`max_tokens`, or the model's own name for it, `_estimate.REPLY_LIMITS`) is set to the largest value whose
+  bound still fits (never above the model's own limit). The calls of one step share what is left (`split`): a
+  `generate` step's samples get half of it between them (the other half is for their critiques, so a round can
+  finish), a `critique` step's critiques all of it; a call whose share is too small for a useful reply may take
+  what is left;
+- an admitted call reserves its bound until it returns; then its tokens are counted instead: those the reply
+  reports, or, for a model that reports none, the estimate of reflection_graph/_estimate.py (marked as
+  `estimated_tokens` in the run's usage);
 - its time limit is at most the seconds left (an async call is cancelled there; a sync one is abandoned), and a
   call stopped by that limit is a refusal too.
 
-The estimate of one call (`estimate_tokens`) is its prompt's tokens plus its reply limit. A model may say exactly
-how many tokens one call can use with a method `token_bound(messages, **call_options) -> int` (the embedded model
-does: it counts the prompt with its own tokenizer and knows its reply limits); for any other model the prompt counts
-a quarter of its characters and the reply its `max_tokens` (or `DEFAULT_REPLY_TOKENS` when it has none). With an
-exact bound the run never uses more than `token_budget`; with an estimate it may exceed it by the estimate's error.
+So `token_budget` holds for every model with a reply limit, by the package's count: the embedded model (its exact
+`token_bound`), LangChain chat models with `max_tokens` (with usage reported: off only by the prompt estimate's
+error; without: counted by the estimate), and plain callables (`CallableChatModel` cuts a reply at its limit, by
+the same estimate). A model with no reply-limit option at all cannot be cut: it is admitted when its prompt and a
+useful reply fit, and its one reply may run past the budget (by at most that reply's length).
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,35 +35,64 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableParallel, RunnableSequence, RunnableWithFallbacks
-from langchain_core.runnables.base import RunnableBindingBase
+from langchain_core.runnables import Runnable
 
 from reflection_graph import _rules
-from reflection_graph._usage import message_usage, run_usage
+from reflection_graph._estimate import REPLY_LIMITS, call_bound, chat_model, with_option
+from reflection_graph._usage import run_usage
 from reflection_graph.settings import Settings
 
 __all__ = [
-    "DEFAULT_REPLY_TOKENS",
+    "USEFUL_REPLY_TOKENS",
     "Budget",
     "BudgetExhausted",
-    "abudgeted",
-    "budgeted",
     "budgeting",
     "current_budget",
-    "estimate_tokens",
     "for_step",
+    "plan_call",
+    "step_budget",
     "step_update",
 ]
 
-DEFAULT_REPLY_TOKENS = 1024
-"""The reply assumed for a model that names no reply limit (`max_tokens`)."""
-CHARS_PER_TOKEN = 4
-"""The prompt estimate of a model without `token_bound`: a token per this many characters."""
+USEFUL_REPLY_TOKENS = 16
+"""The shortest reply worth a call: about a dozen words, or a bare JSON verdict such as
+`{"score": 4, "is_acceptable": false}` (a call whose own reply limit is smaller, such as a one-token
+log-probability judge, needs only that). A call whose prompt leaves less than this of the budget is refused."""
 _clock = time.perf_counter
-_REPLY_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+
+
+def _limit_key(model: Any, options: Mapping[str, Any]) -> str | None:
+    """The call option that limits a reply of `model` (bound, or a field of the model), or None."""
+    fields = getattr(type(model), "model_fields", {})
+    return next((name for name in REPLY_LIMITS if name in options or name in fields), None)
+
+
+def plan_call(runnable: Runnable[Any, Any], value: Any, left: int) -> tuple[Runnable[Any, Any], int, int]:
+    """How a call of `runnable` on `value` fits in `left` tokens: (the runnable to call, its reply limit cut to
+    fit where it has one; the tokens to reserve for it; the least tokens it needs, a prompt and a useful reply).
+    The call fits when the least it needs is at most `left`."""
+    model, options = chat_model(runnable)
+    key = _limit_key(model, options)
+    if key is None:  # no reply limit to cut: the model's exact bound, else a prompt and a useful reply
+        exact = callable(getattr(model, "token_bound", None))
+        need = call_bound(runnable, value, None if exact else USEFUL_REPLY_TOKENS)
+        return runnable, need, need
+    own = options.get(key) or getattr(model, key, None)
+    limit = int(own) if own else None
+    low = min(USEFUL_REPLY_TOKENS, limit) if limit else USEFUL_REPLY_TOKENS
+    need = call_bound(runnable, value, low, key)
+    if need > left:
+        return runnable, need, need
+    high = limit if limit else max(low, left)
+    if call_bound(runnable, value, high, key) <= left:  # the whole reply limit fits
+        return runnable, call_bound(runnable, value, high, key), need
+    while low < high:  # the largest reply limit whose bound fits (bounds grow with the limit)
+        mid = (low + high + 1) // 2
+        if call_bound(runnable, value, mid, key) <= left:
+            low = mid
+        else:
+            high = mid - 1
+    return with_option(runnable, key, low), call_bound(runnable, value, low, key), need
 
 
 class BudgetExhausted(Exception):
@@ -76,6 +112,7 @@ class Budget:
     __slots__ = (
         "_lock",
         "_reserved",
+        "_share",
         "_spent",
         "_start",
         "before_s",
@@ -99,6 +136,7 @@ class Budget:
         """Why a call of this step was refused (the first reason), or None."""
         self._spent = int(spent_tokens)
         self._reserved = 0
+        self._share: int | None = None
         self._start = _clock()
         self._lock = threading.Lock()
 
@@ -106,15 +144,29 @@ class Budget:
         """Seconds of the run so far: the earlier steps and this one."""
         return self.before_s + _clock() - self._start
 
-    def admit(self, runnable: Runnable[Any, Any], value: Any) -> int:
-        """Reserve the estimate of calling `runnable` on `value` and return it; raise `BudgetExhausted` (and
-        remember why) when the budget cannot cover it."""
-        estimate = estimate_tokens(runnable, value) if self.token_budget is not None else 0
+    def left(self) -> int:
+        """Tokens not spent nor reserved (0 without a token budget)."""
         with self._lock:
+            return max(0, (self.token_budget or 0) - self._spent - self._reserved)
+
+    def admit(self, runnable: Runnable[Any, Any], value: Any) -> tuple[Runnable[Any, Any], int]:
+        """The runnable to call (its reply limit cut to what is left) and the tokens reserved for it; raise
+        `BudgetExhausted` (and remember why) when not even a useful reply fits."""
+        with self._lock:
+            if self.token_budget is None:
+                planned, reserve, need = runnable, 0, 0
+            else:
+                left = self.token_budget - self._spent - self._reserved
+                room = left if self._share is None else min(left, self._share)
+                planned, reserve, need = plan_call(runnable, value, max(room, 0))
+                if (
+                    need <= left and need > room
+                ):  # its share is too small for a useful reply: take what is left
+                    planned, reserve, need = plan_call(runnable, value, left)
             why = _rules.budget_refusal(
                 spent=self._spent,
                 reserved=self._reserved,
-                estimate=estimate,
+                estimate=need,
                 token_budget=self.token_budget,
                 elapsed_s=self.elapsed(),
                 time_budget_s=self.time_budget_s,
@@ -122,17 +174,14 @@ class Budget:
             if why is not None:
                 self.refused = self.refused or why
                 raise BudgetExhausted(why)
-            self._reserved += estimate
-        return estimate
+            self._reserved += reserve
+        return planned, reserve
 
-    def settle(self, reservation: int, result: Any) -> None:
-        """An admitted call ended with `result` (None when it raised): its reported tokens replace its
-        reservation."""
-        meta = message_usage(result)
-        tokens = int(meta.get("total_tokens", 0)) if meta else 0
+    def settle(self, reservation: int, tokens: int) -> None:
+        """An admitted call ended having used `tokens` (reported, or estimated): they replace its reservation."""
         with self._lock:
             self._reserved -= reservation
-            self._spent += tokens
+            self._spent += int(tokens)
 
     def timeout(self, timeout_s: float | None) -> tuple[float | None, bool]:
         """The time limit of the next call: `timeout_s`, or the seconds left when fewer; and whether the budget
@@ -151,14 +200,20 @@ class Budget:
         return BudgetExhausted(why)
 
     def affordable(self, runnable: Runnable[Any, Any], value: Any, count: int) -> int:
-        """How many of `count` samples of the same call the token budget covers now (at least 1: a refused
-        first sample is what stops the run)."""
+        """How many of `count` parallel samples of the same call the token budget covers now, each with at least
+        a useful reply (at least 1: a refused first sample is what stops the run)."""
         if self.token_budget is None or count == 1:
             return count
-        estimate = estimate_tokens(runnable, value)
-        with self._lock:
-            left = self.token_budget - self._spent - self._reserved
-        return max(1, _rules.affordable_samples(count, estimate, left))
+        left = self.left()
+        _, _, need = plan_call(runnable, value, left)
+        return max(1, _rules.affordable_samples(count, need, left))
+
+    def split(self, calls: int) -> None:
+        """Share what is left evenly among `calls` parallel calls (each later call of this step gets at most its
+        share while the others may still need theirs)."""
+        if self.token_budget is not None and calls > 1:
+            with self._lock:
+                self._share = max(0, self.token_budget - self._spent - self._reserved) // calls
 
 
 def for_step(settings: Settings, state: Mapping[str, Any]) -> Budget | None:
@@ -182,35 +237,18 @@ def step_update(budget: Budget, update: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-Step = Callable[[Any, Any, Any], Any]
-
-
-def budgeted(step: Step, settings_of: Callable[[Any], Settings]) -> Step:
-    """The node `step(state, runtime, config)` run inside its step's budget (as it is when the run has none)."""
-
-    @functools.wraps(step)
-    def node(state: Any, runtime: Any, config: Any) -> Any:
-        budget = for_step(settings_of(runtime), state)
-        if budget is None:
-            return step(state, runtime, config)
-        with budgeting(budget):
-            return step_update(budget, step(state, runtime, config))
-
-    return node
-
-
-def abudgeted(step: Step, settings_of: Callable[[Any], Settings]) -> Step:
-    """Async twin of `budgeted`."""
-
-    @functools.wraps(step)
-    async def node(state: Any, runtime: Any, config: Any) -> Any:
-        budget = for_step(settings_of(runtime), state)
-        if budget is None:
-            return await step(state, runtime, config)
-        with budgeting(budget):
-            return step_update(budget, await step(state, runtime, config))
-
-    return node
+@contextmanager
+def step_budget(
+    settings: Settings, state: Mapping[str, Any]
+) -> Iterator[Callable[[dict[str, Any]], dict[str, Any]]]:
+    """Run a graph step inside its budget: yields the function that adds the budget's outcome to the step's
+    update (`step_update`); without a budget, the update is returned as it is."""
+    budget = for_step(settings, state)
+    if budget is None:
+        yield lambda update: update
+        return
+    with budgeting(budget):
+        yield lambda update: step_update(budget, update)
 
 
 _BUDGET: ContextVar[Budget | None] = ContextVar("reflection_graph_budget", default=None)
@@ -229,49 +267,3 @@ def budgeting(budget: Budget) -> Iterator[Budget]:
         yield budget
     finally:
         _BUDGET.reset(token)
-
-
-def _chat_model(runnable: Any) -> tuple[BaseChatModel | None, dict[str, Any]]:
-    """The chat model inside `runnable` (bindings, structured-output chains, fallbacks) and its bound options."""
-    options: dict[str, Any] = {}
-    node = runnable
-    for _ in range(16):
-        if isinstance(node, BaseChatModel):
-            return node, options
-        if isinstance(node, RunnableBindingBase):
-            options = {**node.kwargs, **options}
-            node = node.bound
-        elif isinstance(node, RunnableSequence):
-            node = node.first
-        elif isinstance(node, RunnableParallel) and node.steps__:
-            node = next(iter(node.steps__.values()))
-        elif isinstance(node, RunnableWithFallbacks):
-            node = node.runnable
-        else:
-            break
-    return None, options
-
-
-def _messages(value: Any) -> list[BaseMessage] | None:
-    if isinstance(value, PromptValue):
-        return value.to_messages()
-    if isinstance(value, str):
-        return [HumanMessage(value)]
-    if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
-        return value
-    return None
-
-
-def estimate_tokens(runnable: Runnable[Any, Any], value: Any) -> int:
-    """The tokens one call of `runnable` on `value` may use: the model's own `token_bound`, else a quarter of the
-    prompt's characters plus the reply limit (`max_tokens`, or `DEFAULT_REPLY_TOKENS`)."""
-    model, options = _chat_model(runnable)
-    messages = _messages(value)
-    bound = getattr(model, "token_bound", None)
-    if callable(bound) and messages is not None:
-        return int(bound(messages, **options))
-    text = "\n".join(m.text for m in messages) if messages is not None else str(value)
-    reply = next(
-        (limit for name in _REPLY_LIMITS if (limit := options.get(name) or getattr(model, name, None))), None
-    )
-    return math.ceil(len(text) / CHARS_PER_TOKEN) + int(reply or DEFAULT_REPLY_TOKENS)

@@ -12,11 +12,13 @@ Every model call of the package (drafts, revisions, LLM critiques) goes through 
   `SAMPLE_TEMPERATURE`), so a model that returned nothing at temperature 0 does not return the same nothing; the
   embedded model no longer retries below this layer;
 - every attempt, failed or not, is recorded in the current `Meter` (`reflection_graph._usage.metering`) with its
-  reply's `usage_metadata`: this is where the package counts its calls and tokens.
+  reply's `usage_metadata`, or an estimate when the model reports none (reflection_graph/_estimate.py): this is
+  where the package counts its calls and tokens.
 
 - under a run budget (`token_budget`, `time_budget_s`), every attempt is first admitted by the current `Budget`
-  (reflection_graph/_budget.py): an attempt the budget cannot cover is not started (`BudgetExhausted`, never
-  retried), and its time limit is at most the seconds left.
+  (reflection_graph/_budget.py): an attempt without room for a useful reply is not started (`BudgetExhausted`,
+  never retried); an admitted one has its reply limit cut to what is left, and its time limit is at most the
+  seconds left.
 
 So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound (a budget
 only ever removes calls).
@@ -44,7 +46,7 @@ from tenacity import (
 )
 
 from reflection_graph._budget import current_budget
-from reflection_graph._usage import current_meter
+from reflection_graph._usage import call_usage, current_meter
 from reflection_graph.models import critic_model
 
 __all__ = [
@@ -176,7 +178,17 @@ class _Target:
     """What one logical call asks next (resampled after a rejected reply), the run budget's check before each
     attempt, and the recording of each attempt."""
 
-    __slots__ = ("_base", "_budget", "_capped", "_meter", "_ok", "_rejected", "_reserved")
+    __slots__ = (
+        "_base",
+        "_budget",
+        "_called",
+        "_capped",
+        "_meter",
+        "_ok",
+        "_rejected",
+        "_reserved",
+        "_value",
+    )
 
     def __init__(self, runnable: Runnable[Any, Any], ok: Callable[[Any], bool] | None) -> None:
         self._base = runnable
@@ -186,21 +198,28 @@ class _Target:
         self._budget = current_budget()
         self._reserved = 0
         self._capped = False
+        self._called: Runnable[Any, Any] = runnable
+        self._value: Any = None
 
     def begin(self, value: Any, timeout_s: float | None) -> tuple[Runnable[Any, Any], float | None]:
-        """The runnable of the next attempt and its time limit; `BudgetExhausted` when the budget refuses it."""
+        """The runnable of the next attempt (its reply limit cut to what the budget has left) and its time limit;
+        `BudgetExhausted` when the budget refuses it."""
         runnable = sampled(self._base, self._rejected)
+        self._called, self._value = runnable, value
         if self._budget is None:
             return runnable, timeout_s
-        self._reserved = self._budget.admit(runnable, value)
+        runnable, self._reserved = self._budget.admit(runnable, value)
         timeout_s, self._capped = self._budget.timeout(timeout_s)
         return runnable, timeout_s
 
     def record(self, result: Any) -> None:
+        """Count an attempt that returned `result` (None when it raised): the tokens its reply reports, else the
+        estimate (reflection_graph/_estimate.py); a failed attempt counts as a call with no tokens."""
+        usage = call_usage(self._called, self._value, result)
         if self._meter is not None:
-            self._meter.record(result)
+            self._meter.record(usage)
         if self._budget is not None:
-            self._budget.settle(self._reserved, result)
+            self._budget.settle(self._reserved, usage["total_tokens"])
             self._reserved = 0
         if result is not None and self._ok is not None and not self._ok(result):
             self._rejected += 1

@@ -1,24 +1,46 @@
 """One critique, measured: the critic's reply checked into a `Critique`, with the calls and tokens it cost.
 
-Shared by the graph's `critique` node and `ReflectionMiddleware`. The package's own critics make their model calls
-through reflection_graph/_calls.py, which records them in the step's meter; any other critic (a user's own, also
-inside a composite) is measured with the `UsageCounter` callback instead.
+Shared by the graph's `critique` node and `ReflectionMiddleware`. A critic that declares `metered = True` (the
+package's own critics, and any critic whose calls go through `critics.base.call_model`) has its calls recorded in
+the step's meter by reflection_graph/_calls.py; any other critic (also inside a composite) is measured with the
+`UsageCounter` callback instead.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from reflection_graph._usage import Meter, RoleUsage, metering, track_usage
-from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critics.base import Critic, CritiqueRequest, is_metered
 from reflection_graph.critique import Critique, parse_critique
+from reflection_graph.prompts import HISTORY_CHARS
 
-__all__ = ["Judged", "ajudge", "judge"]
+__all__ = ["Judged", "ajudge", "critique_history", "judge"]
+
+
+CRITIC_HISTORY_CHARS = 4000
+"""Each earlier candidate a critic sees is cut to this many characters: a critic that compares (`JudgeCritic`,
+`PairwiseCritic`) must see the whole earlier answer, or one cut before its end (an email's sign-off) loses every
+comparison for what was cut."""
+
+
+def critique_history(rounds: Sequence[Mapping[str, Any]], window: int) -> tuple[dict[str, Any], ...]:
+    """The earlier rounds a critic sees (`CritiqueRequest.history`): the last `window`, each candidate cut to
+    `CRITIC_HISTORY_CHARS` and its feedback to `HISTORY_CHARS`, so the request does not grow with the round
+    count."""
+    return tuple(
+        {
+            "candidate": r["candidate"][:CRITIC_HISTORY_CHARS],
+            "score": r["score"],
+            "feedback": ((r["critique"] or {}).get("feedback") or "")[:HISTORY_CHARS],
+        }
+        for r in (list(rounds[-window:]) if window > 0 else [])
+    )
 
 
 def checked(critic: Critic, result: Any) -> Critique:
@@ -32,14 +54,6 @@ def checked(critic: Critic, result: Any) -> Critique:
         f"critic {name!r} returned {type(result).__name__}, expected a Critique: return "
         "reflection_graph.Critique(...) from critique()/acritique()"
     )
-
-
-def _metered(critic: Any) -> bool:
-    """True when every model call of `critic` goes through the package's call layer (its own critics, also
-    inside a composite); any other critic is measured with a callback."""
-    if not type(critic).__module__.startswith("reflection_graph."):
-        return False
-    return all(_metered(child) for _, child in getattr(critic, "critics", ()))
 
 
 Judged = tuple[Critique | None, RoleUsage, BaseException | None]
@@ -72,8 +86,8 @@ async def ajudge(
 
 
 def _callback(critic: Any) -> Any:
-    """The usage callback for a critic whose model calls the package does not make (else nothing)."""
-    return contextlib.nullcontext() if _metered(critic) else track_usage()
+    """The usage callback for a critic that does not declare its calls metered (`metered`), else nothing."""
+    return contextlib.nullcontext() if is_metered(critic) else track_usage()
 
 
 def _usage_of(meter: Any, counter: Any) -> RoleUsage:

@@ -2,11 +2,14 @@
 
 A run may carry a `Context` (Studio's `context_schema`, `graph.invoke(..., context=Context(...))`) or the same keys
 as a mapping (`configurable`, the agent's context dict). `Overrides.for_run` applies it to what was built:
-- the settings: each non-None per-run field replaces the built one, validated by `Settings` again;
+- the settings: each non-None per-run field replaces the built one, validated by `Settings` again; then what the
+  strategy forces (reflection_graph/strategies/) is applied again, so a run cannot undo it;
 - the models: `generator_model` / `reviser_model` / `critic_model` (with `base_url`) replace the built roles. A
   new generator also replaces the reviser, and the critic when the critic was the default one (built on the
-  generator's model); a critic passed as an object (tests, rules, a composite) is kept. A `critique_prompt`
-  rebuilds a model critic with that prompt.
+  generator's model), which a `critic_model` or `critique_prompt` rebuilds too. A critic passed in is asked
+  (`for_run`, reflection_graph/critics/base.py) for itself on the run's `critic_model` or `critique_prompt`: a
+  model critic swaps its model or prompt, a composite asks its critics, and a critic with no model to swap
+  (tests, rules) is kept for a prompt and, for a named model, gives way to an `LLMCritic` on it.
 Model specs are resolved once per distinct override (cached), never per node.
 """
 
@@ -19,8 +22,10 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from reflection_graph import strategies
 from reflection_graph.context import Context
-from reflection_graph.critics.base import Critic
+from reflection_graph.critics.base import Critic, for_run
+from reflection_graph.critics.judge import JudgeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.prompts import CRITIQUE_PROMPT
@@ -76,9 +81,10 @@ def as_critic(
     """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
 
     With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
-    prompt override, the critic is a `LogprobCritic` (the embedded base model's next-token probabilities: on
-    `datasets/pairs.jsonl` it ranks good above bad far more often than JSON verdicts; see bench/bench_critic.py).
-    Every other case gets an `LLMCritic`.
+    prompt override, the critic reads the model's token probabilities (see bench/bench_critic.py): a `JudgeCritic`
+    on an instruction-tuned GGUF (the bundled Qwen2.5-Coder, or a `local:` file with a chat template), whose
+    comparison ranks good above bad where its JSON scores do not; a `LogprobCritic` on a base model (Gemma 3
+    270M), whose answer likelihood ranks far better than its JSON verdicts. Every other case gets an `LLMCritic`.
 
     Raises:
         ValueError: `critic` is neither a `Critic`, a chat model, a model spec nor a callable.
@@ -99,6 +105,8 @@ def as_critic(
         raise ValueError(critic_help(critic))
     plain = guidelines is None and not settings.prompts.get("critique")
     if critic is None and isinstance(model, EmbeddedChatModel) and plain:
+        if _instruction_tuned(model):
+            return JudgeCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
         return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
     return LLMCritic(
         critic_model(model),
@@ -109,6 +117,16 @@ def as_critic(
         retries=settings.retries,
         timeout_s=settings.timeout_s,
     )
+
+
+def _instruction_tuned(model: Any) -> bool:
+    """Whether the embedded `model` runs a chat template: a bundled model by its name (nothing loaded), a GGUF file
+    by its metadata (the file is loaded once, as its first call would)."""
+    from reflection_graph.models._bundled import QWEN
+
+    if model.model_path is None:
+        return bool(model.model == QWEN)
+    return bool(model.uses_chat_template)
 
 
 class Overrides:
@@ -146,7 +164,7 @@ class Overrides:
         ctx = as_context(context)
         if ctx is None:
             return self.settings, self.roles
-        settings = ctx.settings(self.settings)
+        settings = strategies.get(self.settings.strategy).force(ctx.settings(self.settings))
         key = (
             ctx.generator_model,
             ctx.critic_model,
@@ -162,15 +180,20 @@ class Overrides:
             return settings, self._cache[key]
 
     def _roles(self, ctx: Context, settings: Settings) -> Roles:
+        from reflection_graph.models import critic_model
+
         built, url = self.roles, ctx.base_url or self.base_url
         generator = resolve(ctx.generator_model, "generator", url) if ctx.generator_model else None
         reviser = resolve(ctx.reviser_model, "reviser", url) if ctx.reviser_model else generator
+        prompt = settings.prompts.get("critique")
+        new_prompt = prompt != self.settings.prompts.get("critique")
         critic = built.critic
-        model_critic = isinstance(critic, (LLMCritic, LogprobCritic))
-        if ctx.critic_model or (generator is not None and self.default_critic):
+        if self.default_critic and (ctx.critic_model or generator is not None or new_prompt):
             critic = self._critic(ctx.critic_model or None, generator or built.generator, settings, url)
-        elif model_critic and settings.prompts.get("critique") != self.settings.prompts.get("critique"):
-            critic = self._critic(critic.model, built.generator, settings, url)  # type: ignore[attr-defined]
+        elif ctx.critic_model or new_prompt:  # the critic says how it takes another model or prompt
+            model = critic_model(resolve(ctx.critic_model, "critic", url)) if ctx.critic_model else None
+            adapted = for_run(critic, model=model, prompt=prompt if new_prompt else None)
+            critic = adapted if adapted is not None else self._critic(model, None, settings, url)
         return Roles(generator or built.generator, reviser or built.reviser, critic)
 
     def _critic(

@@ -16,12 +16,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round, StopReason
 
 __all__ = [
+    "ALL_STOP_RULES",
+    "StopRule",
     "accepts",
     "affordable_samples",
     "best_index",
@@ -36,6 +38,11 @@ __all__ = [
     "stop_reason",
     "verifier_failing",
 ]
+
+
+StopRule = Literal["accept", "limit", "plateau"]
+"""The stop rules after a critique: the critic accepts, the round limit, no progress (score or issues)."""
+ALL_STOP_RULES: frozenset[StopRule] = frozenset({"accept", "limit", "plateau"})
 
 
 def accepts(score: float, is_acceptable: bool, threshold: float | None) -> bool:
@@ -76,21 +83,21 @@ def stop_reason(
     iteration: int,
     critique: Mapping[str, Any],
     accepted: bool,
+    rules: frozenset[StopRule] = ALL_STOP_RULES,
 ) -> StopReason | None:
     """Why the loop stops after critique number `iteration` (`critique` is its dict), or None to revise again.
 
     Order: `min_iterations` first (nothing stops before it), then accept, then the round limit, then plateau
-    (score, then no new issues), which a verifier's failures overrule. `trajectory` holds the earlier rounds.
+    (score, then no new issues), which a verifier's failures overrule. Only the `rules` given apply (a strategy's
+    `stop_rules`). `trajectory` holds the earlier rounds.
     """
     if iteration < settings.min_iterations:
         return None
-    if accepted:
+    if accepted and "accept" in rules:
         return "accepted"
-    if settings.strategy == "self_refine":
-        return None  # one refine follows the single critique, then finalize
-    if iteration >= settings.max_iterations:
+    if iteration >= settings.max_iterations and "limit" in rules:
         return "max_iterations"
-    if verifier_failing(critique):
+    if "plateau" not in rules or verifier_failing(critique):
         return None  # failures and rounds left: try again, never a plateau
     scores = [float(r["score"]) for r in trajectory if r["score"] is not None] + [float(critique["score"])]
     if plateau(scores, settings.patience, settings.min_improvement):

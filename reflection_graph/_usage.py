@@ -13,36 +13,45 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from typing_extensions import NotRequired
+
+from reflection_graph._estimate import estimate_usage, reported_usage, text_tokens
 
 __all__ = [
     "Meter",
     "RoleUsage",
     "UsageCounter",
     "add_role_usage",
+    "call_usage",
     "current_meter",
     "empty_usage",
+    "merge_usage",
     "message_usage",
     "metering",
     "run_usage",
     "sum_usage",
     "track_usage",
+    "with_total",
 ]
 
 
 class RoleUsage(TypedDict):
-    """Tokens (from `usage_metadata`), model calls and wall seconds of one role, one round or a whole run."""
+    """Tokens (from `usage_metadata`, else estimated), model calls and wall seconds of one role, one round or a
+    whole run. `estimated_tokens`, present only when some are, says how many of `total_tokens` are an estimate
+    (calls of models that report no usage; reflection_graph/_estimate.py)."""
 
     input_tokens: int
     output_tokens: int
     total_tokens: int
     calls: int
     seconds: float
+    estimated_tokens: NotRequired[int]
 
 
 def empty_usage() -> RoleUsage:
@@ -52,13 +61,17 @@ def empty_usage() -> RoleUsage:
 def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage:
     a: Any = left or _ZERO
     b: Any = right or _ZERO
-    return {
+    out: RoleUsage = {
         "input_tokens": int(a.get("input_tokens", 0)) + int(b.get("input_tokens", 0)),
         "output_tokens": int(a.get("output_tokens", 0)) + int(b.get("output_tokens", 0)),
         "total_tokens": int(a.get("total_tokens", 0)) + int(b.get("total_tokens", 0)),
         "calls": int(a.get("calls", 0)) + int(b.get("calls", 0)),
         "seconds": round(float(a.get("seconds", 0.0)) + float(b.get("seconds", 0.0)), 6),
     }
+    estimated = int(a.get("estimated_tokens", 0)) + int(b.get("estimated_tokens", 0))
+    if estimated:
+        out["estimated_tokens"] = estimated
+    return out
 
 
 _ZERO: RoleUsage = empty_usage()
@@ -74,9 +87,22 @@ def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
 
 def message_usage(result: Any) -> Any:
     """The `usage_metadata` of a reply: an `AIMessage`, or a structured-output result holding it as `raw`."""
-    if isinstance(result, dict):
-        result = result.get("raw")
-    return result.usage_metadata if isinstance(result, AIMessage) else None
+    return reported_usage(result)
+
+
+def call_usage(runnable: Any, value: Any, result: Any) -> dict[str, int]:
+    """The tokens of one call of `runnable` on `value` that returned `result` (None: it raised, and counts no
+    tokens): those its reply reports, else the estimate (with `estimated_tokens`)."""
+    if result is None:
+        return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    meta = reported_usage(result)
+    if meta:
+        return {k: int(meta.get(k, 0)) for k in ("input_tokens", "output_tokens", "total_tokens")}
+    return estimate_usage(runnable, value, result)
+
+
+def _as_usage(tokens: Mapping[str, int], *, calls: int) -> RoleUsage:
+    return cast(RoleUsage, {**tokens, "calls": calls, "seconds": 0.0})
 
 
 class Meter:
@@ -88,15 +114,10 @@ class Meter:
         self._lock = threading.Lock()
         self.usage = empty_usage()
 
-    def record(self, result: Any) -> None:
-        """One model call (an attempt) that returned `result` (None when it raised)."""
-        meta = message_usage(result)
+    def record(self, tokens: Mapping[str, int]) -> None:
+        """One model call (an attempt) that used `tokens` (`call_usage`)."""
         with self._lock:
-            self.usage["calls"] += 1
-            if meta:
-                self.usage["input_tokens"] += int(meta.get("input_tokens", 0))
-                self.usage["output_tokens"] += int(meta.get("output_tokens", 0))
-                self.usage["total_tokens"] += int(meta.get("total_tokens", 0))
+            self.usage = add_role_usage(self.usage, _as_usage(tokens, calls=1))
 
 
 _METER: ContextVar[Meter | None] = ContextVar("reflection_graph_meter", default=None)
@@ -137,7 +158,9 @@ def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
 
 
 class UsageCounter(BaseCallbackHandler):
-    """Counts chat-model calls and sums `usage_metadata` of every reply, whatever the model's name."""
+    """Counts chat-model calls and sums `usage_metadata` of every reply, whatever the model's name; a reply without
+    usage is counted by the character estimate of its prompt and text (reflection_graph/_estimate.py), marked in
+    `estimated_tokens`."""
 
     run_inline = True  # cheap and thread-safe: no executor hop per event under ainvoke
     ignore_chain = True  # only model events matter; skipping chain events keeps the handler cheap
@@ -147,31 +170,47 @@ class UsageCounter(BaseCallbackHandler):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
+        self._prompts: dict[UUID, int] = {}
         self.usage = empty_usage()
 
     def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: list[list[Any]], **kwargs: Any
+        self, serialized: dict[str, Any], messages: list[list[Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        text = "\n".join(getattr(m, "text", str(m)) for batch in messages for m in batch)
+        with self._lock:
+            self.usage["calls"] += 1
+            self._prompts[run_id] = text_tokens(None, text)
+
+    def on_llm_start(
+        self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any
     ) -> None:
         with self._lock:
             self.usage["calls"] += 1
-
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], **kwargs: Any) -> None:
-        with self._lock:
-            self.usage["calls"] += 1
+            self._prompts[run_id] = text_tokens(None, "\n".join(prompts))
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        reported = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        found, reply = False, 0
         for generations in response.generations:
             for generation in generations:
-                if not isinstance(generation, ChatGeneration):
-                    continue
-                message = generation.message
+                message = generation.message if isinstance(generation, ChatGeneration) else None
                 meta = message.usage_metadata if isinstance(message, AIMessage) else None
-                if not meta:
-                    continue
-                with self._lock:
-                    self.usage["input_tokens"] += int(meta.get("input_tokens", 0))
-                    self.usage["output_tokens"] += int(meta.get("output_tokens", 0))
-                    self.usage["total_tokens"] += int(meta.get("total_tokens", 0))
+                if meta:
+                    found = True
+                    for key in reported:
+                        reported[key] += int(cast(Any, meta).get(key, 0))
+                reply += text_tokens(None, generation.text)
+        with self._lock:
+            prompt = self._prompts.pop(run_id, 0)
+            if not found:
+                total = prompt + reply
+                reported = {"input_tokens": prompt, "output_tokens": reply, "total_tokens": total}
+                reported["estimated_tokens"] = total
+            self.usage = add_role_usage(self.usage, _as_usage(reported, calls=0))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._prompts.pop(run_id, None)
 
 
 @contextmanager
@@ -183,3 +222,21 @@ def track_usage() -> Iterator[UsageCounter]:
         yield counter
     finally:
         counter.usage["seconds"] = round(time.perf_counter() - start, 6)
+
+
+def with_total(usage: Mapping[str, RoleUsage]) -> dict[str, RoleUsage]:
+    """`usage` per role with its `total` (re)computed from the roles."""
+    roles = {role: value for role, value in usage.items() if role != "total"}
+    return {**roles, "total": sum_usage(list(roles.values()))}
+
+
+def merge_usage(
+    parts: Iterator[Mapping[str, RoleUsage]] | list[Mapping[str, RoleUsage]],
+) -> dict[str, RoleUsage]:
+    """The usage of several parts (each per role), summed per role, with its `total`."""
+    merged: dict[str, RoleUsage] = {}
+    for part in parts:
+        for role, value in part.items():
+            if role != "total":
+                merged[role] = add_role_usage(merged.get(role), value)
+    return with_total(merged)

@@ -15,13 +15,16 @@ round, one critique per candidate (re-asked up to `parse_retries` times when it 
 these calls retried at most `retries` times (transient errors, empty replies). With the defaults that is 2 calls per
 round when nothing fails.
 
-The `tree` strategy (reflection_graph/_tree.py) runs the same nodes with a `select` node after each critique that
-picks the most promising candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
+Strategies (reflection_graph/strategies/, one module each) share these nodes and decide the rest: the settings
+they force (also against a run's `Context`), their edges after `critique`, what the next revision starts from and
+which stop rules apply. The `tree` strategy adds a `select` node after each critique that picks the most promising
+candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
-has left (reflection_graph/_budget.py); a call the budget cannot cover is not started, and the run stops with
-`stop_reason="budget"` after that step, returning its best candidate so far. `n_drafts`/`n_revisions` samples are
-cut to what the budget covers. A budget only removes calls, so `max_model_calls` stays a true bound.
+has left (reflection_graph/_budget.py): its reply limit is cut to what is left, and a call without room for a useful
+reply is not started; the run then stops with `stop_reason="budget"` after that step, returning its best candidate
+so far. `n_drafts`/`n_revisions` samples are cut to what the budget covers. A budget only removes calls (a cut
+reply limit never adds one), so `max_model_calls` stays a true bound.
 
 The `self_refine` strategy is one Self-Refine pass: draft, one critique, and (unless accepted) one revision that
 is returned without a second critique.
@@ -30,25 +33,22 @@ is returned without a second critique.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict, get_type_hints
 
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
-from reflection_graph import _nodes, _tree
+from reflection_graph import _nodes, strategies
 from reflection_graph._calls import max_model_calls
 from reflection_graph._code import code_defaults
-from reflection_graph._nodes import AsyncNodeFn, NodeFn, Setup
+from reflection_graph._nodes import Setup
 from reflection_graph._overrides import ModelLike, Overrides, Roles, resolve
 from reflection_graph._overrides import as_critic as _as_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
-from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
+from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs, default
 from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
@@ -56,25 +56,12 @@ __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls
 _MEMORY_METHODS = ("search", "asearch", "save", "asave", "lessons_from_critiques", "format_lessons")
 
 
-class _Twins(Runnable[Any, Any]):
-    """A node with a sync and an async body, each a plain function `fn(state, runtime, config)`.
-
-    LangGraph pairs a sync and an async body only for a `Runnable` (a plain sync function runs under `ainvoke` in a
-    worker thread, which would serialize the async critiques); `runtime` is read with `get_runtime`. Measured with
-    the CPU clock on the bench's 3-round run (25 x 10 runs, interleaved): this pairing costs the same as LangGraph's
-    own plain-function node (0.98x), `RunnableLambda(func, afunc=...)` 1.32x (it opens a traced child run per call).
-    """
-
-    def __init__(self, name: str, func: NodeFn, afunc: AsyncNodeFn) -> None:
-        self.name = name
-        self._func = func
-        self._afunc = afunc
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._func(input, get_runtime(Context), ensure_config(config))
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return await self._afunc(input, get_runtime(Context), ensure_config(config))
+def _with_keys(reads: type, extra: type | None) -> type:
+    """The TypedDict `reads` with the keys of `extra` added (a strategy's own state keys), or `reads` itself."""
+    if extra is None:
+        return reads
+    hints = {**get_type_hints(reads, include_extras=True), **get_type_hints(extra, include_extras=True)}
+    return TypedDict(f"{reads.__name__}With{extra.__name__}", hints, total=False)  # type: ignore[operator]
 
 
 def build_reflection_graph(
@@ -96,14 +83,9 @@ def build_reflection_graph(
             f"unknown argument(s) {sorted(unknown)}; the settings are {sorted(Settings.__dataclass_fields__)}"
         )
     built = Settings(**code_defaults(critic, settings))
-    if built.strategy == "self_refine":
-        built = built.override(max_iterations=1, min_iterations=1)
-    if built.strategy == "tree":  # a search backs off from a dead end instead of stopping on a plateau
-        built = replace(built, patience=None, stop_on_no_new_issues=False)
-        if human_review:
-            raise ValueError(
-                "strategy='tree' does not take human_review; use strategy='loop' to review rounds"
-            )
+    strategy = strategies.get(built.strategy)
+    built = strategy.force(built)
+    strategy.check(human_review=human_review)
     if should_refine is not None and not callable(should_refine):
         raise ValueError("should_refine must be a callable taking the state and returning a bool")
     if memory is not None:
@@ -117,28 +99,17 @@ def build_reflection_graph(
     overrides = Overrides(
         built, roles, base_url=base_url, guidelines=critic_guidelines, default_critic=critic is None
     )
-    setup = Setup(overrides, should_refine, memory)
+    setup = Setup(overrides, strategy, should_refine, memory)
 
     builder = StateGraph(
         ReflectionState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    reads = {"generate": GenerateReads, "critique": CritiqueReads, "finalize": ReflectionState}
-    for node, (func, afunc) in _nodes.make_nodes(setup).items():
-        builder.add_node(
-            node, _Twins(node, func, afunc), input_schema=reads[node]
-        )  # each reads what it needs
+    reads = {"generate": _with_keys(GenerateReads, strategy.state), "critique": CritiqueReads}
+    for name, node in _nodes.make_nodes(setup).items():  # each reads what it needs
+        builder.add_node(name, node, input_schema=reads.get(name, ReflectionState))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
-    if built.strategy == "tree":
-        builder.add_node("select", _tree.select)
-        builder.add_conditional_edges("critique", _tree.after_tree_critique, ["select", "finalize"])
-        builder.add_edge("select", "generate")
-    elif human_review:
-        builder.add_node("review", _nodes.review)
-        builder.add_edge("critique", "review")
-        builder.add_conditional_edges("review", _nodes.after_critique, ["generate", "finalize"])
-    else:
-        builder.add_conditional_edges("critique", _nodes.after_critique, ["generate", "finalize"])
+    strategy.wire(builder, human_review=human_review)
     builder.add_edge("finalize", END)
     return builder
 
@@ -217,7 +188,8 @@ def create_reflection_graph(
         base_url=base_url,
         **settings,
     )
-    steps_per_round = 3 if human_review else 2
+    strategy = strategies.get(settings.get("strategy") or default("strategy"))
+    steps_per_round = strategy.steps_per_round(human_review=human_review)
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
     # a run may raise max_iterations through its Context, up to MAX_ITERATIONS: the counter is the real bound
     return graph.with_config(recursion_limit=steps_per_round * MAX_ITERATIONS + 4)

@@ -59,14 +59,13 @@ from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
-from reflection_graph._judge import Judged, ajudge, judge
-from reflection_graph._nodes import _diff
+from reflection_graph._judge import Judged, ajudge, critique_history, judge
+from reflection_graph._nodes._critique import diff as _diff
 from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
-    HISTORY_CHARS,
     PRESERVE_CORRECT_RULE,
     PromptOverride,
     format_critique,
@@ -287,16 +286,7 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
 
     # -- shared by the sync and async hooks -------------------------------------------------------------------
     def _request(self, state: Mapping[str, Any], settings: Settings, answer: AIMessage) -> CritiqueRequest:
-        rounds = list(state.get("reflection_rounds") or [])
-        window = _rules.bounded(rounds, settings.history_window)
-        history = tuple(
-            {
-                "candidate": r["candidate"][:HISTORY_CHARS],
-                "score": r["score"],
-                "feedback": ((r["critique"] or {}).get("feedback") or "")[:HISTORY_CHARS],
-            }
-            for r in window
-        )
+        history = critique_history(list(state.get("reflection_rounds") or []), settings.history_window)
         task = state.get("reflection_task") or self._task(state)
         return CritiqueRequest(
             task=task,

@@ -9,6 +9,8 @@ Placeholders:
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
 - PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
+- CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
+  instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 """
 
@@ -20,6 +22,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
+    "CHAT_CRITIQUE_PROMPT",
+    "CHAT_CRITIQUE_SYSTEM",
+    "CHAT_PREFERENCE_PROMPT",
+    "CHAT_VERDICT_PROMPT",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
     "FOCUS_CUES",
@@ -134,6 +140,42 @@ Better answer:"""
 LIKELIHOOD_PROMPT = """Task: {task}
 {context}Answer: {candidate}"""
 """The `LogprobCritic`'s likelihood signal: the mean log-probability of the candidate's tokens after `Answer:`."""
+
+CHAT_VERDICT_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+Is this answer correct, and does it do what the task asks? Reply with Yes or No."""
+"""The `JudgeCritic`'s yes/no question: it reads P(Yes) and P(No) of the reply's first token."""
+
+CHAT_PREFERENCE_PROMPT = """Task:
+{task}
+{context}
+Answer A:
+{a}
+
+Answer B:
+{b}
+
+Which answer does the task better, A or B? Reply with the single letter A or B."""
+"""The `JudgeCritic`'s comparison: it reads P(A) and P(B) of the reply's first token, in both orders."""
+
+CHAT_CRITIQUE_SYSTEM = (
+    "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
+    "for that is missing, something the task did not ask for, or a tone that does not fit. You never invent a "
+    "fault: an answer that does the task gets empty lists."
+)
+
+CHAT_CRITIQUE_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+List the answer's real faults ("issues") and how to fix each ("suggestions"). Reply with JSON only."""
+"""The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 
 REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
 what the critique found and keeps what was right.

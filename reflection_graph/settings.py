@@ -12,7 +12,9 @@
 - `SettingsKwargs` names every field with its type for `**settings: Unpack[SettingsKwargs]` (PEP 692), so editors
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
-Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals.
+Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy`
+accepts every strategy registered in reflection_graph/strategies/ (its `Literal` names the built-in ones, which
+the CLI offers).
 """
 
 from __future__ import annotations
@@ -65,9 +67,12 @@ def _setting(
     agent: bool = True,
     flag: str | None = None,
     short: str | None = None,
+    allowed: Any = None,
 ) -> Any:
-    """A dataclass field carrying its bounds and description in `metadata`."""
+    """A dataclass field carrying its bounds and description in `metadata` (`allowed`: a function giving the
+    accepted values, when they are more than its `Literal` type names)."""
     metadata = {
+        "allowed": allowed,
         "description": description,
         "min": min,
         "max": max,
@@ -132,6 +137,7 @@ class Settings:
         "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass; "
         "'tree' expands the most promising candidate so far and drops dead ends, until accepted or the limit.",
         agent=False,
+        allowed=lambda: _strategy_names(),
     )
     n_drafts: int = _setting(
         1,
@@ -278,7 +284,7 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
         if type(None) in get_args(annotation):
             return
         raise ValueError(f"{name} must not be None")
-    allowed = choices(annotation)
+    allowed = f.metadata["allowed"]() if f.metadata.get("allowed") else choices(annotation)
     if allowed:
         if value not in allowed:
             raise ValueError(f"{name} must be {_one_of(allowed)}, got {value!r}")
@@ -310,6 +316,13 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
             raise ValueError(f"{name} must be >= {low:g}, got {value!r}{hint}")
         if high is not None and value > high:
             raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
+
+
+def _strategy_names() -> tuple[str, ...]:
+    """The registered strategies (reflection_graph/strategies/): the built-in ones and any a user registered."""
+    from reflection_graph import strategies
+
+    return strategies.names()
 
 
 def _one_of(allowed: tuple[Any, ...]) -> str:

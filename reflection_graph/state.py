@@ -24,6 +24,7 @@ __all__ = [
     "RouteReads",
     "StopReason",
     "UsageReport",
+    "append_rounds",
 ]
 
 StopReason = Literal["accepted", "max_iterations", "plateau", "not_triggered", "budget", "error"]
@@ -50,7 +51,7 @@ class Round(TypedDict):
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 
 
-def _append_rounds(left: list[Round] | None, right: list[Round] | None) -> list[Round]:
+def append_rounds(left: list[Round] | None, right: list[Round] | None) -> list[Round]:
     """Reducer: append this step's rounds to the trajectory."""
     return [*(left or []), *(right or [])]
 
@@ -85,7 +86,7 @@ class OutputState(TypedDict, total=False):
 
     candidate: str
     critique: dict[str, Any] | None
-    trajectory: Annotated[list[Round], _append_rounds]
+    trajectory: Annotated[list[Round], append_rounds]
     iterations: int
     stop_reason: StopReason | None
     error: str | None
@@ -102,7 +103,8 @@ class Pending(TypedDict):
 
 
 class ReflectionState(InputState, OutputState, total=False):
-    """The overall state; `rg_*` keys are internal and never leave the graph.
+    """The overall state; `rg_*` keys are internal and never leave the graph (a strategy may keep more of them,
+    declared in its own module: `Strategy.state`).
 
     `candidate` is the given candidate going in and the answer coming out; the candidates of a round live in
     `rg_pending` and, once judged, in `trajectory`.
@@ -113,25 +115,21 @@ class ReflectionState(InputState, OutputState, total=False):
     """A reviewer's words (human review), added to the critique the next revision sees."""
     rg_spent: UsageReport
     """Usage of a step that ended the run with an error before any round could record it."""
-    rg_expanded: list[str]
-    """The `tree` strategy: the candidates expanded so far, in order (reflection_graph/_tree.py)."""
-    rg_target: dict[str, Any] | None
-    """The `tree` strategy: the candidate (and its critique) the next revision expands."""
     rg_elapsed: float
     """Seconds of the run's steps so far (written only under a `time_budget_s`)."""
 
 
 class GenerateReads(TypedDict, total=False):
-    """The keys `generate` reads (LangGraph hands a node only the channels of its input schema)."""
+    """The keys `generate` reads (LangGraph hands a node only the channels of its input schema), besides the
+    strategy's own keys (`Strategy.state`), which the graph adds."""
 
     task: str
     candidate: str
     context: str
-    trajectory: Annotated[list[Round], _append_rounds]
+    trajectory: Annotated[list[Round], append_rounds]
     iterations: int
     stop_reason: StopReason | None
     rg_feedback: str | None
-    rg_target: dict[str, Any] | None
     rg_elapsed: float
 
 
@@ -140,7 +138,7 @@ class CritiqueReads(TypedDict, total=False):
 
     task: str
     context: str
-    trajectory: Annotated[list[Round], _append_rounds]
+    trajectory: Annotated[list[Round], append_rounds]
     iterations: int
     stop_reason: StopReason | None
     rg_pending: Pending

@@ -14,12 +14,15 @@ from unittest import mock
 
 import pytest
 import typer.main
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from typer.testing import CliRunner
 
 from reflection_graph import Context, Settings, create_reflection_graph
-from reflection_graph._budget import DEFAULT_REPLY_TOKENS, estimate_tokens
+from reflection_graph._budget import USEFUL_REPLY_TOKENS, plan_call
 from reflection_graph._rules import affordable_samples, budget_refusal
 from reflection_graph.cli import app
 from reflection_graph.critique import CritiqueOutput
@@ -86,16 +89,34 @@ def test_affordable_samples_cut_to_what_is_left() -> None:
     assert affordable_samples(3, 0, 0) == 3
 
 
-def test_the_estimate_is_the_models_own_bound_else_a_quarter_of_the_prompt_plus_the_reply_limit() -> None:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+def test_a_call_is_admitted_with_its_reply_limit_cut_to_what_is_left() -> None:
+    from reflection_graph.models import CallableChatModel
 
-    plain = GenericFakeChatModel(messages=iter(()))
     prompt = "x" * 400  # 100 tokens at 4 characters a token
-    assert estimate_tokens(plain, prompt) == 100 + DEFAULT_REPLY_TOKENS
-    assert estimate_tokens(plain.bind(max_tokens=50), prompt) == 150
+    model = CallableChatModel(fn=lambda p: "reply")
+    # no limit of its own: the reply limit becomes what the budget leaves after the prompt
+    called, reserved, need = plan_call(model, prompt, 300)
+    assert (reserved, need) == (300, 100 + USEFUL_REPLY_TOKENS)
+    assert called.kwargs == {"max_tokens": 200}  # type: ignore[attr-defined]
+    # its own limit fits: the call is left as it is
+    limited = model.bind(max_tokens=50)
+    assert plan_call(limited, prompt, 300) == (limited, 150, 100 + USEFUL_REPLY_TOKENS)
+    # a prompt with no room for a useful reply: the least it needs is more than is left (it is refused)
+    assert plan_call(model, prompt, 100 + USEFUL_REPLY_TOKENS - 1)[2] > 100 + USEFUL_REPLY_TOKENS - 1
+    # a model that says its exact bound and has no reply limit to cut: that bound
     bounded = MeteredCritic(bound=77)
     chain = bounded.with_structured_output(CritiqueOutput, include_raw=True)  # the critic's chain
-    assert estimate_tokens(chain, [HumanMessage(prompt)]) == 77
+    assert plan_call(chain, [HumanMessage(prompt)], 1000)[1:] == (77, 77)
+
+
+def test_a_cut_reply_limit_reaches_the_model_inside_a_structured_output_chain() -> None:
+    from reflection_graph._estimate import chat_model
+
+    model = LimitedModel(max_tokens=500)
+    chain = model.with_structured_output(CritiqueOutput, include_raw=True)
+    called, reserved, _ = plan_call(chain, "x" * 40, 60)
+    found, options = chat_model(called)
+    assert found is model and options["max_tokens"] == 50 and reserved == 60
 
 
 # ------------------------------------------------------------------------------------------ fake models
@@ -120,6 +141,12 @@ class _Fixed:
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
         CLOCK.now += self.seconds
         return _fixed(super()._generate(messages, stop, run_manager, **kw), self.tokens)  # type: ignore[misc]
+
+
+class LimitedModel(FakeCriticModel):
+    """A critic model with a reply limit (`max_tokens`, as provider models have)."""
+
+    max_tokens: int | None = None
 
 
 class Metered(_Fixed, RecordingChatModel):
@@ -231,6 +258,129 @@ def test_a_call_still_running_when_the_time_budget_ends_is_cancelled() -> None:
     assert crit.received == []
 
 
+# ----------------------------------------------------------------- models that report no usage, and reply limits
+
+WORDS_120 = " ".join(
+    (
+        "the offer was generous and the team was kind but I have accepted another role closer to home " * 10
+    ).split()[:120]
+)
+
+
+def writer_120(prompt: str) -> str:
+    """A plain callable model (the README's way to try the loop): 120 words a call, no usage reported."""
+    return WORDS_120
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("budget", [600, 3000])
+def test_a_plain_callable_is_counted_by_the_estimate_and_stopped_by_its_budget(
+    mode: str, budget: int
+) -> None:
+    # Only the budget may stop this run: no plateau stop, 20 rounds allowed, a critic (the callable itself) that
+    # never accepts. Before, such a run was counted as 0 tokens and ran 20 rounds (40 calls) with 3,000, and with
+    # 600 made no call at all (its first call's whole reply limit did not fit).
+    graph = create_reflection_graph(
+        writer_120, max_iterations=20, patience=None, stop_on_no_new_issues=False, token_budget=budget
+    )
+    result = run(graph, mode)
+    total = result["usage"]["total"]
+    assert result["stop_reason"] == "budget" and result["iterations"] >= 1
+    assert 0 < total["total_tokens"] <= budget
+    assert total["estimated_tokens"] == total["total_tokens"]  # all of it is the estimate, and says so
+    assert total["calls"] < 40
+    rounds = sum(r["usage"]["total"]["total_tokens"] for r in result["trajectory"])
+    assert rounds <= total["total_tokens"]
+
+
+class Writer(RecordingChatModel):
+    """A chat model with a reply limit (`max_tokens`, as provider models have) that it honours by the package's
+    count (4 characters a token), reporting its usage (`report`) or not, and failing every `fail_every`-th call
+    with a transient error."""
+
+    max_tokens: int | None = None
+    report: bool = True
+    fail_every: int = 0
+    words: int = 120
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        from langchain_core.messages import AIMessage
+        from langchain_core.outputs import ChatGeneration
+
+        self.received.append(list(messages))
+        if self.fail_every and len(self.received) % self.fail_every == 0:
+            raise ConnectionError("flaky connection")
+        text = " ".join(["word"] * self.words)
+        limit = kw.get("max_tokens", self.max_tokens)
+        if limit is not None:
+            text = text[: int(limit) * 4]
+        prompt = "\n".join(m.text for m in messages)
+        usage = {"input_tokens": -(-len(prompt) // 4), "output_tokens": -(-len(text) // 4)}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        message = AIMessage(content=text, usage_metadata=usage if self.report else None)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _no_backoff() -> Any:
+    return mock.patch.multiple("reflection_graph._calls", BACKOFF_INITIAL_S=0.0, _first_wait=lambda: 0.0)
+
+
+@given(
+    budget=st.integers(min_value=1, max_value=4000),
+    report=st.booleans(),
+    words=st.integers(min_value=1, max_value=400),
+    fail_every=st.sampled_from([0, 0, 2, 3]),
+    critic_kind=st.sampled_from(["json", "writer"]),
+    n_drafts=st.integers(min_value=1, max_value=3),
+)
+@hyp_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_no_run_uses_more_than_its_token_budget(
+    budget: int, report: bool, words: int, fail_every: int, critic_kind: str, n_drafts: int
+) -> None:
+    """Random budgets, usage reported or not, transient faults, and sampled drafts: a run never counts more tokens
+    than its budget, what it counts without reports is marked estimated, and `budget` is its stop exactly when a
+    call was refused."""
+    gen = Writer(report=report, words=words, fail_every=fail_every)
+    critic: Any = lambda prompt: '{"score": 3, "is_acceptable": false, "issues": ["x"], "feedback": "more"}'  # noqa: E731
+    if critic_kind == "writer":
+        critic = Writer(report=report, words=words)
+    graph = create_reflection_graph(
+        gen,
+        critic=critic,
+        max_iterations=6,
+        n_drafts=n_drafts,
+        patience=None,
+        stop_on_no_new_issues=False,
+        token_budget=budget,
+        retries=2,
+    )
+    with _no_backoff():
+        result = run(graph, "sync")
+    total = result["usage"]["total"]
+    assert total["total_tokens"] <= budget, (total, result["stop_reason"])
+    if not report and critic_kind == "writer":
+        assert total.get("estimated_tokens", 0) == total["total_tokens"]
+    if report and critic_kind == "writer":
+        assert "estimated_tokens" not in total
+    refused = (result["error"] or "").startswith("token budget of")
+    assert (result["stop_reason"] == "budget") == refused, (result["stop_reason"], result["error"])
+    assert result["stop_reason"] in ("budget", "max_iterations", "error")
+
+
+def test_a_langchain_model_without_usage_is_estimated_and_its_reply_cut_to_the_budget() -> None:
+    gen = Writer(report=False, words=400)
+    critic = lambda prompt: '{"score": 3, "is_acceptable": false, "issues": ["x"], "feedback": "more"}'  # noqa: E731
+    graph = create_reflection_graph(gen, critic=critic, max_iterations=4, patience=None, token_budget=700)
+    result = run(graph, "sync")
+    total = result["usage"]["total"]
+    assert result["stop_reason"] == "budget" and result["iterations"] >= 1
+    assert total["total_tokens"] <= 700 and total["estimated_tokens"] == total["total_tokens"]
+    draft = result["trajectory"][0]["candidate"]
+    assert len(draft) < len(
+        " ".join(["word"] * 400)
+    )  # the draft's reply limit was cut to what the budget had
+
+
 _ASYNC_PROGRAM = """
 import asyncio, json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -274,14 +424,14 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     from reflection_graph import _budget
     from reflection_graph.models.embedded import EmbeddedChatModel
 
-    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
-    settled: list[tuple[int, int]] = []  # (the call's bound, the tokens it reported)
+    # Gemma 3 270M, pinned by name; its reply limit (64) is cut to what the budget leaves
+    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=64, n_threads=1, seed=3)
+    settled: list[tuple[int, int]] = []  # (the call's reservation, the tokens it used)
     settle = _budget.Budget.settle
 
-    def spy(self: Any, reservation: int, result: Any) -> None:
-        meta = _budget.message_usage(result)
-        settled.append((reservation, int(meta["total_tokens"]) if meta else 0))
-        settle(self, reservation, result)
+    def spy(self: Any, reservation: int, tokens: int) -> None:
+        settled.append((reservation, tokens))
+        settle(self, reservation, tokens)
 
     graph = create_reflection_graph(
         model,
@@ -297,8 +447,9 @@ def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: 
     assert result["error"].startswith("token budget of 900 cannot cover the next model call")
     total = result["usage"]["total"]
     assert 0 < total["total_tokens"] <= 900 and total["calls"] == len(settled) >= 2
+    assert "estimated_tokens" not in total  # the embedded model reports its tokens
     assert all(0 < used <= bound for bound, used in settled), settled  # the bound is exact, never short
-    assert result["candidate"].strip()
+    assert result["iterations"] >= 1 and result["candidate"].strip()
 
 
 @pytest.mark.embedded
@@ -309,7 +460,7 @@ def test_a_time_budget_on_the_embedded_model_stops_the_run_with_budget() -> None
 
     # 50 ms cannot hold a llama.cpp draft of a 270M model on one thread: the draft is refused, or stopped at the
     # budget (its time limit is the seconds left), and the run ends with `budget`, not an error
-    model = EmbeddedChatModel(max_tokens=32, n_threads=1, seed=3)
+    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=32, n_threads=1, seed=3)
     result = run(create_reflection_graph(model, max_iterations=3, time_budget_s=0.05), "sync")
     assert result["stop_reason"] == "budget" and result["error"].startswith("time budget of 0.05s")
     assert result["iterations"] == 0 and result["usage"]["total"]["calls"] <= 1

@@ -193,12 +193,16 @@ def test_bad_input_through_the_console_script_has_no_traceback(tmp_path: Path) -
 
 
 def test_max_tokens_and_seed(fake: PromptRouter, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The callable fake has no max_tokens field: the option is refused by name, not ignored.
-    result = invoke("run", "t", "--max-tokens", "32")
+    # The callable fake has no seed field: the option is refused by name, not ignored.
+    result = invoke("run", "t", "--seed", "7")
     assert result.exit_code == 2
     assert result.stderr.strip() == (
-        "error: --max-tokens is not supported by CallableChatModel; drop the option for this model"
+        "error: --seed is not supported by CallableChatModel; drop the option for this model"
     )
+    # Its reply limit is `max_tokens` by the package's token estimate (4 characters a token): a reply is cut there.
+    result = invoke("run", "t", "-n", "1", "--max-tokens", "2", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["candidate"] == "first dr"
     # A model with those fields gets them set on a copy.
     from reflection_graph.models.embedded import EmbeddedChatModel
 

@@ -24,6 +24,7 @@ PUBLIC_MODULES = {
     "runners",
     "settings",
     "state",
+    "strategies",
     "subgraph",
 }
 TOP_LEVEL = {

@@ -9,9 +9,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from reflection_graph import create_reflection_graph, max_model_calls
-from reflection_graph._tree import nodes, pick
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique
+from reflection_graph.strategies.tree import nodes, pick
 from tests.fakes import RecordingChatModel
 
 

@@ -6,6 +6,7 @@ A marker comment in a page is replaced by what it names:
   Markdown docs generator, the same text `reflection-graph COMMAND --help` prints);
 - `<!-- settings-table -->` (concepts.md): every field of `reflection_graph.Settings` with its default, bounds,
   choices and description;
+- `<!-- strategies-table -->` (concepts.md): every registered strategy, with what it forces and its stop rules;
 - `<!-- studio-graphs -->` (studio.md): every graph `langgraph.json` serves, with its module's docstring summary.
 
 A page that names a marker this hook does not know, or a known marker on another page than its own, fails the build.
@@ -26,7 +27,7 @@ from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"<!-- (cli-reference|settings-table|studio-graphs) -->")
+MARKER = re.compile(r"<!-- (cli-reference|settings-table|strategies-table|studio-graphs) -->")
 
 
 def cli_reference() -> str:
@@ -58,7 +59,7 @@ def settings_table() -> str:
     for f in setting_fields():
         meta = f.metadata
         allowed = ", ".join(f"`{c!r}`" for c in choices(hints[f.name])) or " to ".join(
-            str(meta[k]) for k in ("min", "max") if meta[k] is not None
+            f"{meta[k]:,}" for k in ("min", "max") if meta[k] is not None
         )
         if meta["min"] is not None and meta["max"] is None:
             allowed = f">= {meta['min']}"
@@ -70,6 +71,24 @@ def settings_table() -> str:
             f"{f'`{flag}`' if meta['cli'] else ''} | {'yes' if meta['agent'] else ''} | "
             f"{_cell(meta['description'])} |"
         )
+    return "\n".join(rows)
+
+
+def strategies_table() -> str:
+    """Every registered strategy: its name, description, forced settings and stop rules."""
+    from reflection_graph import strategies
+    from reflection_graph.settings import default as setting_default
+
+    rows = [
+        "| `strategy=` | what it does | forces | stop rules after a critique |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name in strategies.names():
+        strategy = strategies.get(name)
+        forces = ", ".join(f"`{k}={v!r}`" for k, v in strategy.forces.items()) or "nothing"
+        rules = ", ".join(sorted(strategy.stop_rules))
+        default = " (default)" if name == setting_default("strategy") else ""
+        rows.append(f"| `{name}`{default} | {_cell(strategy.description)} | {_cell(forces)} | {rules} |")
     return "\n".join(rows)
 
 
@@ -88,6 +107,7 @@ def studio_graphs() -> str:
 GENERATORS: dict[str, tuple[str, Callable[[], str]]] = {
     "cli-reference": ("cli.md", cli_reference),
     "settings-table": ("concepts.md", settings_table),
+    "strategies-table": ("concepts.md", strategies_table),
     "studio-graphs": ("studio.md", studio_graphs),
 }
 

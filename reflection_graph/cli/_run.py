@@ -63,7 +63,7 @@ def _run_inputs(task: str, candidate: str | None, context: str | None) -> dict[s
     A byte that is not UTF-8 in an argument reaches Python as a lone surrogate, which no model can be sent:
     it is refused here, naming the argument (TASK, --candidate, --context) and the position.
     """
-    from reflection_graph._nodes import validate_input
+    from reflection_graph._input import validate_input
 
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')

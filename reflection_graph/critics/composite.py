@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run, is_metered
 from reflection_graph.critique import Critique, Finding
 
 __all__ = ["CompositeCritic", "ScoreRule"]
@@ -93,6 +93,26 @@ class CompositeCritic(BaseCritic):
             self.score_rule = "weighted"
             self.weights = self._weights(score)
         self.name = name
+
+    @property
+    def metered(self) -> bool:  # type: ignore[override]
+        """Metered when every critic it runs is."""
+        return all(is_metered(critic) for _, critic in self.critics)
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> CompositeCritic | None:
+        """Each critic for the run (`for_run`); a critic with no model to swap is kept. None when a `model` is
+        named and no critic here has a model to swap."""
+        adapted = [(label, for_run(critic, model=model, prompt=prompt)) for label, critic in self.critics]
+        if model is not None and all(new is None for _, new in adapted):
+            return None
+        critics = tuple(
+            (label, new or old) for (label, new), (_, old) in zip(adapted, self.critics, strict=True)
+        )
+        if all(new is old for (_, new), (_, old) in zip(critics, self.critics, strict=True)):
+            return self
+        copy = object.__new__(CompositeCritic)
+        copy.__dict__.update(self.__dict__, critics=critics)
+        return copy
 
     def _weights(self, score: Mapping[str, float] | Sequence[float]) -> tuple[float, ...]:
         labels = [label for label, _ in self.critics]

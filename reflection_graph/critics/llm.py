@@ -8,7 +8,8 @@ Parsing, in order:
 2. Plain text: the reply is parsed by `parse_critique`, which accepts JSON with alias keys (`needs_improvement`,
    `is_good`, `pass`, `quality_score`, ...).
 
-A reply that still cannot be parsed is retried `parse_retries` times. Then `on_parse_error` decides:
+A reply that still cannot be parsed is retried `parse_retries` times (fewer when the run's budget refuses a retry).
+Then `on_parse_error` decides:
 - `"feedback"` (default): the round counts as *not acceptable*, score 0, `feedback` = the raw reply text,
   `parsed=False`; the loop goes on, so the reviser still sees what the critic said.
 - `"raise"`: a `CritiqueParseError` ends the run with `stop_reason="error"` and the best candidate so far.
@@ -25,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from reflection_graph._budget import BudgetExhausted
 from reflection_graph._calls import acall, call, is_transient
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import (
@@ -107,6 +109,25 @@ class LLMCritic(BaseCritic):
         self.timeout_s = timeout_s
         self.name = name
 
+    metered = True  # every call goes through reflection_graph/_calls.py
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> LLMCritic:
+        """This critic on another `model` and/or with another `prompt` (None: keep), all else the same."""
+        if model is None and prompt is None:
+            return self
+        return LLMCritic(
+            model if model is not None else self.model,
+            prompt=prompt if prompt is not None else self.prompt,
+            system=self.system,
+            guidelines=self.guidelines,
+            method=self.method,
+            parse_retries=self.parse_retries,
+            on_parse_error=self.on_parse_error,
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            name=self.name,
+        )
+
     # -- prompt -------------------------------------------------------------------------------------------
     def messages(self, request: CritiqueRequest) -> list[BaseMessage]:
         """The messages sent to the critic model for `request`."""
@@ -185,10 +206,12 @@ class LLMCritic(BaseCritic):
         Each parse attempt tries the structured-output methods in order; a refusal drops that method for good.
         """
         last_error = CritiqueParseError("no attempt made")
-        for _ in range(self.parse_retries + 1):
+        for attempt in range(self.parse_retries + 1):
             for method in self._methods():
                 result, error = yield self._target(method)
                 if error is not None:
+                    if attempt > 0 and isinstance(error, BudgetExhausted):
+                        return self._fail(last_error)  # no budget to ask again: the reply we have decides
                     if not _is_refusal(error) or len(self._order) == 1:
                         raise error
                     self._drop_method(method)

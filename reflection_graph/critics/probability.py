@@ -33,7 +33,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._calls import acall, call, is_transient
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import JUDGE_EXAMPLES, JUDGE_PROMPT, LIKELIHOOD_PROMPT, render_prompt
@@ -130,6 +130,7 @@ class LogprobCritic(BaseCritic):
                 "model reports; use signal='verdict' (or 'auto') for this model"
             )
         self.model = model
+        self._signal_arg: Signal = signal
         self.signal: str = ("likelihood" if embedded else "verdict") if signal == "auto" else signal
         self.examples = examples
         self.top_logprobs = top_logprobs
@@ -144,6 +145,29 @@ class LogprobCritic(BaseCritic):
         )
         self._explainer = model.bind(**_call_options(model, max_tokens=48, stop=["\n"]))
         self._no_logprobs = False  # set once (never reset) when the model shows it returns no logprobs
+
+    metered = True  # every call goes through reflection_graph/_calls.py
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> LogprobCritic:
+        """This critic on another `model` (its fallback too); a critique `prompt` goes to the fallback, the
+        critic that judges when the model returns no probabilities."""
+        if model is None and prompt is None:
+            return self
+        fallback = for_run(self.fallback, model=model, prompt=prompt) or LLMCritic(
+            model, retries=self.retries, timeout_s=self.timeout_s
+        )
+        return LogprobCritic(
+            model if model is not None else self.model,
+            signal=self._signal_arg,
+            examples=self.examples,
+            top_logprobs=self.top_logprobs,
+            explain=self.explain,
+            fallback=fallback,
+            max_candidate_chars=self.max_candidate_chars,
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            name=self.name,
+        )
 
     # -- shared helpers --------------------------------------------------------------------------------------
     def prompt(self, request: CritiqueRequest) -> str:

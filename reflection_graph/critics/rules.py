@@ -35,6 +35,7 @@ class RuleCritic(BaseCritic):
     """Base for deterministic critics: subclasses implement `check(text)` and get the shared verdict rule."""
 
     name = "rule"
+    metered = True  # no model calls
     ok_feedback = "All checks passed."
 
     def check(self, text: str) -> list[tuple[Finding, str]]:

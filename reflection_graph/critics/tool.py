@@ -159,6 +159,8 @@ class CodeTestCritic(BaseCritic):
         (True, 'outside')
     """
 
+    metered = True  # no model calls
+
     def __init__(
         self,
         tests: str,
@@ -358,6 +360,8 @@ class CommandCritic(BaseCritic):
         ValueError: on bad arguments (an empty command, a program that cannot be found, ...).
         IsolationUnavailableError: `isolation="required"` where this OS cannot isolate generated code.
     """
+
+    metered = True  # no model calls
 
     def __init__(
         self,

@@ -35,6 +35,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from reflection_graph._estimate import CHARS_PER_TOKEN
 from reflection_graph._threads import run_detached
 from reflection_graph.critique import (
     CritiqueOutput,
@@ -74,9 +75,15 @@ class CallableChatModel(BaseChatModel):
     schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
     the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
+    The function reports no token usage: the package counts its calls by an estimate (reflection_graph/_estimate.py:
+    a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field, or a call option, which a run budget sets to
+    what it has left) is its reply limit by the same estimate: a longer reply is cut there, as a model stops at its
+    own limit.
+
     Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.
         name_hint: a label shown in traces (defaults to the function's name).
+        max_tokens: the reply limit in estimated tokens (None: none).
 
     Example:
         ```python
@@ -89,6 +96,7 @@ class CallableChatModel(BaseChatModel):
 
     fn: Callable[[str], str | Awaitable[str]]
     name_hint: str = ""
+    max_tokens: int | None = None
 
     def model_post_init(self, context: Any, /) -> None:
         if not callable(self.fn):
@@ -106,12 +114,15 @@ class CallableChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"fn": self.name_hint}
 
-    def _result(self, reply: Any, prompt: str) -> ChatResult:
+    def _result(self, reply: Any, prompt: str, limit: Any = None) -> ChatResult:
         if not isinstance(reply, str):
             raise TypeError(
                 f"the model callable {self.name_hint!r} must return a str, got {type(reply).__name__}; "
                 "wrap it so it returns the reply text"
             )
+        limit = limit if limit is not None else self.max_tokens
+        if limit is not None:
+            reply = reply[: int(limit) * CHARS_PER_TOKEN]
         message = AIMessage(content=reply, response_metadata={"model_name": self.name_hint})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -126,7 +137,7 @@ class CallableChatModel(BaseChatModel):
         reply = self.fn(prompt)
         if inspect.isawaitable(reply):
             reply = _run_awaitable(reply)
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     async def _agenerate(
         self,
@@ -142,7 +153,7 @@ class CallableChatModel(BaseChatModel):
             reply = await run_detached(cast(Callable[[str], Any], self.fn), prompt)
             if inspect.isawaitable(reply):
                 reply = await reply
-        return self._result(reply, prompt)
+        return self._result(reply, prompt, kwargs.get("max_tokens"))
 
     def with_structured_output(
         self,

@@ -1,4 +1,5 @@
-"""The embedded model's exact token bound of one call, for run budgets (reflection_graph/_budget.py).
+"""The embedded model's exact token bound of one call, and its token count of a text, for run budgets
+(reflection_graph/_budget.py, reflection_graph/_estimate.py).
 
 `EmbeddedChatModel.token_bound` is this function: it counts the rendered prompt with the model's own tokenizer
 (the prompt a call sends, `render_prompt`, with a BOS token and special tokens as text: never fewer tokens
@@ -17,6 +18,11 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from reflection_graph.models._structured import _TIGHTER
+
+
+def count_tokens(model: Any, text: str) -> int:
+    """The tokens of `text` by the embedded `model`'s own tokenizer (no BOS token)."""
+    return len(model._loaded().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
 def token_bound(model: Any, messages: list[BaseMessage], **options: Any) -> int:

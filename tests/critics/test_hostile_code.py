@@ -121,7 +121,7 @@ def _no_late_write(target: Path, returned_at: float, start: float) -> None:
         assert written_at <= returned_at + 0.05, "the escaped child wrote a file after the critique returned"
 
 
-def _survivors(needle: str, within_s: float = 5.0) -> list[int]:
+def _survivors(needle: str, within_s: float = 30.0) -> list[int]:
     """Processes with `needle` still alive after `within_s` (a SIGKILL takes a moment to be delivered; a deadline,
     not a wait: it returns as soon as none is left)."""
     deadline = time.monotonic() + within_s

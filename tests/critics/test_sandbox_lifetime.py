@@ -20,7 +20,13 @@ import pytest
 
 from reflection_graph.critics.sandbox import _isolation, run_sandboxed
 from reflection_graph.critics.sandbox._kill import _PidsCgroup
-from tests.critics.test_hostile_code import ISOLATED, TESTS, _processes_with, isolation  # noqa: F401
+from tests.critics.test_hostile_code import (  # noqa: F401  (isolation: a fixture)
+    ISOLATED,
+    RETURN_MARGIN_S,
+    TESTS,
+    _processes_with,
+    isolation,
+)
 from tests.critics.test_tool_critic import _alive_with
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,8 +67,8 @@ def test_a_fork_bomb_ends_at_the_timeout_and_leaves_no_process(isolation: str) -
     result = run_sandboxed({"main.py": BOMB}, PY, timeout_s=2, env={mark: "1"}, isolation=isolation)  # type: ignore[arg-type]
     elapsed = time.monotonic() - start
     assert result.timed_out
-    assert elapsed < 2 + 5, f"a fork bomb with timeout_s=2 took {elapsed:.1f}s"  # issue 20: 9-10 s before
-    assert _gone_within(lambda: _alive_with(mark), 5), "processes of the fork bomb survived the run"
+    assert elapsed < 2 + RETURN_MARGIN_S, f"a fork bomb with timeout_s=2 took {elapsed:.1f}s"
+    assert _gone_within(lambda: _alive_with(mark), 30), "processes of the fork bomb survived the run"
     assert len(bytearray(10**6)) == 10**6 and subprocess.run(["true"], check=True).returncode == 0
 
 
@@ -98,7 +104,7 @@ def test_the_number_of_processes_is_bounded_by_max_processes(isolation: str) -> 
     )
     children = int(result.stdout.split()[0])
     assert 4 <= children < 16, result.stdout  # the command, its launcher(s) and supervisor count too
-    assert _gone_within(lambda: _alive_with(mark), 5)
+    assert _gone_within(lambda: _alive_with(mark), 30)
     with pytest.raises(ValueError, match="max_processes must be an int from 4"):
         run_sandboxed({"main.py": ""}, PY, max_processes=2)
 
@@ -163,9 +169,9 @@ def test_the_candidate_and_its_run_dirs_die_with_the_parent(isolation: str, sig:
         assert _processes_with(needle), "the candidate never started"
         assert _supervised(runs) == 2  # the candidate's run dir and the checker's, each with its process
         driver.send_signal(sig)
-        driver.wait(timeout=30)
-        assert _gone_within(lambda: _processes_with(needle), 20), "the candidate outlived its parent"
-        assert _gone_within(lambda: list(runs.iterdir()), 20), f"run dirs left: {list(runs.iterdir())}"
+        driver.wait(timeout=120)
+        assert _gone_within(lambda: _processes_with(needle), 60), "the candidate outlived its parent"
+        assert _gone_within(lambda: list(runs.iterdir()), 60), f"run dirs left: {list(runs.iterdir())}"
     finally:
         if driver.poll() is None:
             driver.kill()

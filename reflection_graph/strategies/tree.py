@@ -12,19 +12,32 @@ and their output). After each critique, `select` picks the next node to expand f
 When the frontier is empty, the best node not expanded yet is taken (a dropped one), else the best node again.
 The search stops when a candidate is accepted (for tests: all pass) or after `max_iterations` critique rounds.
 It runs on the loop's own `generate`, `critique` and `finalize` nodes, so it makes the same calls as the loop
-and is counted by the same `max_model_calls` (drafts, `n_revisions` per later round, one critique per candidate);
-the plateau stops do not apply (a search backs off from a dead end instead of stopping).
+and is counted by the same `max_model_calls` (drafts, `n_revisions` per later round, one critique per candidate).
+It forces the plateau stops off (`patience=None`, `stop_on_no_new_issues=False`: a search backs off from a dead
+end instead of stopping), also against a run's `Context`, and refuses `human_review`. Its own state keys
+(`TreeState`) never leave the graph.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
-from reflection_graph.state import ReflectionState, Round
+from reflection_graph.state import Round, RouteReads, append_rounds
+from reflection_graph.strategies.base import Strategy
 
-__all__ = ["TreeNode", "after_tree_critique", "frontier", "nodes", "pick", "select"]
+__all__ = ["Tree", "TreeNode", "TreeState", "after_tree_critique", "frontier", "nodes", "pick", "select"]
+
+
+class TreeState(TypedDict, total=False):
+    """The keys the tree search keeps in the graph's state (internal: `rg_`, never in the output)."""
+
+    trajectory: Annotated[list[Round], append_rounds]
+    rg_expanded: list[str]
+    """The candidates expanded so far, in order."""
+    rg_target: dict[str, Any] | None
+    """The candidate (and its critique) the next revision expands."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,7 @@ def pick(tree: Sequence[TreeNode], expanded: Sequence[str]) -> TreeNode | None:
     return None
 
 
-def select(state: ReflectionState) -> dict[str, Any]:
+def select(state: TreeState) -> dict[str, Any]:
     """Graph node: the most promising node becomes `rg_target`, the candidate `generate` revises next."""
     expanded = list(state.get("rg_expanded") or [])
     chosen = pick(nodes(list(state.get("trajectory") or []), expanded), expanded)
@@ -94,6 +107,37 @@ def select(state: ReflectionState) -> dict[str, Any]:
     }
 
 
-def after_tree_critique(state: ReflectionState) -> Literal["select", "finalize"]:
+def after_tree_critique(state: RouteReads) -> Literal["select", "finalize"]:
     """Route after `critique` in a tree search: `finalize` on a stop, else `select` the next node."""
     return "finalize" if state.get("stop_reason") is not None else "select"
+
+
+class Tree(Strategy):
+    name = "tree"
+    description = (
+        "expands the most promising candidate so far and drops dead ends, until accepted or the limit"
+    )
+    forces = {"patience": None, "stop_on_no_new_issues": False}
+    state = TreeState
+
+    def check(self, *, human_review: bool) -> None:
+        if human_review:
+            raise ValueError(
+                "strategy='tree' does not take human_review; use strategy='loop' to review rounds"
+            )
+
+    def wire(self, builder: Any, *, human_review: bool) -> None:
+        """critique -> select -> generate, or critique -> finalize on a stop."""
+        builder.add_node("select", select, input_schema=TreeState)
+        builder.add_conditional_edges("critique", after_tree_critique, ["select", "finalize"])
+        builder.add_edge("select", "generate")
+
+    def steps_per_round(self, *, human_review: bool) -> int:
+        return 3  # generate, critique, select
+
+    def revise_from(self, state: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The node `select` picked (`rg_target`), else the last round's candidate."""
+        target = state.get("rg_target")
+        if target:
+            return target["candidate"], dict(target.get("critique") or {})
+        return super().revise_from(state)

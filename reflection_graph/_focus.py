@@ -1,0 +1,92 @@
+"""What the `focus` setting changes in `generate`: the messages of a draft or a revision, and how a reply becomes
+a candidate.
+
+- `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
+  (reflection_graph/_code.py), chat-style for a model prompted through its chat template, else completion-style;
+  a reply that continues the stub becomes the full function.
+- Any other focus: the named templates of reflection_graph/prompts.py (`focus` picks the targeted revision
+  rules), and the reply is kept as it is (an overridden code prompt's reply only gets its fences balanced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from reflection_graph._code import chat_prompted, code_messages, finish_candidate
+from reflection_graph._extract import well_formed
+from reflection_graph.prompts import (
+    CRITIQUE_SYSTEM,
+    GENERATE_SYSTEM,
+    REVISE_SYSTEM,
+    draft_messages,
+    revise_messages,
+)
+from reflection_graph.settings import Settings
+
+__all__ = ["draft", "echo_sources", "finisher", "revision"]
+
+
+def _code(settings: Settings, role: str) -> bool:
+    """Completion-style code prompts: the code focus with the role's default prompt."""
+    return settings.focus == "code" and settings.prompts.get(role) is None
+
+
+def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:
+    """The messages of a first draft for `model` (`lessons`: recalled from memory, or '')."""
+    if _code(settings, "generate"):
+        found = code_messages(state["task"], state.get("context"), chat=chat_prompted(model))
+        if found is not None:
+            return found
+    template = settings.prompts.get("generate")
+    return draft_messages(
+        state["task"], state.get("context"), lessons, focus=settings.focus, template=template
+    )
+
+
+def revision(
+    settings: Settings,
+    state: Mapping[str, Any],
+    previous: str,
+    critique: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]],
+    model: Any,
+) -> list[BaseMessage]:
+    """The messages of a revision of `previous` by `model` that answers `critique` (`history`: earlier rounds)."""
+    if _code(settings, "revise"):
+        task, context = state["task"], state.get("context")
+        found = code_messages(task, context, candidate=previous, critique=critique, chat=chat_prompted(model))
+        if found is not None:
+            return found
+    return revise_messages(
+        state["task"],
+        state.get("context"),
+        previous,
+        dict(critique),
+        list(history),
+        focus=settings.focus,
+        preserve_correct=settings.preserve_correct,
+        template=settings.prompts.get("revise"),
+    )
+
+
+def finisher(settings: Settings, state: Mapping[str, Any], role: str) -> Callable[[str], str]:
+    """How a reply becomes a candidate. Code focus: a stub's continuation becomes the full function, and fences
+    are balanced (the default prompts open a ```python fence the reply does not repeat); an overridden prompt's
+    replies only get their fences balanced. Other focuses keep the reply as it is."""
+    if settings.focus != "code":
+        return lambda text: text
+    if settings.prompts.get(role) is not None:
+        return lambda text: well_formed(text) or text
+    task = state["task"]
+    return lambda text: finish_candidate(task, text) or text
+
+
+def echo_sources(settings: Settings, state: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a candidate must not echo: the task and the system messages (nothing for code, which restates its
+    stub by design)."""
+    if settings.focus == "code":
+        return ()
+    return (state["task"], GENERATE_SYSTEM, REVISE_SYSTEM, CRITIQUE_SYSTEM)

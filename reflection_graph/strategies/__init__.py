@@ -1,0 +1,32 @@
+"""Strategies: each way of running the rounds is one module with a `Strategy` subclass, registered here.
+
+A strategy owns the settings it forces, its edges after `critique` and the few questions the nodes ask it
+(reflection_graph/strategies/base.py says which). To add one, write a module like `self_refine.py` and add its
+line below, or register it from your own code:
+
+```python
+from reflection_graph import strategies
+
+strategies.register(MyStrategy())  # then create_reflection_graph(..., strategy="my_strategy")
+```
+"""
+
+from __future__ import annotations
+
+from reflection_graph.strategies._registry import Registry
+from reflection_graph.strategies.base import Strategy
+from reflection_graph.strategies.loop import Loop
+from reflection_graph.strategies.self_refine import SelfRefine
+from reflection_graph.strategies.tree import Tree
+
+__all__ = ["Strategy", "get", "names", "register", "registry", "unregister"]
+
+registry = Registry()
+registry.register(Loop())
+registry.register(SelfRefine())
+registry.register(Tree())
+
+register = registry.register
+unregister = registry.unregister
+get = registry.get
+names = registry.names

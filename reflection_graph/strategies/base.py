@@ -1,0 +1,86 @@
+"""`Strategy`: what a way of running the rounds decides, in one place. The loop's answers are the defaults.
+
+The graph's nodes (reflection_graph/_nodes/) are the same for every strategy: `generate` drafts or revises,
+`critique` judges, `finalize` picks the answer. A strategy decides the rest, and the nodes ask it; no node tests a
+strategy's name:
+- `forces`: the settings it fixes, applied when the graph is built and again to every run's overrides
+  (`force`, called by `reflection_graph._overrides.Overrides.for_run`), so a run's `Context` cannot undo them;
+- `check`: the build-time options it refuses (e.g. `human_review` where no round waits for a person);
+- `wire`: its nodes and edges after `critique` (what `get_graph()` draws, and Studio shows), and
+  `steps_per_round`, the graph steps one round takes (the compiled graph's recursion limit is derived from it);
+- `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
+- the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
+  `last_revision` (whether a revision is returned without a critique) and `stop_rules` (which of the stop rules
+  of reflection_graph/_rules.py apply after a critique).
+
+Adding a strategy is one module with a `Strategy` subclass and one line in reflection_graph/strategies/__init__.py
+(or `reflection_graph.strategies.register(MyStrategy())` from your own code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from reflection_graph._rules import ALL_STOP_RULES, StopRule
+from reflection_graph.settings import Settings
+
+__all__ = ["Strategy"]
+
+
+class Strategy:
+    """A way of running the rounds. Subclass it and override what differs from the loop (the defaults here).
+
+    Attributes:
+        name: the value of the `strategy` setting that selects it.
+        description: one line for the docs.
+        forces: settings this strategy fixes whatever the caller or a run asks (e.g. `{"patience": None}`).
+        stop_rules: which stop rules apply after a critique: "accept" (the critic accepts), "limit" (the round
+            limit `max_iterations`), "plateau" (no progress). `min_iterations` always holds first.
+        state: a TypedDict of the state keys the strategy's own nodes keep, or None.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    forces: ClassVar[Mapping[str, Any]] = {}
+    stop_rules: ClassVar[frozenset[StopRule]] = ALL_STOP_RULES
+    state: ClassVar[type | None] = None
+
+    # ---------------------------------------------------------------------------------------- build time
+
+    def force(self, settings: Settings) -> Settings:
+        """`settings` with what this strategy forces (validated again); the same settings when it forces nothing
+        or they already hold."""
+        changes = {k: v for k, v in self.forces.items() if getattr(settings, k) != v}
+        return replace(settings, **changes) if changes else settings
+
+    def check(self, *, human_review: bool) -> None:
+        """Refuse build options this strategy cannot honour (`ValueError` naming the fix)."""
+
+    def wire(self, builder: Any, *, human_review: bool) -> None:
+        """Add the nodes and edges after `critique` to `builder` (a `StateGraph` with `generate`, `critique` and
+        `finalize`): the loop's router back to `generate` or on to `finalize`, behind a `review` node (an
+        `interrupt`) when `human_review` is on."""
+        from reflection_graph.strategies import _edges
+
+        _edges.loop_edges(builder, human_review=human_review)
+
+    def steps_per_round(self, *, human_review: bool) -> int:
+        """Graph steps of one round (generate, critique, and the nodes `wire` adds to it)."""
+        return 3 if human_review else 2
+
+    # ------------------------------------------------------------------------------------------- run time
+
+    def revise_from(self, state: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The candidate the next revision starts from and the critique it answers: the last round's."""
+        last = (state.get("trajectory") or [])[-1]
+        return last["candidate"], dict(last["critique"] or {})
+
+    def last_revision(self, settings: Settings, iteration: int) -> bool:
+        """True when the revision made for round `iteration` is returned without a critique (so it may be made
+        past the round limit, and ends the run). The loop critiques every revision."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"<strategy {self.name!r}>"
