@@ -1,8 +1,10 @@
 """`JudgeCritic` through the capable embedded model, Qwen2.5-Coder-1.5B-Instruct (marked `embedded`).
 
-Few, short calls: a good and a bad email written here (the bad one accepts the offer the task says to decline):
-no fault invented on the good one, the real fault named on the bad one; and the comparison prefers a good answer
-to a bad one whichever of the two is the candidate (each comparison asks in both orders)."""
+Few, short calls. A good and a bad email written here (the bad one never declines the offer: it asks for a
+meeting), each judged as a revision of the other, as the loop judges a revision against the best earlier
+candidate: the good one is accepted with no fault invented, the bad one is rejected with its real fault named.
+And the comparison prefers a good answer to a bad one whichever of the two is the candidate (each comparison asks
+in both orders)."""
 
 from __future__ import annotations
 
@@ -34,14 +36,12 @@ I enjoyed meeting the team, and I am grateful for your time.
 
 Best regards,
 Sam Patel"""
-ACCEPTS = """Subject: Data Analyst offer
+OFF_TASK = """Subject: Meeting next week
 
 Dear Dana,
 
-Thank you very much for offering me the Data Analyst position at Northwind Labs. I am delighted to accept the \
-offer, and I look forward to starting on the first of next month.
-
-I enjoyed meeting the team, and I am grateful for your time.
+Could we meet next Tuesday at 10 am to talk about the quarterly budget for Northwind Labs? Please let me know if \
+that time works for you.
 
 Best regards,
 Sam Patel"""
@@ -52,14 +52,19 @@ def judge() -> JudgeCritic:
     return JudgeCritic(critic_model(EmbeddedChatModel(model="qwen2.5-coder-1.5b")))
 
 
-def test_no_fault_is_invented_on_a_good_email_and_the_real_one_is_named_on_a_bad_one(judge: JudgeCritic) -> None:
-    good = judge.critique(CritiqueRequest(task=TASK, candidate=GOOD))
-    assert good.issues == [], good.issues
-    assert good.is_acceptable, good.feedback
-    bad = judge.critique(CritiqueRequest(task=TASK, candidate=ACCEPTS))
-    assert not bad.is_acceptable
-    named = " ".join(bad.issues).lower()
-    assert re.search(r"declin|accept", named), bad.issues  # it accepts where the task says to decline
+def _after(candidate: str, earlier: str) -> CritiqueRequest:
+    return CritiqueRequest(task=TASK, candidate=candidate, history=({"candidate": earlier, "score": 5.0},))
+
+
+def test_no_fault_is_invented_on_a_good_email_and_the_real_one_is_named_on_a_bad_one(
+    judge: JudgeCritic,
+) -> None:
+    good = judge.critique(_after(GOOD, OFF_TASK))
+    assert good.is_acceptable and good.issues == [], good.issues
+    bad = judge.critique(_after(OFF_TASK, GOOD))
+    assert not bad.is_acceptable and bad.score < 5.0
+    written = [issue for issue in bad.issues if "best earlier answer" not in issue]
+    assert written and re.search(r"declin", " ".join(written), re.IGNORECASE), bad.issues
 
 
 def test_the_comparison_prefers_the_good_answer_whichever_is_the_candidate(judge: JudgeCritic) -> None:
