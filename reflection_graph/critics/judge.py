@@ -3,25 +3,30 @@
 Asked for a 0-10 JSON score, the embedded Qwen2.5-Coder-1.5B-Instruct ranked the good answer above the bad one in
 9 of 16 pairs written outside this project and gave 7 or more to 12 of the 16 bad answers; asked "A or B?", its
 letter reply was right 59% of the time (it favours A). Read from its next-token probabilities instead, the same
-model is a judge (issue 28). `JudgeCritic` uses three readings, none with a constant fitted to data:
+model ranks answers well (issue 28). `JudgeCritic` reads two things, with no constant fitted to data:
 
 - **preference**, when the request shows an earlier candidate: "Which answer does the task better, A or B?",
-  asked twice with the answers swapped. In each order the log-odds `log P(candidate's letter) - log P(the other
-  letter)` of the reply's first token; the two are summed, so a judge that favours a position adds to one order
-  what it takes from the other (the bias cancels). `p = sigmoid(sum / 2)` is the candidate's chance of being the
-  better answer. On the 16 outside pairs this ranked 16 of 16.
-- **verdict**: "Is this answer correct, and does it do what the task asks? Reply with Yes or No.";
-  `p_yes = P(Yes) / (P(Yes) + P(No))`. It ranks well (15 of 16 there) but is lenient: P(Yes) > P(No) for 12 of
-  the 16 bad answers, so it never accepts alone.
-- **written critique**: the model at temperature 0 lists the answer's faults (issues, suggestions) as JSON
-  through its grammar. It never scores: its list only feeds the reviser and vetoes acceptance.
+  asked with the candidate as A and then as B. In each order the log-odds of the candidate's letter; a judge that
+  favours a position adds to one order what it takes from the other, so their sum is free of it.
+  `p_better = sigmoid(sum / 2)`, the candidate's chance of being the better answer. On the 16 outside pairs this
+  ranked 16 of 16.
+- **verdict**: "Is this answer correct, and does it do what the task asks?", `p_yes = P(Yes) / (P(Yes) + P(No))`.
+  It ranks (15 of 16 there) but its level says little: P(Yes) > P(No) for 12 of those 16 bad answers, and here
+  0.92 for "The capital of Canada is Toronto." against 0.93 for Ottawa, 0.93 for "12 + 30 = 52." against 0.94 for
+  42 (asking the opposite question, "does it contain a mistake?", did not separate them either).
 
-Score: `10 * p_yes` for a candidate with nothing earlier to compare with; otherwise the earlier candidate's score
-moved by the preference, towards 10 by `2p - 1` of the way when `p > 1/2`, towards 0 when `p < 1/2`
-(`moved_score`), so selection keeps the candidate the judge prefers. Accepted when `p_yes > 1/2`, the written
-critique lists no fault, and the candidate is not judged worse than the earlier one (`p >= 1/2`). Every bar is
-the point where the model's own two probabilities are even: nothing is fitted. With `score_threshold` set, the
-score decides as everywhere.
+So this judge compares; it does not grade alone. Score: `10 * p_yes` for a candidate with nothing earlier to
+compare with; otherwise the earlier candidate's score moved by the preference, towards 10 by `2p - 1` of the way
+when `p_better > 1/2`, towards 0 when below (`moved_score`), so selection keeps the candidate the judge prefers.
+**Accepted** only after a comparison: when `p_better >= 1/2` (not judged worse than the best earlier candidate)
+and `p_yes > 1/2`. A first candidate is never accepted, so the loop always tries one revision, and stops when the
+revision is judged no worse; each bar is where the model's own two readings are even, so nothing is fitted. With
+`score_threshold` set, the score decides as everywhere.
+
+Only a rejected candidate gets a **written critique**: the model at temperature 0 lists faults and fixes as JSON
+through its grammar, for the reviser. It never scores and never accepts: asked for faults, this model lists one
+for nearly every answer, right or wrong, and on emails it misses real ones (an email that accepts the offer it
+should decline was faulted for "not giving the reason for declining").
 
 It needs a model whose replies carry OpenAI-style next-token `logprobs` (the embedded model always does;
 `ChatOpenAI` against a server that returns them); a reply without them raises a clear error. It is the default
@@ -69,18 +74,14 @@ class Judgement:
     """The judge's readings of one candidate (nothing in it is fitted to data).
 
     Attributes:
-        p_yes: `P(Yes) / (P(Yes) + P(No))` to "is this answer correct and does it do the task?".
-        preference: the chance that the candidate is the better of it and the earlier one (None: no earlier one).
-        issues: the written critique's faults.
-        suggestions: the written critique's fixes.
-        score: `10 * p_yes`, or the earlier score moved by the preference (`moved_score`).
-        accepted: `p_yes > 1/2`, no fault written, and a preference of at least 1/2 when there is one.
+        p_yes: `P(Yes) / (P(Yes) + P(No))` to "is this answer correct, and does it do what the task asks?".
+        p_better: the chance that the candidate is the better of it and the earlier one (None: no earlier one).
+        score: `10 * p_yes`, or the earlier score moved by `p_better` (`moved_score`).
+        accepted: `p_better >= 1/2` and `p_yes > 1/2`; never without an earlier candidate.
     """
 
     p_yes: float
-    preference: float | None
-    issues: tuple[str, ...]
-    suggestions: tuple[str, ...]
+    p_better: float | None
     score: float
     accepted: bool
 
@@ -125,7 +126,7 @@ def preference(as_a: float, as_b: float) -> float:
 
 
 def _sigmoid(x: float) -> float:
-    return preference(x, x)
+    return preference(x, x)  # the logistic function, without overflow
 
 
 class JudgeCritic(BaseCritic):
@@ -136,8 +137,8 @@ class JudgeCritic(BaseCritic):
     Args:
         model: the judge, a chat model whose replies carry next-token logprobs (the embedded model on an
             instruction-tuned GGUF; `ChatOpenAI` against a server that returns them). It runs at temperature 0.
-        write: write the critique (issues, suggestions). Without it a candidate is accepted on the probabilities
-            alone, and the reviser gets no named fault.
+        write: write a critique (issues, suggestions) for a rejected candidate, for the reviser. Acceptance never
+            depends on it.
         top_logprobs: how many next-token alternatives to read.
         max_candidate_chars: longer answers are cut (head kept) so the prompts fit a small context window.
         retries: retries of transient model errors.
@@ -250,72 +251,98 @@ class JudgeCritic(BaseCritic):
             str(t.get("token", "")): float(t.get("logprob", -math.inf)) for t in content[0]["top_logprobs"]
         }
 
-    def _plan(self, request: CritiqueRequest) -> tuple[Mapping[str, Any] | None, list[Any]]:
-        """The reference (best earlier candidate, or None) and the calls to make: (runnable, messages) pairs."""
+    def _questions(
+        self, request: CritiqueRequest
+    ) -> tuple[Mapping[str, Any] | None, list[list[BaseMessage]]]:
+        """The best earlier candidate (or None) and the questions to read: the verdict, then both orders."""
         reference = _best(request)
-        calls: list[Any] = [(self._reader, self.verdict_messages(request))]
+        questions = [self.verdict_messages(request)]
         if reference is not None:
-            calls += [
-                (self._reader, m) for m in self.preference_messages(request, str(reference["candidate"]))
-            ]
-        if self.write:
-            calls.append((self._writer, self.critique_messages(request)))
-        return reference, calls
+            questions += self.preference_messages(request, str(reference["candidate"]))
+        return reference, questions
+
+    def _p_yes(self, reply: Any) -> float:
+        return _sigmoid(log_odds(self._top(reply), "yes", "no"))
+
+    def _p_better(self, as_a: Any, as_b: Any) -> float:
+        return preference(log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A"))
 
     def _judgement(self, reference: Mapping[str, Any] | None, replies: Sequence[Any]) -> Judgement:
-        p_yes = _sigmoid(log_odds(self._top(replies[0]), "yes", "no"))
-        p = None
+        p_yes = self._p_yes(replies[0])
+        p_better, score = None, 10 * p_yes
         if reference is not None:
-            as_a = log_odds(self._top(replies[1]), "A", "B")
-            as_b = log_odds(self._top(replies[2]), "B", "A")
-            p = preference(as_a, as_b)
-        written = _written(replies[-1]) if self.write else WrittenCritique()
-        issues = tuple(i.strip() for i in written.issues if i.strip())
-        suggestions = tuple(s.strip() for s in written.suggestions if s.strip())
-        score = (
-            10 * p_yes if reference is None else moved_score(float(reference.get("score") or 0.0), p or 0.5)
-        )
-        accepted = p_yes > 0.5 and not issues and (p is None or p >= 0.5)
-        return Judgement(p_yes, p, issues, suggestions, min(10.0, max(0.0, score)), accepted)
+            p_better = self._p_better(replies[1], replies[2])
+            score = moved_score(min(10.0, max(0.0, float(reference.get("score") or 0.0))), p_better)
+        accepted = p_better is not None and p_better >= 0.5 and p_yes > 0.5
+        return Judgement(p_yes, p_better, min(10.0, max(0.0, score)), accepted)
 
-    def _critique(self, judgement: Judgement) -> Critique:
-        issues = list(judgement.issues)
-        notes = []
-        if judgement.preference is not None and judgement.preference < 0.5:
-            issues.append("Judged worse than the best earlier answer; keep what that answer did right.")
-        if judgement.p_yes <= 0.5 and not judgement.issues:
-            notes.append("The judge doubts that the answer is correct and does what the task asks.")
+    def _critique(self, judgement: Judgement, written: WrittenCritique | None) -> Critique:
         if judgement.accepted:
-            feedback = "Judged correct and doing what the task asks; no fault found."
-        else:
-            feedback = " ".join([*issues, *notes]) or "Not judged better than the earlier answer."
+            return Critique(
+                is_acceptable=True,
+                score=judgement.score,
+                feedback="Judged correct and doing what the task asks.",
+            )
+        issues = [i.strip() for i in (written.issues if written else []) if i.strip()]
+        suggestions = [s.strip() for s in (written.suggestions if written else []) if s.strip()]
+        if judgement.p_better is not None and judgement.p_better < 0.5:
+            issues.append("Judged worse than the best earlier answer; keep what that answer did right.")
+        if judgement.p_yes <= 0.5:
+            issues.append(
+                "Judged likely wrong or off the task; re-check its facts, numbers and what it asks."
+            )
+        if not issues:
+            issues.append("Not compared with another answer yet: revise it against the task, to compare.")
         return Critique(
             issues=issues,
-            suggestions=list(judgement.suggestions),
-            is_acceptable=judgement.accepted,
+            suggestions=suggestions,
+            is_acceptable=False,
             score=judgement.score,
-            feedback=feedback,
+            feedback=" ".join(issues),
         )
 
     # -- sync and async drivers ------------------------------------------------------------------------------
     def judge(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Judgement:
-        """The readings of `request.candidate` (one verdict call, two comparisons when there is an earlier
-        candidate, one written critique)."""
-        reference, calls = self._plan(request)
-        replies = [call(r, m, config, **self._limits()) for r, m in calls]
+        """The probability readings of `request.candidate`: the verdict, and the comparison in both orders when
+        there is an earlier candidate (no written critique)."""
+        reference, questions = self._questions(request)
+        replies = [call(self._reader, m, config, **self._limits()) for m in questions]
         return self._judgement(reference, replies)
 
     async def ajudge(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Judgement:
         """Async twin of `judge`."""
-        reference, calls = self._plan(request)
-        replies = [await acall(r, m, config, **self._limits()) for r, m in calls]
+        reference, questions = self._questions(request)
+        replies = [await acall(self._reader, m, config, **self._limits()) for m in questions]
         return self._judgement(reference, replies)
 
+    def p_yes(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> float:
+        """The verdict alone: `P(Yes) / (P(Yes) + P(No))` for `request.candidate` (one call)."""
+        return self._p_yes(call(self._reader, self.verdict_messages(request), config, **self._limits()))
+
+    def p_better(self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None) -> float:
+        """The comparison alone: the chance that `request.candidate` does the task better than `other` (two
+        calls, one per order)."""
+        as_a, as_b = (
+            call(self._reader, m, config, **self._limits()) for m in self.preference_messages(request, other)
+        )
+        return self._p_better(as_a, as_b)
+
+    def faults(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> WrittenCritique:
+        """The written critique alone (one call)."""
+        return _written(call(self._writer, self.critique_messages(request), config, **self._limits()))
+
+    async def _afaults(self, request: CritiqueRequest, config: RunnableConfig | None) -> WrittenCritique:
+        return _written(await acall(self._writer, self.critique_messages(request), config, **self._limits()))
+
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        return self._critique(self.judge(request, config))
+        judgement = self.judge(request, config)
+        written = self.faults(request, config) if self.write and not judgement.accepted else None
+        return self._critique(judgement, written)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        return self._critique(await self.ajudge(request, config))
+        judgement = await self.ajudge(request, config)
+        written = await self._afaults(request, config) if self.write and not judgement.accepted else None
+        return self._critique(judgement, written)
 
     def _limits(self) -> dict[str, Any]:
         return {"retries": self.retries, "timeout_s": self.timeout_s}

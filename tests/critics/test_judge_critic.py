@@ -30,8 +30,8 @@ def _top(**probs: float) -> list[dict[str, Any]]:
 class JudgeModel(BaseChatModel):
     """Next-token logprobs by the question asked, and a scripted written critique; records every call.
 
-    `yes(answer)` is P(Yes) for the verdict; `better(a, b)` is the judge's unbiased chance that A is better, to
-    which `bias` is added in log-odds (a judge that favours A); `written(answer)` is the critique's JSON.
+    `yes(answer)` is P(Yes) to "is it correct?"; `better(a, b)` is the judge's unbiased chance that A is better, to which `bias` is added in log-odds (a judge
+    that favours A); `written(prompt)` is the written critique's JSON.
     """
 
     yes: Any = None
@@ -105,6 +105,11 @@ def _model(
     return JudgeModel(yes=yes, better=better, written=written or faults, **kw)
 
 
+def _p_yes(p: float) -> float:
+    """The fake's P(Yes) as the judge reads it: "Yes" at 0.8 p and " yes" at 0.1 p add up against "No" at 0.8 (1 - p)."""
+    return 0.9 * p / (0.9 * p + 0.8 * (1 - p))
+
+
 def _request(candidate: str, earlier: str | None = None, score: float = 6.0) -> CritiqueRequest:
     history = ({"candidate": earlier, "score": score, "feedback": ""},) if earlier else ()
     return CritiqueRequest(task=TASK, candidate=candidate, history=history)
@@ -140,31 +145,37 @@ def test_moved_score_moves_towards_the_winner_and_stays_on_the_scale() -> None:
 
 
 # -- the critic ------------------------------------------------------------------------------------------------
-def test_first_candidate_scores_its_p_yes_and_is_accepted_only_with_no_fault_written() -> None:
+def test_a_first_candidate_scores_its_p_yes_and_is_never_accepted_alone() -> None:
     model = _model()
     critic = JudgeCritic(model)
     good = critic.critique(_request(GOOD))
-    p_yes = (0.9 * 0.8 + 0.9 * 0.1) / (0.9 * 0.9 + 0.1 * 0.8)  # "Yes" and " yes" add up
-    assert good.score == pytest.approx(10 * p_yes)
-    assert good.is_acceptable and good.issues == []
+    assert good.score == pytest.approx(10 * _p_yes(0.9))
+    assert (
+        not good.is_acceptable
+    )  # this judge compares; alone, its P(Yes) barely moves between right and wrong
+    assert good.issues == ["Not compared with another answer yet: revise it against the task, to compare."]
+    assert [kw.get("logprobs", False) for _, kw in model.calls] == [
+        True,
+        False,
+    ]  # the verdict, then the critique
+    model.calls.clear()
     bad = critic.critique(_request(BAD))
-    assert bad.score < good.score
-    assert not bad.is_acceptable  # P(Yes) 0.7 > 1/2, but a fault is written: never accepted on the sign alone
+    assert bad.score == pytest.approx(10 * _p_yes(0.7)) and bad.score < good.score
+    assert not bad.is_acceptable
     assert bad.issues == ["Berlin is the capital of Germany."] and bad.suggestions == ["Say Paris."]
     assert "Berlin is the capital of Germany." in bad.feedback
-    # one verdict and one written critique per candidate, no comparison without an earlier candidate
-    assert [("A or B" in p, kw.get("logprobs", False)) for p, kw in model.calls[:2]] == [
-        (False, True),
-        (False, False),
-    ]
-    assert len(model.calls) == 4
+    assert len(model.calls) == 2 and not model.calls[-1][1].get("logprobs")  # the written critique, last
 
 
-def test_a_yes_below_one_half_is_not_accepted_even_with_no_fault_written() -> None:
+def test_even_a_certain_yes_does_not_accept_a_first_candidate() -> None:
+    result = JudgeCritic(_model(yes=lambda answer: 0.999)).critique(_request(GOOD))
+    assert not result.is_acceptable and result.score > 9.9
+
+
+def test_a_revision_not_judged_worse_still_needs_p_yes_above_one_half() -> None:
     critic = JudgeCritic(_model(yes=lambda answer: 0.4))
-    result = critic.critique(_request(GOOD))
-    assert not result.is_acceptable and result.score == pytest.approx(10 * 0.36 / (0.36 + 0.48))
-    assert "doubts" in result.feedback
+    result = critic.critique(_request(GOOD, earlier=BAD))
+    assert not result.is_acceptable and any("re-check" in issue for issue in result.issues)
 
 
 def test_comparison_in_both_orders_decides_against_the_earlier_candidate() -> None:
@@ -202,14 +213,14 @@ def test_the_comparison_is_with_the_best_earlier_candidate_shown() -> None:
 
 def test_an_unreadable_written_critique_blocks_acceptance_without_crashing() -> None:
     critic = JudgeCritic(_model(written=lambda prompt: "no JSON here"))
-    result = critic.critique(_request(GOOD))
+    result = critic.critique(_request(BAD))
     assert not result.is_acceptable and result.issues and "could not be read" in result.issues[0]
 
 
-def test_without_the_written_critique_the_probabilities_alone_decide() -> None:
+def test_without_the_written_critique_a_rejection_still_says_why() -> None:
     model = _model()
-    result = JudgeCritic(model, write=False).critique(_request(BAD))
-    assert result.is_acceptable  # P(Yes) 0.7: this is why the default writes the critique
+    result = JudgeCritic(model, write=False).critique(_request(BAD, earlier=GOOD))
+    assert not result.is_acceptable and "worse than the best earlier answer" in result.issues[0]
     assert all(kw.get("logprobs") for _, kw in model.calls)
 
 
@@ -222,9 +233,11 @@ def test_async_twin_gives_the_same_critique() -> None:
 
 def test_context_reaches_every_question() -> None:
     model = _model()
+    history = ({"candidate": GOOD, "score": 6.0, "feedback": ""},)
     JudgeCritic(model).critique(
-        CritiqueRequest(task=TASK, candidate=GOOD, context="Answer in one sentence.", history=())
+        CritiqueRequest(task=TASK, candidate=BAD, context="Answer in one sentence.", history=history)
     )
+    assert len(model.calls) == 4  # the verdict, both orders, the written critique
     assert all("Answer in one sentence." in prompt for prompt, _ in model.calls)
 
 
@@ -304,3 +317,12 @@ def test_in_the_loop_a_revision_judged_better_and_faultless_is_accepted() -> Non
     assert first["critique"]["issues"] == ["Berlin is the capital of Germany."]
     assert second["score"] > first["score"]
     assert "Berlin is the capital of Germany." in generator.prompts[1]  # the reviser saw the named fault
+
+
+def test_the_readings_one_by_one_match_the_critique() -> None:
+    critic = JudgeCritic(_model())
+    request = _request(GOOD, earlier=BAD, score=6.0)
+    judged = critic.judge(request)
+    assert critic.p_yes(request) == pytest.approx(judged.p_yes) == pytest.approx(_p_yes(0.9))
+    assert critic.p_better(request, BAD) == pytest.approx(judged.p_better or 0) == pytest.approx(0.8)
+    assert critic.faults(_request(BAD)).issues == ["Berlin is the capital of Germany."]
