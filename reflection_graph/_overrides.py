@@ -25,6 +25,7 @@ from langchain_core.language_models import BaseChatModel
 from reflection_graph import strategies
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
+from reflection_graph.critics.judge import JudgeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.prompts import CRITIQUE_PROMPT
@@ -80,9 +81,10 @@ def as_critic(
     """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
 
     With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
-    prompt override, the critic is a `LogprobCritic` (the embedded base model's next-token probabilities: on
-    `datasets/pairs.jsonl` it ranks good above bad far more often than JSON verdicts; see bench/bench_critic.py).
-    Every other case gets an `LLMCritic`.
+    prompt override, the critic reads the model's token probabilities (see bench/bench_critic.py): a `JudgeCritic`
+    on an instruction-tuned GGUF (the bundled Qwen2.5-Coder, or a `local:` file with a chat template), whose
+    comparison ranks good above bad where its JSON scores do not; a `LogprobCritic` on a base model (Gemma 3
+    270M), whose answer likelihood ranks far better than its JSON verdicts. Every other case gets an `LLMCritic`.
 
     Raises:
         ValueError: `critic` is neither a `Critic`, a chat model, a model spec nor a callable.
@@ -103,6 +105,8 @@ def as_critic(
         raise ValueError(critic_help(critic))
     plain = guidelines is None and not settings.prompts.get("critique")
     if critic is None and isinstance(model, EmbeddedChatModel) and plain:
+        if _instruction_tuned(model):
+            return JudgeCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
         return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
     return LLMCritic(
         critic_model(model),
@@ -113,6 +117,16 @@ def as_critic(
         retries=settings.retries,
         timeout_s=settings.timeout_s,
     )
+
+
+def _instruction_tuned(model: Any) -> bool:
+    """Whether the embedded `model` runs a chat template: a bundled model by its name (nothing loaded), a GGUF file
+    by its metadata (the file is loaded once, as its first call would)."""
+    from reflection_graph.models._bundled import QWEN
+
+    if model.model_path is None:
+        return bool(model.model == QWEN)
+    return bool(model.uses_chat_template)
 
 
 class Overrides:

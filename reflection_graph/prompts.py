@@ -9,7 +9,11 @@ Placeholders:
 - JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
 - LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
 - PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
+- CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
+  instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
+- CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
+  {critique}, {preserve_rule}, {focus}
 """
 
 from __future__ import annotations
@@ -17,9 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
+    "CHAT_CRITIQUE_PROMPT",
+    "CHAT_CRITIQUE_SYSTEM",
+    "CHAT_PREFERENCE_PROMPT",
+    "CHAT_REVISE_PROMPT",
+    "CHAT_VERDICT_PROMPT",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
     "FOCUS_CUES",
@@ -134,6 +143,42 @@ Better answer:"""
 LIKELIHOOD_PROMPT = """Task: {task}
 {context}Answer: {candidate}"""
 """The `LogprobCritic`'s likelihood signal: the mean log-probability of the candidate's tokens after `Answer:`."""
+
+CHAT_VERDICT_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+Is this answer correct, and does it do what the task asks? Reply with Yes or No."""
+"""The `JudgeCritic`'s yes/no question: it reads P(Yes) and P(No) of the reply's first token."""
+
+CHAT_PREFERENCE_PROMPT = """Task:
+{task}
+{context}
+Answer A:
+{a}
+
+Answer B:
+{b}
+
+Which answer does the task better, A or B? Reply with the single letter A or B."""
+"""The `JudgeCritic`'s comparison: it reads P(A) and P(B) of the reply's first token, in both orders."""
+
+CHAT_CRITIQUE_SYSTEM = (
+    "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
+    "for that is missing, something the task did not ask for, or a tone that does not fit. You never invent a "
+    "fault: an answer that does the task gets empty lists."
+)
+
+CHAT_CRITIQUE_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+List the answer's real faults ("issues") and how to fix each ("suggestions"). Reply with JSON only."""
+"""The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 
 REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
 what the critique found and keeps what was right.
@@ -257,8 +302,18 @@ def revise_messages(
     focus: str,
     preserve_correct: bool,
     template: PromptOverride | None,
+    chat: bool = False,
 ) -> list[BaseMessage]:
-    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`)."""
+    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`).
+
+    `chat` (a model prompted through its chat template, with no overridden template): a conversation instead of
+    the completion-style worked example, which an instruction-tuned model copies whole (`Task:`, `Previous
+    answer:` ...): the task, the previous answer as the model's own reply, then the critique and `CHAT_REVISE_PROMPT`.
+    """
+    if chat and template is None:
+        return _chat_revision(
+            task, context, candidate, critique, focus=focus, preserve_correct=preserve_correct
+        )
     values = {
         "task": task,
         "context": _context(context),
@@ -272,3 +327,41 @@ def revise_messages(
     if template is None:
         prompt += FOCUS_CUES.get(focus, "")
     return [SystemMessage(REVISE_SYSTEM), HumanMessage(prompt)]
+
+
+CHAT_REVISE_PROMPT = """A review of your answer:
+{critique}
+
+{preserve_rule}{focus}Write the revised answer only, with nothing before or after it."""
+"""A revision asked of a model prompted through its chat template, after its own previous answer."""
+
+
+def _review_points(critique: Mapping[str, Any]) -> str:
+    """The critique's issues, suggestions and feedback as lines (no score: a chat model copies it)."""
+    lines = [f"- {i}" for i in critique.get("issues") or []]
+    lines += [f"- {s}" for s in critique.get("suggestions") or []]
+    if critique.get("feedback"):
+        lines.append(f"- {critique['feedback']}")
+    return "\n".join(dict.fromkeys(lines)) or "- No fault was found; improve the answer where you can."
+
+
+def _chat_revision(
+    task: str,
+    context: str | None,
+    candidate: str,
+    critique: Mapping[str, Any],
+    *,
+    focus: str,
+    preserve_correct: bool,
+) -> list[BaseMessage]:
+    values = {
+        "critique": _review_points(critique),
+        "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
+        "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
+    }
+    asked = f"{_context(context)}{task}" if context else task
+    return [
+        HumanMessage(asked),
+        AIMessage(candidate),
+        HumanMessage(render_prompt(CHAT_REVISE_PROMPT, values)),
+    ]

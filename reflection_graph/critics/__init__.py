@@ -1,9 +1,10 @@
-"""Critics: the `Critic` protocol, the LLM critic, the token-probability and pairwise critics, and critics that need no
-model (tests, rules, and IFEval/IFBench verifiable instructions)."""
+"""Critics: the `Critic` protocol, the LLM critic, the token-probability, pairwise and judge critics, and critics that
+need no model (tests, rules, and IFEval/IFBench verifiable instructions)."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critics.instructions import InstructionCritic, InstructionUnavailableError
+from reflection_graph.critics.judge import JudgeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.pairwise import PairwiseCritic
 from reflection_graph.critics.probability import LogprobCritic
@@ -26,6 +27,7 @@ __all__ = [
     "InstructionUnavailableError",
     "IsolationUnavailableError",
     "JSONSchemaCritic",
+    "JudgeCritic",
     "LLMCritic",
     "LengthCritic",
     "LogprobCritic",

@@ -28,7 +28,7 @@ from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
 
-__all__ = ["PairwiseCritic"]
+__all__ = ["PairwiseCritic", "moved_score"]
 
 _CHOICE = re.compile(r"\b(A|B)\b")
 
@@ -104,8 +104,7 @@ class PairwiseCritic(BaseCritic):
         """Combine the two orders: the candidate is A in the first reply and B in the second."""
         wins = [_choice(replies[0], "A"), _choice(replies[1], "B")]
         p = sum(wins) / 2
-        base = float(reference.get("score") or 0.0)
-        score = base + (p - 0.5) * 2 * ((10 - base) if p >= 0.5 else base)
+        score = moved_score(float(reference.get("score") or 0.0), p)
         accepted = request.score_threshold is not None and score >= request.score_threshold
         if p > 0.5:
             feedback = "Judged better than the best earlier answer in both orders."
@@ -146,6 +145,20 @@ class PairwiseCritic(BaseCritic):
         """The judge's prompts: the candidate as A against the reference, then swapped (position bias cancels)."""
         candidate, other = request.candidate, reference["candidate"]
         return [self._messages(request, candidate, other), self._messages(request, other, candidate)]
+
+
+def moved_score(base: float, p: float) -> float:
+    """An earlier candidate's score `base` moved by `p`, the chance that the new candidate is the better one:
+    towards 10 by `2p - 1` of the way when `p > 1/2`, towards 0 by `1 - 2p` when `p < 1/2`, level at 1/2.
+
+    Raises:
+        ValueError: `p` outside [0, 1] or `base` outside [0, 10].
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+    if not 0 <= base <= 10:
+        raise ValueError(f"base must be a score on the 0-10 scale, got {base!r}")
+    return base + (p - 0.5) * 2 * ((10 - base) if p >= 0.5 else base)
 
 
 def _best(request: CritiqueRequest) -> Mapping[str, Any] | None:
