@@ -346,7 +346,10 @@ def report(
         outside = [r for r, n in zip(rows, numbers, strict=True) if n not in set(dev)]
         if inside:
             parts.append(
-                (f"development ({len(inside)} of {min(dev)}-{max(dev)}; settings chosen here)", inside)
+                (
+                    f"development ({len(inside)} of {min(dev)}-{max(dev)}: anything fitted was fitted on these)",
+                    inside,
+                )
             )
         if outside:
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
