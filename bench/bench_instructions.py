@@ -49,8 +49,16 @@ from _common import print_table  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results" / "ifbench.jsonl"
 
 
+LOOP_VERSION = "chat-revise"
+"""Bumped when the loop's prompting changes, so cached results of an older loop are not mixed in: run 1's rows
+(no `loop` in their settings) predate the conversation-style revision of chat-template models (commit b925587)."""
+
+
 def settings_of(args: argparse.Namespace) -> dict[str, Any]:
-    return {"max_tokens": args.max_tokens, "rounds": args.rounds, "temperature": 0.0}
+    settings: dict[str, Any] = {"max_tokens": args.max_tokens, "rounds": args.rounds, "temperature": 0.0}
+    if args.loop_version:  # "" selects run 1's rows, which have no version
+        settings["loop"] = args.loop_version
+    return settings
 
 
 def cache_key(model: str, settings: dict[str, Any], row: dict[str, Any]) -> str:
@@ -189,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         "--report-only", action="store_true", help="print the table from the cache, run nothing"
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help="the JSONL cache of per-prompt results")
+    parser.add_argument(
+        "--loop-version",
+        default=LOOP_VERSION,
+        help=f"the loop's version in the cache key (default {LOOP_VERSION!r})",
+    )
     args = parser.parse_args(argv)
 
     from reflection_graph.runners.ifbench import prompts
