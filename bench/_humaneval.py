@@ -296,12 +296,13 @@ def raw_record(problem: dict[str, Any], model: Any, judge: Judge) -> dict[str, A
     """One greedy call of the package's code prompt for the stub, finished into the function."""
     from langchain_core.messages import HumanMessage
 
+    from reflection_graph._calls import sampled
     from reflection_graph._code import chat_prompted, code_messages, finish_candidate
 
     messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
         HumanMessage(problem["prompt"])
     ]
-    reply = model.invoke(messages)
+    reply = sampled(model, 0, greedy=True).invoke(messages)  # the plain greedy call: temperature 0
     code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
     usage = reply.usage_metadata or {}
     return {

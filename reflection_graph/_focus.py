@@ -69,6 +69,7 @@ def revision(
         focus=settings.focus,
         preserve_correct=settings.preserve_correct,
         template=settings.prompts.get("revise"),
+        chat=chat_prompted(model),
     )
 
 

@@ -21,9 +21,10 @@ which stop rules apply. The `tree` strategy adds a `select` node after each crit
 candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
-has left (reflection_graph/_budget.py); a call the budget cannot cover is not started, and the run stops with
-`stop_reason="budget"` after that step, returning its best candidate so far. `n_drafts`/`n_revisions` samples are
-cut to what the budget covers. A budget only removes calls, so `max_model_calls` stays a true bound.
+has left (reflection_graph/_budget.py): its reply limit is cut to what is left, and a call without room for a useful
+reply is not started; the run then stops with `stop_reason="budget"` after that step, returning its best candidate
+so far. `n_drafts`/`n_revisions` samples are cut to what the budget covers. A budget only removes calls (a cut
+reply limit never adds one), so `max_model_calls` stays a true bound.
 
 The `self_refine` strategy is one Self-Refine pass: draft, one critique, and (unless accepted) one revision that
 is returned without a second critique.

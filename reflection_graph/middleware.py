@@ -60,7 +60,7 @@ from typing_extensions import NotRequired, TypedDict, Unpack
 
 from reflection_graph import _rules
 from reflection_graph._judge import Judged, ajudge, critique_history, judge
-from reflection_graph._nodes import _diff
+from reflection_graph._nodes._critique import diff as _diff
 from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
 from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest

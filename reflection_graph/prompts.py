@@ -12,6 +12,8 @@ Placeholders:
 - CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
   instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
+- CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
+  {critique}, {preserve_rule}, {focus}
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
     "CHAT_CRITIQUE_PROMPT",
     "CHAT_CRITIQUE_SYSTEM",
     "CHAT_PREFERENCE_PROMPT",
+    "CHAT_REVISE_PROMPT",
     "CHAT_VERDICT_PROMPT",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
@@ -299,8 +302,18 @@ def revise_messages(
     focus: str,
     preserve_correct: bool,
     template: PromptOverride | None,
+    chat: bool = False,
 ) -> list[BaseMessage]:
-    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`)."""
+    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`).
+
+    `chat` (a model prompted through its chat template, with no overridden template): a conversation instead of
+    the completion-style worked example, which an instruction-tuned model copies whole (`Task:`, `Previous
+    answer:` ...): the task, the previous answer as the model's own reply, then the critique and `CHAT_REVISE_PROMPT`.
+    """
+    if chat and template is None:
+        return _chat_revision(
+            task, context, candidate, critique, focus=focus, preserve_correct=preserve_correct
+        )
     values = {
         "task": task,
         "context": _context(context),
@@ -314,3 +327,41 @@ def revise_messages(
     if template is None:
         prompt += FOCUS_CUES.get(focus, "")
     return [SystemMessage(REVISE_SYSTEM), HumanMessage(prompt)]
+
+
+CHAT_REVISE_PROMPT = """A review of your answer:
+{critique}
+
+{preserve_rule}{focus}Write the revised answer only, with nothing before or after it."""
+"""A revision asked of a model prompted through its chat template, after its own previous answer."""
+
+
+def _review_points(critique: Mapping[str, Any]) -> str:
+    """The critique's issues, suggestions and feedback as lines (no score: a chat model copies it)."""
+    lines = [f"- {i}" for i in critique.get("issues") or []]
+    lines += [f"- {s}" for s in critique.get("suggestions") or []]
+    if critique.get("feedback"):
+        lines.append(f"- {critique['feedback']}")
+    return "\n".join(dict.fromkeys(lines)) or "- No fault was found; improve the answer where you can."
+
+
+def _chat_revision(
+    task: str,
+    context: str | None,
+    candidate: str,
+    critique: Mapping[str, Any],
+    *,
+    focus: str,
+    preserve_correct: bool,
+) -> list[BaseMessage]:
+    values = {
+        "critique": _review_points(critique),
+        "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
+        "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
+    }
+    asked = f"{_context(context)}{task}" if context else task
+    return [
+        HumanMessage(asked),
+        AIMessage(candidate),
+        HumanMessage(render_prompt(CHAT_REVISE_PROMPT, values)),
+    ]

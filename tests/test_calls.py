@@ -251,7 +251,7 @@ def test_async_timeout_cancels_the_call() -> None:
         ) -> Any:
             state["started"] += 1
             try:
-                await asyncio.sleep(5)
+                await asyncio.sleep(120)  # far longer than any bound below, whatever the machine's load
             except asyncio.CancelledError:
                 state["cancelled"] += 1
                 raise
@@ -264,36 +264,44 @@ def test_async_timeout_cancels_the_call() -> None:
     start = time.monotonic()
     with no_backoff:
         result = asyncio.run(graph.ainvoke({"task": "t"}))
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 60  # the calls were cancelled, not waited out (120 s each)
     assert result["stop_reason"] == "error" and "timed out after 0.2s" in result["error"]
     assert state == {"started": 2, "finished": 0, "cancelled": 2}  # retried once, both attempts cancelled
 
 
 def test_sync_timeout_does_not_keep_the_process_alive() -> None:
-    """A model that sleeps 20 s under timeout_s=0.5: the run returns on time and the process exits at once."""
+    """A model that sleeps 600 s under timeout_s=0.5: the run returns on time and the process exits at once.
+
+    The bound is generous (importing the package alone took 15 s on a 2-core machine at load 28); what matters
+    is that the process does not wait out the abandoned call."""
     script = textwrap.dedent(
         """
         import time
         from reflection_graph import create_reflection_graph
         def slow(prompt):
-            time.sleep(20)
+            time.sleep(600)
             return "late"
-        result = create_reflection_graph(slow, critic=lambda p: '{"is_acceptable": true, "score": 9}',
-                                         timeout_s=0.5, retries=3).invoke({"task": "t"})
-        print(result["stop_reason"], result["usage"]["generate"]["calls"])
+        graph = create_reflection_graph(slow, critic=lambda p: '{"is_acceptable": true, "score": 9}',
+                                        timeout_s=0.5, retries=3)
+        started = time.monotonic()  # CLOCK_MONOTONIC, the parent's clock too: imports (slow when loaded) not timed
+        result = graph.invoke({"task": "t"})
+        print(started, result["stop_reason"], result["usage"]["generate"]["calls"])
         """
     )
-    start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
-    elapsed = time.monotonic() - start
+    exited = time.monotonic()
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["error", "1"]  # a sync timeout is not retried beside the abandoned call
-    assert elapsed < 15, elapsed
+    started, *rest = proc.stdout.split()
+    assert rest == ["error", "1"]  # a sync timeout is not retried beside the abandoned call
+    elapsed = exited - float(started)
+    assert elapsed < 120, (
+        f"the process ended {elapsed:.1f}s after the run started (the abandoned call sleeps 600s)"
+    )
 
 
 def test_reply_text_ok_check_sees_message_text() -> None:
-    from reflection_graph._nodes import _nonempty
+    from reflection_graph._nodes._generate import _nonempty
 
     assert not _nonempty(AIMessage(content="  ")) and _nonempty(AIMessage(content="x"))

@@ -252,3 +252,45 @@ def test_a_chat_template_model_is_asked_to_complete_the_fenced_stub_and_revises_
     assert "clamp(5, 0, 3) was 5" in str(revise[2].content), "the failing example and its error are fed back"
     assert result["candidate"].endswith("return max(low, min(x, high))\n")
     assert code_messages(STUB, None) == [HumanMessage(STUB)], "a completion-style model keeps the bare stub"
+
+
+class _ChatPrompted(RecordingChatModel):
+    """A fake of a model prompted through its chat template (the embedded Qwen)."""
+
+    @property
+    def uses_chat_template(self) -> bool:
+        return True
+
+
+def test_a_chat_prompted_model_revises_in_a_conversation_not_from_the_worked_example() -> None:
+    """Through its chat template an instruction-tuned model copied the completion-style revision prompt whole
+    (`Task:`, `Previous answer:`, ...); it gets the task, its own answer, then the review instead."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.prompts import CHAT_REVISE_PROMPT
+    from tests.fakes import FakeCriticModel, critique
+
+    generator = _ChatPrompted(replies=["Dear Ana, no.", "Dear Ana, thank you, but I must decline."])
+    critic = FakeCriticModel(
+        critiques=[critique(3.0, issues=["It is curt."]), critique(9.0, ok=True, issues=[])]
+    )
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2)
+    result = graph.invoke({"task": "Decline Ana's invitation politely"})
+    assert result["candidate"] == "Dear Ana, thank you, but I must decline."
+    draft, revision = generator.received
+    assert "Draft:" in draft[-1].text  # the first draft keeps the package's prompt (the plain greedy call's)
+    assert [type(m) for m in revision] == [HumanMessage, AIMessage, HumanMessage]
+    assert revision[0].text == "Decline Ana's invitation politely" and revision[1].text == "Dear Ana, no."
+    assert "- It is curt." in revision[2].text and "Score" not in revision[2].text
+    assert revision[2].text.endswith("Write the revised answer only, with nothing before or after it.")
+    assert CHAT_REVISE_PROMPT.endswith("Write the revised answer only, with nothing before or after it.")
+    # a model without a chat template keeps the completion-style revision
+    plain = RecordingChatModel(replies=["Dear Ana, no.", "Dear Ana, sorry."])
+    critic = FakeCriticModel(
+        critiques=[critique(3.0, issues=["It is curt."]), critique(9.0, ok=True, issues=[])]
+    )
+    create_reflection_graph(plain, critic=critic, max_iterations=2).invoke(
+        {"task": "Decline Ana's invitation"}
+    )
+    assert plain.received[1][-1].text.endswith("Revised answer:\n")

@@ -6,6 +6,7 @@ A marker comment in a page is replaced by what it names:
   Markdown docs generator, the same text `reflection-graph COMMAND --help` prints);
 - `<!-- settings-table -->` (concepts.md): every field of `reflection_graph.Settings` with its default, bounds,
   choices and description;
+- `<!-- strategies-table -->` (concepts.md): every registered strategy, with what it forces and its stop rules;
 - `<!-- studio-graphs -->` (studio.md): every graph `langgraph.json` serves, with its module's docstring summary.
 
 A page that names a marker this hook does not know, or a known marker on another page than its own, fails the build.
@@ -26,7 +27,7 @@ from mkdocs.structure.files import Files
 from mkdocs.structure.pages import Page
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"<!-- (cli-reference|settings-table|studio-graphs) -->")
+MARKER = re.compile(r"<!-- (cli-reference|settings-table|strategies-table|studio-graphs) -->")
 
 
 def cli_reference() -> str:
@@ -73,6 +74,24 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def strategies_table() -> str:
+    """Every registered strategy: its name, description, forced settings and stop rules."""
+    from reflection_graph import strategies
+    from reflection_graph.settings import default as setting_default
+
+    rows = [
+        "| `strategy=` | what it does | forces | stop rules after a critique |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name in strategies.names():
+        strategy = strategies.get(name)
+        forces = ", ".join(f"`{k}={v!r}`" for k, v in strategy.forces.items()) or "nothing"
+        rules = ", ".join(sorted(strategy.stop_rules))
+        default = " (default)" if name == setting_default("strategy") else ""
+        rows.append(f"| `{name}`{default} | {_cell(strategy.description)} | {_cell(forces)} | {rules} |")
+    return "\n".join(rows)
+
+
 def studio_graphs() -> str:
     """The graphs of `langgraph.json`: name, module, and the first paragraph of the module's docstring."""
     graphs = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
@@ -88,6 +107,7 @@ def studio_graphs() -> str:
 GENERATORS: dict[str, tuple[str, Callable[[], str]]] = {
     "cli-reference": ("cli.md", cli_reference),
     "settings-table": ("concepts.md", settings_table),
+    "strategies-table": ("concepts.md", strategies_table),
     "studio-graphs": ("studio.md", studio_graphs),
 }
 

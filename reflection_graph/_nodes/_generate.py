@@ -1,0 +1,215 @@
+"""The `generate` node: draft `n_drafts` candidates (or revise into `n_revisions`, or take a given candidate to
+glean), for the `critique` node to judge. It writes only `rg_pending`, and `stop_reason` when no critique will
+follow (the trigger said no, the round limit is already reached, a model error, a strategy's last revision)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from reflection_graph import _focus, _rules
+from reflection_graph._budget import BudgetExhausted, current_budget
+from reflection_graph._calls import acall, call, sampled
+from reflection_graph._input import validate_input
+from reflection_graph._nodes._step import Step, over_limit
+from reflection_graph._usage import RoleUsage, metering, sum_usage
+from reflection_graph.settings import Settings
+from reflection_graph.state import Job, Pending, Round
+
+__all__ = ["agenerate", "generate"]
+
+_ROLE: dict[Job, str] = {"draft": "generate", "revise": "revise", "glean": "generate"}
+"""The usage role of each job (drafts are reported under `generate`, as the output schema documents)."""
+
+
+def _text(message: Any) -> str:
+    """A model reply's text (content blocks joined by `BaseMessage.text`), stripped."""
+    return (message.text if isinstance(message, BaseMessage) else str(message)).strip()
+
+
+def _nonempty(message: Any) -> bool:
+    return bool(_text(message))
+
+
+def _trigger(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`should_refine` before a round: False stops with `not_triggered`, an exception with `error`."""
+    if step.should_refine is None:
+        return None
+    rounds = state.get("trajectory") or []
+    if rounds:  # the predicate sees the latest round as `candidate` and `critique`
+        state = {**state, "candidate": rounds[-1]["candidate"], "critique": rounds[-1]["critique"]}
+    try:
+        go = step.should_refine(state)
+    except Exception as exc:  # reported, never skipped
+        return {
+            "stop_reason": "error",
+            "error": f"should_refine raised {type(exc).__name__}: {exc}. Fix the predicate; it gets the state.",
+        }
+    return None if go else {"stop_reason": "not_triggered"}
+
+
+@dataclass
+class _Plan:
+    """What `generate` does this step: its job, and the `count` replies to sample for it."""
+
+    job: Job
+    iteration: int
+    model: BaseChatModel
+    messages: list[BaseMessage]
+    count: int
+    settings: Settings
+    finish: Callable[[str], str]
+    prompts: tuple[str, ...]
+    """What a candidate must not echo (the task and the system messages; none for code)."""
+    last: bool = False
+    """The strategy returns this revision without a critique."""
+    feedback_used: bool = False
+    """A reviewer's words went into this revision (and are cleared once used)."""
+
+
+def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
+    """The job of this `generate` step, or the update that stops (or, for a given candidate, gleans) instead."""
+    validate_input(state)
+    if state.get("stop_reason") is not None:
+        return {}
+    over = over_limit(step, state)
+    if over is not None:
+        return over
+    if state.get("trajectory"):
+        return _trigger(step, state) or "revise"
+    if state.get("candidate"):
+        stop = _trigger(step, state)
+        if stop is not None:
+            return stop
+        sample = {"candidate": state["candidate"], "usage": {}, "echo": False}
+        return {"rg_pending": Pending(iteration=1, job="glean", samples=[sample])}
+    return "draft"
+
+
+def _recalls(step: Step, job: Job) -> bool:
+    """A draft reads the lessons of earlier similar tasks when memory is on."""
+    return job == "draft" and step.memory is not None
+
+
+def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan:
+    """The messages, model and sample count of this `generate` step (`lessons`: what memory recalled)."""
+    settings, roles = step.settings, step.roles
+    iteration = int(state.get("iterations") or 0) + 1
+    if job == "draft":
+        text = str(step.memory.format_lessons(lessons)) if lessons else ""
+        messages = _focus.draft(settings, state, text, roles.generator)
+        model, count = roles.generator, settings.n_drafts
+    else:
+        previous, critique = step.strategy.revise_from(state)
+        if state.get("rg_feedback"):
+            critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
+        rounds: list[Round] = list(state.get("trajectory") or [])
+        history = _rules.bounded(rounds[:-1], settings.history_window)
+        messages = _focus.revision(settings, state, previous, critique, history, roles.reviser)
+        model, count = roles.reviser, settings.n_revisions
+    assert model is not None
+    budget = current_budget()
+    if (
+        budget is not None
+    ):  # samples the token budget cannot cover are not started; they leave half for critiques
+        count = budget.affordable(model, messages, count)
+        budget.split(2 * count)
+    return _Plan(
+        job,
+        iteration,
+        model,
+        messages,
+        count,
+        settings,
+        _focus.finisher(settings, state, _ROLE[job]),
+        _focus.echo_sources(settings, state),
+        last=job == "revise" and step.strategy.last_revision(settings, iteration),
+        feedback_used=job == "revise" and bool(state.get("rg_feedback")),
+    )
+
+
+_Sampled = tuple[str | None, RoleUsage, BaseException | None]
+
+
+def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
+    """The state update of `generate` from its samples (text, usage, error): the pending candidates."""
+    role = _ROLE[plan.job]
+    samples: list[dict[str, Any]] = [
+        {"candidate": plan.finish(text), "usage": {role: part}}
+        for text, part, _ in results
+        if text  # an empty reply was retried by the call layer; one still empty is dropped
+    ]
+    if not samples:
+        usage = {role: sum_usage([part for _, part, _ in results])}
+        error = next((e for _, _, e in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e in results):
+            return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
+        detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
+        return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
+    for sample in samples:
+        sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
+    lost = [part for text, part, _ in results if not text]  # failed samples' calls count too
+    if lost:
+        samples[0]["usage"] = {role: sum_usage([samples[0]["usage"][role], *lost])}
+    update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
+    if plan.last:
+        update["stop_reason"] = "max_iterations"  # the strategy returns this revision without a critique
+    if plan.feedback_used:
+        update["rg_feedback"] = None
+    return update
+
+
+def _limits(settings: Settings) -> dict[str, Any]:
+    return {"retries": settings.retries, "timeout_s": settings.timeout_s, "ok": _nonempty}
+
+
+def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
+    with metering() as meter:
+        try:
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = call(model, plan.messages, config, **_limits(plan.settings))
+            return _text(reply), meter.usage, None
+        except Exception as exc:
+            return None, meter.usage, exc
+
+
+async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
+    with metering() as meter:
+        try:
+            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            reply = await acall(model, plan.messages, config, **_limits(plan.settings))
+            return _text(reply), meter.usage, None
+        except Exception as exc:
+            return None, meter.usage, exc
+
+
+def generate(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    """Draft `n_drafts` (or revise into `n_revisions`) candidates; the critique node judges them."""
+    if isinstance(job := _start(step, state), dict):
+        return job
+    found = step.memory.search(state["task"], store=step.store) if _recalls(step, job) else None
+    plan = _plan(step, state, job, found)
+    if plan.count == 1:
+        return _generated(plan, [_sample(plan, config, 0)])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=plan.count) as pool:  # each sample sees the budget
+        runs = [
+            pool.submit(contextvars.copy_context().run, _sample, plan, config, i) for i in range(plan.count)
+        ]
+        return _generated(plan, [run.result() for run in runs])
+
+
+async def agenerate(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    """Async twin of `generate`: the samples run concurrently."""
+    if isinstance(job := _start(step, state), dict):
+        return job
+    found = await step.memory.asearch(state["task"], store=step.store) if _recalls(step, job) else None
+    plan = _plan(step, state, job, found)
+    return _generated(plan, await asyncio.gather(*(_asample(plan, config, i) for i in range(plan.count))))
