@@ -1,8 +1,10 @@
 """`JudgeCritic` through the capable embedded model, Qwen2.5-Coder-1.5B-Instruct (marked `embedded`).
 
-Few, short calls. A good and a bad email written here (the bad one never declines the offer: it asks for a
-meeting), each judged as a revision of the other, as the loop judges a revision against the best earlier
-candidate: the good one is accepted with no fault invented, the bad one is rejected with its real fault named.
+Few, short calls. A good and a bad email written here (the bad one neither declines the offer nor thanks for it:
+it asks for a meeting), each judged as a revision of the other, as the loop judges a revision against the best
+earlier candidate: the good one is accepted with no fault invented, the bad one is rejected with a real fault
+named. The fault it names is the missing thanks; that the email does not decline it does not see (its critique
+also asks for "the reason for declining", as it does of good emails), so that is not what is asserted.
 And the comparison prefers a good answer to a bad one whichever of the two is the candidate (each comparison asks
 in both orders)."""
 
@@ -64,7 +66,9 @@ def test_no_fault_is_invented_on_a_good_email_and_the_real_one_is_named_on_a_bad
     bad = judge.critique(_after(OFF_TASK, GOOD))
     assert not bad.is_acceptable and bad.score < 5.0
     written = [issue for issue in bad.issues if "best earlier answer" not in issue]
-    assert written and re.search(r"declin", " ".join(written), re.IGNORECASE), bad.issues
+    assert written and re.search(r"thank", " ".join(written), re.IGNORECASE), (
+        bad.issues
+    )  # the task asks for thanks
 
 
 def test_the_comparison_prefers_the_good_answer_whichever_is_the_candidate(judge: JudgeCritic) -> None:
