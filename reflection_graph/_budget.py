@@ -67,6 +67,15 @@ def _limit_key(model: Any, options: Mapping[str, Any]) -> str | None:
     return next((name for name in REPLY_LIMITS if name in options or name in fields), None)
 
 
+def _own_limit(model: Any, key: str, options: Mapping[str, Any]) -> Any:
+    """The reply limit `model` itself puts on a call: a grammar-constrained JSON call of the embedded model has its
+    own, `structured_max_tokens` (a JSON critique needs more room than a free-text reply: cut to the text limit,
+    it may not close); any other call the model's `key` field."""
+    if options.get("json_schema") is not None and getattr(model, "structured_max_tokens", None):
+        return model.structured_max_tokens
+    return getattr(model, key, None)
+
+
 def plan_call(runnable: Runnable[Any, Any], value: Any, left: int) -> tuple[Runnable[Any, Any], int, int]:
     """How a call of `runnable` on `value` fits in `left` tokens: (the runnable to call, its reply limit cut to
     fit where it has one; the tokens to reserve for it; the least tokens it needs, a prompt and a useful reply).
@@ -77,7 +86,7 @@ def plan_call(runnable: Runnable[Any, Any], value: Any, left: int) -> tuple[Runn
         exact = callable(getattr(model, "token_bound", None))
         need = call_bound(runnable, value, None if exact else USEFUL_REPLY_TOKENS)
         return runnable, need, need
-    own = options.get(key) or getattr(model, key, None)
+    own = options.get(key) or _own_limit(model, key, options)
     limit = int(own) if own else None
     low = min(USEFUL_REPLY_TOKENS, limit) if limit else USEFUL_REPLY_TOKENS
     need = call_bound(runnable, value, low, key)

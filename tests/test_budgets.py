@@ -464,3 +464,27 @@ def test_a_time_budget_on_the_embedded_model_stops_the_run_with_budget() -> None
     result = run(create_reflection_graph(model, max_iterations=3, time_budget_s=0.05), "sync")
     assert result["stop_reason"] == "budget" and result["error"].startswith("time budget of 0.05s")
     assert result["iterations"] == 0 and result["usage"]["total"]["calls"] <= 1
+
+
+class _JsonLimited(FakeCriticModel):
+    """Like the embedded model: a free-text limit, and its own larger limit for grammar-constrained JSON."""
+
+    max_tokens: int = 96
+    structured_max_tokens: int = 320
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        own = self.structured_max_tokens if options.get("json_schema") is not None else self.max_tokens
+        return 10 + int(options.get("max_tokens") or own)
+
+
+def test_a_json_call_is_planned_with_the_models_structured_reply_limit() -> None:
+    """A JSON call's reply limit is the model's `structured_max_tokens`, not its free-text `max_tokens`: planned
+    with the text limit it reserved too little when left alone, and was cut to the text limit (a JSON critique
+    that cannot close) when the budget had room for more."""
+    json_call = _JsonLimited().bind(json_schema={"type": "object"})
+    messages = [HumanMessage("x")]
+    assert plan_call(json_call, messages, 1000) == (json_call, 330, 10 + USEFUL_REPLY_TOKENS)
+    called, reserved, _ = plan_call(json_call, messages, 210)
+    assert called.kwargs["max_tokens"] == 200 and reserved == 210  # type: ignore[attr-defined]
+    text_call = _JsonLimited().bind(stop=["x"])
+    assert plan_call(text_call, messages, 1000)[1] == 106

@@ -78,10 +78,30 @@ def _schema_of(schema: dict[str, Any] | type) -> dict[str, Any]:
         ) from exc
 
 
+# llama-cpp-python's JSON-schema grammar lets a string hold any character but `"` and `\\`, raw control
+# characters included (llama.cpp's own converter excludes them). A raw newline inside a string is not JSON
+# (`json.loads` rejects it), so a model that writes one (Gemma 3 270M's critique feedback ran on into
+# "...\n\nJSON reply:" under the grammar) produced text that never parsed, on every attempt.
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def json_gbnf(schema_json: str) -> str:
+    """The GBNF grammar of a JSON schema (llama-cpp-python's converter), whose strings hold only characters JSON
+    allows unescaped: no raw control characters, as in llama.cpp's own converter."""
+    _import_llama_cpp()
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    lines = json_schema_to_gbnf(schema_json).splitlines()
+    return "\n".join(
+        _JSON_CHAR + line[len(_LOOSE_CHAR) :] if line.startswith(_LOOSE_CHAR) else line for line in lines
+    )
+
+
 @functools.lru_cache(maxsize=32)
 def _grammar(schema_json: str) -> Any:
     llama_cpp = _import_llama_cpp()
-    return llama_cpp.LlamaGrammar.from_json_schema(schema_json, verbose=False)
+    return llama_cpp.LlamaGrammar.from_string(json_gbnf(schema_json), verbose=False)
 
 
 def structured_runnable(

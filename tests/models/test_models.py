@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,15 @@ def test_bounded_json_schema_caps_strings_lists_and_score() -> None:
 
 def test_isinstance_base_chat_model() -> None:
     assert isinstance(CallableChatModel(fn=lambda p: p), BaseChatModel)
+
+
+def test_json_grammar_strings_exclude_raw_control_characters() -> None:
+    """A string in the JSON grammar must not hold a raw newline or other control character: `json.loads` rejects
+    them, so a grammar that allows them lets a model write JSON that never parses."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.models._structured import json_gbnf
+
+    schema = bounded_json_schema(CritiqueOutput.model_json_schema())
+    rules = dict(line.split(" ::= ", 1) for line in json_gbnf(json.dumps(schema)).splitlines())
+    assert rules["char"].startswith(r'[^"\\\x7F\x00-\x1F] | "\\"'), rules["char"]
+    assert "feedback" in rules and "char" in rules["feedback"]  # the strings are built from that rule
