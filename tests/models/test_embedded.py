@@ -360,8 +360,12 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
         _logprobs._eval_fresh(llama, head)
         one_by_one = _logprobs._continuation_logprobs(llama, full[len(head) :], batched=False)
     assert len(batched) == len(full) - len(head) >= 5
-    # llama.cpp's sums differ slightly with the batch split (quantized matmuls), a few hundredths of a nat.
-    assert batched == pytest.approx(one_by_one, abs=0.15)
+    # llama.cpp's sums differ with the batch split (quantized matmuls): a few hundredths of a nat on most tokens,
+    # and 0.169 on one token of this answer with llama-cpp-python 0.3.36 (-0.882 batched, -0.713 one by one; the
+    # code before this session gives the same numbers on that build). The critic reads the mean, which must agree
+    # closely; each token within a quarter of a nat.
+    assert batched == pytest.approx(one_by_one, abs=0.25)
+    assert sum(batched) / len(batched) == pytest.approx(sum(one_by_one) / len(one_by_one), abs=0.05)
     assert max(batched) > min(batched) + 0.5  # not a constant
     top = model.next_token_logprobs(prompt + " 2 + 2 = ", top=3, tokens=["4", "four hundred"])
     assert len(top) >= 3 and all(v <= 0 for v in top.values())
