@@ -151,12 +151,8 @@ def test_merge_rejects_doubled_files_shards_and_records(tmp_path: Path) -> None:
     assert not merged.exists()
 
 
-@pytest.mark.parametrize("link", ["same path", "symlink", "hard link"])
-def test_merge_refuses_an_output_that_is_its_input_and_writes_nothing(tmp_path: Path, link: str) -> None:
-    """Issue 29, fault 4: `merge o0 o1 in.jsonl --input in.jsonl` replaced the input with merged rows."""
-    in_path = tmp_path / "in.jsonl"
-    write_tasks(in_path, 20)
-    outs = _shard_runs(tmp_path, in_path, 2)
+def _alias(tmp_path: Path, in_path: Path, link: str) -> Path:
+    """A name for `in_path`: the same path, a symlink to it or a hard link to it."""
     out = {"same path": in_path, "symlink": tmp_path / "link.jsonl", "hard link": tmp_path / "hard.jsonl"}[
         link
     ]
@@ -164,6 +160,16 @@ def test_merge_refuses_an_output_that_is_its_input_and_writes_nothing(tmp_path: 
         out.symlink_to(in_path)
     elif link == "hard link":
         os.link(in_path, out)
+    return out
+
+
+@pytest.mark.parametrize("link", ["same path", "symlink", "hard link"])
+def test_merge_refuses_an_output_that_is_its_input_and_writes_nothing(tmp_path: Path, link: str) -> None:
+    """Issue 29, fault 4: `merge o0 o1 in.jsonl --input in.jsonl` replaced the input with merged rows."""
+    in_path = tmp_path / "in.jsonl"
+    write_tasks(in_path, 20)
+    outs = _shard_runs(tmp_path, in_path, 2)
+    out = _alias(tmp_path, in_path, link)
     before = in_path.read_bytes()
     with pytest.raises(MergeError, match="is the input file"):
         merge_outputs(outs, in_path, out)
@@ -182,13 +188,7 @@ def test_cli_batch_refuses_an_output_that_is_its_input(
     write_tasks(in_path, 3)
     graph = FakeGraph()
     monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
-    out = {"same path": in_path, "symlink": tmp_path / "link.jsonl", "hard link": tmp_path / "hard.jsonl"}[
-        link
-    ]
-    if link == "symlink":
-        out.symlink_to(in_path)
-    elif link == "hard link":
-        os.link(in_path, out)
+    out = _alias(tmp_path, in_path, link)
     before = in_path.read_bytes()
     _one_line_error(_cli("batch", str(in_path), str(out), "--no-progress"), "must be a different file")
     assert graph.calls == [] and in_path.read_bytes() == before
