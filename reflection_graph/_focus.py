@@ -1,6 +1,8 @@
 """What the `focus` setting changes in `generate`: the messages of a draft or a revision, and how a reply becomes
 a candidate.
 
+- A first draft by a model prompted through its chat template, with no overridden prompt: the user's task as it
+  is (`plain_request`), the very call a user makes without the loop, whatever the focus.
 - `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
   (reflection_graph/_code.py), chat-style for a model prompted through its chat template, else completion-style;
   a reply that continues the stub becomes the full function.
@@ -13,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
-from reflection_graph._code import chat_prompted, code_messages, finish_candidate
+from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
+from reflection_graph.models.profile import chat_prompted
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
     REVISE_SYSTEM,
     draft_messages,
+    plain_request,
     revise_messages,
 )
 from reflection_graph.settings import Settings
@@ -36,6 +40,8 @@ def _code(settings: Settings, role: str) -> bool:
 
 def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:
     """The messages of a first draft for `model` (`lessons`: recalled from memory, or '')."""
+    if settings.prompts.get("generate") is None and chat_prompted(model):
+        return [HumanMessage(plain_request(state["task"], state.get("context"), lessons))]
     if _code(settings, "generate"):
         found = code_messages(state["task"], state.get("context"), chat=chat_prompted(model))
         if found is not None:

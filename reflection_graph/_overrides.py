@@ -120,12 +120,8 @@ def as_critic(
 
 
 def _instruction_tuned(model: Any) -> bool:
-    """Whether the embedded `model` runs a chat template: a bundled model by its name (nothing loaded), a GGUF file
-    by its metadata (the file is loaded once, as its first call would)."""
-    from reflection_graph.models._bundled import QWEN
-
-    if model.model_path is None:
-        return bool(model.model == QWEN)
+    """Whether the embedded `model` can judge (its profile says so: an instruction-tuned model with a chat
+    template); a bundled model is known by name, a GGUF file by its metadata."""
     return bool(model.uses_chat_template)
 
 

@@ -23,6 +23,7 @@ from reflection_graph.state import Round, StopReason
 
 __all__ = [
     "ALL_STOP_RULES",
+    "CUT_ISSUE",
     "StopRule",
     "accepts",
     "affordable_samples",
@@ -189,12 +190,17 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     return False
 
 
-def rank(entry: Mapping[str, Any]) -> tuple[bool, int, float]:
-    """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), then
-    the verifier's checks passed, then the score."""
+CUT_ISSUE = "The reply was cut off by its token limit (max_tokens) before it was finished."
+"""The issue a candidate whose reply hit its reply limit gets, whatever its critic said."""
+
+
+def rank(entry: Mapping[str, Any]) -> tuple[bool, bool, int, float]:
+    """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), not cut
+    by its reply limit (`entry["cut"]`), then the verifier's checks passed, then the score."""
     critique = entry.get("critique") or {}
     passed = int(critique.get("checks_passed") or 0)
-    return (not entry.get("echo", False), passed, float(entry.get("score") or 0.0))
+    whole = not entry.get("cut", False)
+    return (not entry.get("echo", False), whole, passed, float(entry.get("score") or 0.0))
 
 
 def best_index(keys: Sequence[Any]) -> int:
@@ -215,7 +221,7 @@ def best_sample(samples: Sequence[Mapping[str, Any]]) -> int:
 def select_round(trajectory: Sequence[Round], select: str) -> Round:
     """The round whose candidate the graph returns.
 
-    `best`: by `rank` (no echo, then checks passed, then score; ties to the later). `last`: the last round that
+    `best`: by `rank` (no echo, not cut, then checks passed, then score; ties to the later). `last`: the last round that
     is not an echo (the last round when every one is).
     """
     if select == "best":

@@ -46,6 +46,7 @@ __all__ = [
     "PromptOverride",
     "draft_messages",
     "format_critique",
+    "plain_request",
     "render_prompt",
     "revise_messages",
 ]
@@ -255,6 +256,12 @@ def _context(context: str | None) -> str:
     return f"Context:\n{context}\n" if context else ""
 
 
+def plain_request(task: str, context: str | None, lessons: str = "") -> str:
+    """The user's request as they wrote it: the task, after its context and recalled lessons when there are any.
+    A chat model's first draft is this one message (the plain call a user makes without the loop)."""
+    return f"{_context(context)}{lessons}{task}"
+
+
 def draft_messages(
     task: str, context: str | None, lessons: str, *, focus: str, template: PromptOverride | None
 ) -> list[BaseMessage]:
@@ -359,9 +366,8 @@ def _chat_revision(
         "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
         "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
     }
-    asked = f"{_context(context)}{task}" if context else task
     return [
-        HumanMessage(asked),
+        HumanMessage(plain_request(task, context)),
         AIMessage(candidate),
         HumanMessage(render_prompt(CHAT_REVISE_PROMPT, values)),
     ]

@@ -47,6 +47,9 @@ class Round(TypedDict):
     job: NotRequired[Job]
     echo: NotRequired[bool]
     """The candidate echoes a prompt, a system message or a critique (never selected while another exists)."""
+    cut: NotRequired[bool]
+    """The candidate's reply was cut by its reply limit (`max_tokens`): never accepted, never selected over a
+    whole one."""
     samples: NotRequired[list[dict[str, Any]]]
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 

@@ -39,6 +39,8 @@ class RecordingChatModel(GenericFakeChatModel):
             reply = reply(messages)
         if isinstance(reply, BaseException):
             raise reply
+        if isinstance(reply, AIMessage):  # a reply with metadata of its own (a finish reason, say)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
         text = str(reply)
         message = AIMessage(content=text, usage_metadata=_usage(text, messages))  # type: ignore[arg-type]
         return ChatResult(generations=[ChatGeneration(message=message)])

@@ -226,10 +226,8 @@ class ChatTemplateModel(RecordingChatModel):
     uses_chat_template: bool = True
 
 
-def test_a_chat_template_model_is_asked_to_complete_the_fenced_stub_and_revises_in_the_conversation() -> None:
+def test_a_chat_template_model_gets_the_task_as_it_is_and_revises_in_the_conversation() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
-
-    from reflection_graph._code import CHAT_DRAFT
 
     generator = ChatTemplateModel(
         replies=[
@@ -244,8 +242,7 @@ def test_a_chat_template_model_is_asked_to_complete_the_fenced_stub_and_revises_
     assert result["stop_reason"] == "accepted" and result["iterations"] == 2
     draft, revise = generator.received
     assert [type(m) for m in draft] == [HumanMessage]
-    assert draft[0].content == CHAT_DRAFT.format(stub=STUB.strip("\n")), "what a user asks without the loop"
-    assert draft[0].content.startswith("Complete this function:\n```python\ndef clamp(")
+    assert draft[0].content == STUB, "the user's own words: what a user asks without the loop"
     assert [type(m) for m in revise] == [HumanMessage, AIMessage, HumanMessage]
     assert revise[0].content == draft[0].content, "the revision continues the draft's conversation"
     assert "return x" in str(revise[1].content) and "This returns x" not in str(revise[1].content)
@@ -279,7 +276,8 @@ def test_a_chat_prompted_model_revises_in_a_conversation_not_from_the_worked_exa
     result = graph.invoke({"task": "Decline Ana's invitation politely"})
     assert result["candidate"] == "Dear Ana, thank you, but I must decline."
     draft, revision = generator.received
-    assert "Draft:" in draft[-1].text  # the first draft keeps the package's prompt (the plain greedy call's)
+    assert [type(m) for m in draft] == [HumanMessage], "the first draft is the plain call: the task as it is"
+    assert draft[0].text == "Decline Ana's invitation politely"
     assert [type(m) for m in revision] == [HumanMessage, AIMessage, HumanMessage]
     assert revision[0].text == "Decline Ana's invitation politely" and revision[1].text == "Dear Ana, no."
     assert "- It is curt." in revision[2].text and "Score" not in revision[2].text

@@ -62,12 +62,19 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
     """A judged candidate: its score, verdict, critique, echo flag and the usage of its calls."""
     critique, part, _ = verdict
     assert critique is not None
+    judged = critique.model_dump()
+    accepted = _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold)
+    cut = bool(sample.get("cut", False))
+    if cut:  # a reply cut by its limit is not a finished answer, whatever the critic said
+        judged["issues"] = [_rules.CUT_ISSUE, *judged.get("issues", [])]
+        judged["is_acceptable"], accepted = False, False
     return {
         "candidate": sample["candidate"],
         "score": critique.score,
-        "accepted": _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold),
-        "critique": critique.model_dump(),
+        "accepted": accepted,
+        "critique": judged,
         "echo": sample.get("echo", False),
+        **({"cut": True} if cut else {}),
         "usage": with_total({**sample.get("usage", {}), "critique": part}),
     }
 
@@ -112,6 +119,8 @@ def _critiqued(
         "job": state["rg_pending"]["job"],
         "echo": chosen["echo"],
     }
+    if chosen.get("cut"):
+        record["cut"] = True
     if len(samples) > 1:
         record["samples"] = samples
     update: dict[str, Any] = {"trajectory": [record], "iterations": iteration}

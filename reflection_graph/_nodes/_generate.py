@@ -35,6 +35,12 @@ def _text(message: Any) -> str:
     return (message.text if isinstance(message, BaseMessage) else str(message)).strip()
 
 
+def _cut(message: Any) -> bool:
+    """Whether a reply ended at its reply limit (`finish_reason` "length", as llama.cpp and OpenAI report it)."""
+    meta = getattr(message, "response_metadata", None) or {}
+    return meta.get("finish_reason") == "length"
+
+
 def _nonempty(message: Any) -> bool:
     return bool(_text(message))
 
@@ -136,27 +142,29 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     )
 
 
-_Sampled = tuple[str | None, RoleUsage, BaseException | None]
+_Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]
+"""A sample: its text (None when it failed), the usage of its calls, its error, and whether its reply was cut by
+the reply limit (`finish_reason` "length")."""
 
 
 def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     """The state update of `generate` from its samples (text, usage, error): the pending candidates."""
     role = _ROLE[plan.job]
     samples: list[dict[str, Any]] = [
-        {"candidate": plan.finish(text), "usage": {role: part}}
-        for text, part, _ in results
+        {"candidate": plan.finish(text), "usage": {role: part}, **({"cut": True} if cut else {})}
+        for text, part, _, cut in results
         if text  # an empty reply was retried by the call layer; one still empty is dropped
     ]
     if not samples:
-        usage = {role: sum_usage([part for _, part, _ in results])}
-        error = next((e for _, _, e in results if e is not None and not isinstance(e, BudgetExhausted)), None)
-        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e in results):
+        usage = {role: sum_usage([part for _, part, _, _ in results])}
+        error = next((e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e, _ in results):
             return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
         return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
     for sample in samples:
         sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
-    lost = [part for text, part, _ in results if not text]  # failed samples' calls count too
+    lost = [part for text, part, _, _ in results if not text]  # failed samples' calls count too
     if lost:
         samples[0]["usage"] = {role: sum_usage([samples[0]["usage"][role], *lost])}
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
@@ -176,9 +184,9 @@ def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
         try:
             model = sampled(plan.model, index, greedy=plan.job == "draft")
             reply = call(model, plan.messages, config, **_limits(plan.settings))
-            return _text(reply), meter.usage, None
+            return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
-            return None, meter.usage, exc
+            return None, meter.usage, exc, False
 
 
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
@@ -186,9 +194,9 @@ async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
         try:
             model = sampled(plan.model, index, greedy=plan.job == "draft")
             reply = await acall(model, plan.messages, config, **_limits(plan.settings))
-            return _text(reply), meter.usage, None
+            return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
-            return None, meter.usage, exc
+            return None, meter.usage, exc, False
 
 
 def generate(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:

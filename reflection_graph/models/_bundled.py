@@ -38,8 +38,6 @@ BundledModel: TypeAlias = Literal["qwen2.5-coder-1.5b", "gemma-3-270m"]
 QWEN: BundledModel = "qwen2.5-coder-1.5b"
 GEMMA: BundledModel = "gemma-3-270m"
 BUNDLED: tuple[BundledModel, ...] = get_args(BundledModel)
-CHAT_MODELS: frozenset[BundledModel] = frozenset({QWEN})
-"""The bundled models whose GGUF holds a chat template (instruction-tuned); the others are base models."""
 EMBEDDED_ENV_VAR = "REFLECTION_GRAPH_EMBEDDED"
 """Environment variable naming the bundled model that plain `embedded` runs (`qwen2.5-coder-1.5b` or `gemma-3-270m`)."""
 

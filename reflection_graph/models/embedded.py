@@ -39,7 +39,6 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from reflection_graph._threads import run_detached
 from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._bundled import (
-    CHAT_MODELS,
     INSTALL_HINT,
     BundledModel,
     bundled_model_path,
@@ -48,6 +47,7 @@ from reflection_graph.models._bundled import (
 )
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
+from reflection_graph.models.profile import PROFILES, profile_defaults
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -98,16 +98,19 @@ class EmbeddedChatModel(BaseChatModel):
             is the default (`default_embedded()`: Qwen when its parts are installed, else Gemma), fixed when the
             instance is built.
         model_path: a GGUF file instead of a bundled model.
-        n_ctx: context window in tokens.
+        n_ctx: context window in tokens (default: the model's profile, `reflection_graph.models.profile`: 8,192
+            for an instruction-tuned model such as Qwen, 2,048 for Gemma).
         n_threads: CPU threads; `None` uses half the CPUs, at least one (faster than all of them on 2 cores).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
-        temperature: sampling temperature (0 is greedy; critics use 0).
-        max_tokens: token budget of a free-text reply.
-        structured_max_tokens: token budget of a grammar-constrained JSON reply.
+        temperature: sampling temperature (0 is greedy; critics and first drafts use 0).
+        max_tokens: token budget of a free-text reply (default: the profile's, 2,048 for an instruction-tuned
+            model, so no normal answer is cut; 200 for Gemma). A reply cut by it has `finish_reason` "length".
+        structured_max_tokens: token budget of a grammar-constrained JSON reply (default: the profile's).
         top_p: nucleus sampling.
         top_k: top-k sampling.
         min_p: min-p sampling.
-        repeat_penalty: penalty on repeated tokens (small base models loop without it).
+        repeat_penalty: penalty on repeated tokens (default: the profile's, 1.0 (none) for an
+            instruction-tuned model, whose code and revisions copy text; 1.1 for Gemma, which loops without it).
         stop: extra stop sequences, added to the model's own (its end-of-turn token through a chat template,
             `DEFAULT_STOP` for a base model).
         empty_retries: kept for compatibility and ignored: empty replies are retried by `reflection_graph._calls`.
@@ -121,16 +124,16 @@ class EmbeddedChatModel(BaseChatModel):
 
     model: BundledModel | None = Field(default=None, description="Bundled model; None = the default one.")
     model_path: str | None = Field(default=None, description="GGUF file instead of a bundled model.")
-    n_ctx: int = Field(default=2048, gt=0)
+    n_ctx: int = Field(default=PROFILES["gemma-3-270m"].n_ctx, gt=0)
     n_threads: int | None = Field(default=None, gt=0)
     seed: int | None = 0
     temperature: float = Field(default=0.7, ge=0)
-    max_tokens: int = Field(default=200, gt=0)
-    structured_max_tokens: int = Field(default=320, gt=0)
+    max_tokens: int = Field(default=PROFILES["gemma-3-270m"].max_tokens, gt=0)
+    structured_max_tokens: int = Field(default=PROFILES["gemma-3-270m"].structured_max_tokens, gt=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
     top_k: int = Field(default=40, ge=0)
     min_p: float = Field(default=0.05, ge=0, le=1)
-    repeat_penalty: float = Field(default=1.1, gt=0)
+    repeat_penalty: float = Field(default=PROFILES["gemma-3-270m"].repeat_penalty, gt=0)
     stop: list[str] | None = None
     empty_retries: int = Field(default=2, ge=0)
 
@@ -146,6 +149,29 @@ class EmbeddedChatModel(BaseChatModel):
                 "bundled model"
             )
         return path
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: Any) -> Any:
+        """Fill every call default the user did not give from the model's profile (`models.profile`)."""
+        if not isinstance(data, dict):
+            return data
+        model, path = data.get("model"), data.get("model_path")
+        if model is None and path is None:
+            model = default_embedded()
+        if model is not None and model not in PROFILES:
+            return data  # the field's own validation names the bundled models
+        if model is None:
+            if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)):
+                return data  # `_check_path` says what is wrong
+            template = has_chat_template(os.path.expanduser(path))
+        else:
+            template = False
+        filled = dict(data)
+        for key, value in profile_defaults(model, template).items():
+            if filled.get(key) is None:
+                filled[key] = value
+        return filled
 
     @model_validator(mode="after")
     def _pick_model(self) -> EmbeddedChatModel:
@@ -213,7 +239,7 @@ class EmbeddedChatModel(BaseChatModel):
         """True when calls go through the GGUF's own chat template: an instruction-tuned model (Qwen), not a base
         model (Gemma). Known for the bundled models; read from a `model_path` file's metadata without loading it."""
         if self.model is not None:
-            return self.model in CHAT_MODELS
+            return PROFILES[self.model].chat_template
         return has_chat_template(self.resolved_model_path)
 
     def render_prompt(self, messages: LanguageModelInput) -> str:
@@ -456,17 +482,22 @@ _CUE = re.compile(r"\n([A-Z][\w ]{0,40}:)\s*\Z")
 
 
 def _cue_stop(messages: Sequence[BaseMessage]) -> str:
-    """The cue line a prompt ends with (`Draft:`, `Revised answer:`), as a stop sequence on a line of its own.
+    """The package's cue line a prompt ends with (`Draft:`, `Revised answer:`), as a stop sequence on a line of
+    its own.
 
-    Through a chat template the package's completion-style prompts still end with such a cue; an instruction-tuned
-    model that writes it again on a line of its own has finished its answer and starts another (a second
-    `Revised answer:`). Only that very line stops it: the cues of other prompts and text such as `Task: ...`
-    inside an answer do not.
+    Through a chat template a completion-style prompt of the package (or a user's template built like one) still
+    ends with such a cue; an instruction-tuned model that writes it again on a line of its own has finished its
+    answer and starts another (a second `Revised answer:`). Only the package's cue lines count, and only that very
+    line stops it: a user's own task that happens to end in `Answer:` is sent as a plain call is, with no stop.
     """
     if not messages or messages[-1].type != "human":
         return ""
     found = _CUE.search("\n" + messages[-1].text)
-    return f"\n{found.group(1)}\n" if found else ""
+    return f"\n{found.group(1)}\n" if found and found.group(1) in _PACKAGE_CUES else ""
+
+
+_PACKAGE_CUES = frozenset(s.strip() for s in DEFAULT_STOP if s.startswith("\n") and s.endswith(":"))
+"""The cue lines of the package's prompts (`Draft:`, `Revised answer:`, `JSON verdict:`, ...)."""
 
 
 def _chat_message(message: BaseMessage) -> dict[str, str]:

