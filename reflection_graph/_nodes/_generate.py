@@ -157,7 +157,9 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     ]
     if not samples:
         usage = {role: sum_usage([part for _, part, _, _ in results])}
-        error = next((e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        error = next(
+            (e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None
+        )
         if error is None and any(isinstance(e, BudgetExhausted) for _, _, e, _ in results):
             return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
