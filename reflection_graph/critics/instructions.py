@@ -172,7 +172,7 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def _declared_arguments(checker: type) -> tuple[str, ...]:
+def _declared_arguments(checker: Any) -> tuple[str, ...]:
     """The named arguments of a checker's `build_description` (none for the ones taking only `**kwargs`)."""
     parameters = inspect.signature(checker.build_description).parameters.values()
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -234,7 +234,7 @@ def _checked_kwargs(kwargs: Any, ids: Sequence[str]) -> list[dict[str, Any]]:
     return [_clean_kwargs(entry) for entry in args]
 
 
-def _check_arguments(iid: str, args: Mapping[str, Any], checker: type) -> None:
+def _check_arguments(iid: str, args: Mapping[str, Any], checker: Any) -> None:
     """Refuse an argument the checker of `iid` does not take, or one of the wrong kind (see `_ARGUMENT_KINDS`)."""
     declared = _declared_arguments(checker)
     for name, value in args.items():
