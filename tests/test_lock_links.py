@@ -75,7 +75,8 @@ def test_a_batch_on_a_symlink_of_a_running_batchs_output_is_refused(
             run_batch(graph, in_path, link, progress=False)
         monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
         result = runner.invoke(cli.app, ["batch", str(in_path), str(link), "--no-progress"])
-        assert result.exit_code == 2 and "is being written by another batch run" in result.stderr, result.output
+        assert result.exit_code == 2, result.output
+        assert "is being written by another batch run" in result.stderr, result.stderr
         assert graph.calls == [] and link.is_symlink()
         assert proc.wait(timeout=60) == 0
     finally:
