@@ -47,6 +47,9 @@ class Round(TypedDict):
     job: NotRequired[Job]
     echo: NotRequired[bool]
     """The candidate echoes a prompt, a system message or a critique (never selected while another exists)."""
+    placeholder: NotRequired[bool]
+    """The candidate brought in a template placeholder (`[Your Name]`) that the task, its context and the answer
+    it revised did not hold; it ranks below every candidate without one."""
     samples: NotRequired[list[dict[str, Any]]]
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 
@@ -99,7 +102,7 @@ class Pending(TypedDict):
     iteration: int
     job: Job
     samples: list[dict[str, Any]]
-    """Each: `candidate`, `usage` (of the call that made it) and `echo`."""
+    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`."""
 
 
 class ReflectionState(InputState, OutputState, total=False):

@@ -59,7 +59,7 @@ def _to_judge(step: Step, state: Mapping[str, Any]) -> tuple[list[dict[str, Any]
 
 
 def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judged) -> dict[str, Any]:
-    """A judged candidate: its score, verdict, critique, echo flag and the usage of its calls."""
+    """A judged candidate: its score, verdict, critique, echo and placeholder flags and the usage of its calls."""
     critique, part, _ = verdict
     assert critique is not None
     return {
@@ -68,6 +68,7 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
         "accepted": _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold),
         "critique": critique.model_dump(),
         "echo": sample.get("echo", False),
+        "placeholder": sample.get("placeholder", False),
         "usage": with_total({**sample.get("usage", {}), "critique": part}),
     }
 
@@ -111,6 +112,7 @@ def _critiqued(
         ),
         "job": state["rg_pending"]["job"],
         "echo": chosen["echo"],
+        "placeholder": chosen["placeholder"],
     }
     if len(samples) > 1:
         record["samples"] = samples
