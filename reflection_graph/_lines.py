@@ -1,7 +1,7 @@
 """Lines a person reads: whole sentences, in the task's script.
 
-A critique line is kept only as far as it runs in whole sentences (each ends with `.`, `!` or `?`, closing quotes
-and brackets allowed after it) written in the letters of the task's own script(s): Latin for an English task,
+A critique line is kept only as far as it runs in whole sentences (each ends with `.`, `!` or `?` before a space or
+the end, or with `。`, `！` or `？`; closing quotes and brackets allowed after it) written in the letters of the task's own script(s): Latin for an English task,
 Cyrillic for a Russian one, Han and kana for a Japanese one. A line cut by a length limit ("... which is important
 to show respect to") keeps its sentences before the cut, or nothing; a line that drifts into another script ("For
 example: 'I appreciate the邀") keeps its sentences before the drift. Digits, punctuation and symbols belong to
@@ -17,7 +17,7 @@ __all__ = ["script_of", "scripts", "whole_line"]
 
 _GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "CJK": "CJK", "HALFWIDTH": "CJK", "FULLWIDTH": "CJK"}
 _NEUTRAL = frozenset({"MODIFIER", "MATHEMATICAL", "SCRIPT", "DOUBLE-STRUCK", "BLACK-LETTER", "CIRCLED"})
-_SENTENCE = re.compile(r".*?[.!?]+[\"'”’)\]]*(?=\s|\Z)", re.S)
+_SENTENCE = re.compile(r".*?(?:[.!?]+[\"'”’)\]]*(?=\s|\Z)|[。！？]+[」』”’）)]*)", re.S)
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|approx)\.\Z", re.I)
 
 

@@ -21,12 +21,14 @@ def top(**probs: float) -> list[dict[str, Any]]:
 
 
 def answer_of(prompt: str) -> str:
-    return prompt.split("Answer:\n", 1)[1].split("\n\n", 1)[0]
+    """The answer in a one-answer question (the question follows the last blank line)."""
+    return prompt.split("Answer:\n", 1)[1].rsplit("\n\n", 1)[0]
 
 
 def answers_of(prompt: str) -> tuple[str, str]:
-    a = prompt.split("Answer A:\n", 1)[1].split("\n\n", 1)[0]
-    b = prompt.split("Answer B:\n", 1)[1].split("\n\n", 1)[0]
+    """Answers A and B in a comparison."""
+    a = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:\n", 1)[0]
+    b = prompt.split("Answer B:\n", 1)[1].rsplit("\n\n", 1)[0]
     return a, b
 
 
