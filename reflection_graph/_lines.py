@@ -15,7 +15,10 @@ import unicodedata
 
 __all__ = ["script_of", "scripts", "whole_line"]
 
-_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "CJK": "CJK", "HALFWIDTH": "CJK", "FULLWIDTH": "CJK"}
+_GROUPS = {
+    name: "CJK"
+    for name in ("CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "IDEOGRAPHIC", "HALFWIDTH", "FULLWIDTH")
+}
 _NEUTRAL = frozenset({"MODIFIER", "MATHEMATICAL", "SCRIPT", "DOUBLE-STRUCK", "BLACK-LETTER", "CIRCLED"})
 _SENTENCE = re.compile(r".*?(?:[.!?]+[\"'”’)\]]*(?=\s|\Z)|[。！？]+[」』”’）)]*)", re.S)
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|approx)\.\Z", re.I)
