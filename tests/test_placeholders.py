@@ -94,7 +94,10 @@ LATIN = frozenset({"LATIN"})
 @pytest.mark.parametrize(
     ("line", "kept"),
     [
-        ("The email does not mention the reason for declining the offer, which is important to show respect to", ""),
+        (
+            "The email does not mention the reason for declining the offer, which is important to show respect to",
+            "",
+        ),
         (
             "Add a brief explanation of why you declined. For example: 'I appreciate the邀",
             "Add a brief explanation of why you declined.",
@@ -115,4 +118,7 @@ def test_scripts_group_han_and_kana_and_ignore_digits_and_punctuation() -> None:
     assert scripts("日本語のテキスト、カタカナ") == {"CJK"}
     assert scripts("Write 3 emails, ½ page!") == {"LATIN"}
     assert scripts("Café naïve") == {"LATIN"}
-    assert whole_line("メールに感謝がありません。", scripts("日本語で書いてください")) == "メールに感謝がありません。"
+    assert (
+        whole_line("メールに感謝がありません。", scripts("日本語で書いてください"))
+        == "メールに感謝がありません。"
+    )

@@ -97,6 +97,7 @@ __all__ = [
     "Judgement",
     "WrittenCritique",
     "log_odds",
+    "placeholder_fault",
     "preference",
 ]
 
@@ -175,6 +176,15 @@ def preference(as_a: float, as_b: float) -> float:
 
 def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
+
+
+def placeholder_fault(slots: Sequence[str]) -> Fault:
+    """The fault the placeholder rule names for `slots` (the template placeholders a candidate brought in)."""
+    plural = "s" if len(slots) > 1 else ""
+    return Fault(
+        issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
+        fix="Write the real text in its place, or leave that part out.",
+    )
 
 
 _Ask = tuple[Runnable[Any, Any], list[BaseMessage]]
@@ -378,16 +388,9 @@ class JudgeCritic(BaseCritic):
     def _critique(self, judgement: Judgement, faults: Sequence[Fault], notes: list[str]) -> Critique:
         """A rejected candidate's critique: the confirmed faults and the placeholder rule's, the judge's readings
         that tell against it, and plain notes (feedback only) when nothing is found."""
-        faults = list(faults)
-        if judgement.placeholders:
-            slots = ", ".join(judgement.placeholders)
-            plural = "s" if len(judgement.placeholders) > 1 else ""
-            faults.append(
-                Fault(
-                    issue=f"The answer holds the template placeholder{plural} {slots}, which the task did not ask for.",
-                    fix="Write the real text in its place, or leave that part out.",
-                )
-            )
+        faults = (
+            [*faults, placeholder_fault(judgement.placeholders)] if judgement.placeholders else list(faults)
+        )
         issues = [f.issue for f in faults]
         suggestions = [f.fix for f in faults if f.fix]
         if judgement.p_better is not None and judgement.p_better < 0.5 and not judgement.tie:

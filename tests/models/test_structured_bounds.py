@@ -30,7 +30,9 @@ def test_declared_bounds_stand_and_a_retry_lowers_only_the_item_count() -> None:
 
 def test_undeclared_bounds_still_tighten() -> None:
     retry = bounded_json_schema(CritiqueOutput.model_json_schema(), max_string=30, max_items=1, retry=True)
-    assert retry["properties"]["feedback"]["maxLength"] == 30 and retry["properties"]["issues"]["maxItems"] == 1
+    assert (
+        retry["properties"]["feedback"]["maxLength"] == 30 and retry["properties"]["issues"]["maxItems"] == 1
+    )
     huge = bounded_json_schema({"type": "string", "maxLength": 100_000})
     assert huge["maxLength"] == 400  # a declared bound is kept only up to 400
 
