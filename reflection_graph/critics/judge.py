@@ -450,10 +450,17 @@ class JudgeCritic(BaseCritic):
     def p_better(self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None) -> float:
         """The comparison alone: the chance that `request.candidate` does the task better than `other` (two
         calls, one per order)."""
+        return preference(*self.orders(request, other, config))
+
+    def orders(
+        self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None
+    ) -> tuple[float, float]:
+        """The comparison's two readings (two calls): the log-odds of the candidate's letter with it as A, then as
+        B. Both positive: it won in both orders; of opposite signs: a tie (the position decided)."""
         as_a, as_b = (
             call(self._reader, m, config, **self._limits()) for m in self.preference_messages(request, other)
         )
-        return preference(log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A"))
+        return log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A")
 
     def faults(
         self, request: CritiqueRequest, config: RunnableConfig | None = None

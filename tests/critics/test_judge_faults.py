@@ -202,3 +202,11 @@ def test_in_the_loop_a_positional_judge_never_stops_as_accepted() -> None:
         {"task": TASK}
     )
     assert result["stop_reason"] == "max_iterations" and result["iterations"] == 3
+
+
+def test_the_orders_one_by_one_tell_a_tie_from_a_win() -> None:
+    critic = JudgeCritic(_positional())
+    as_a, as_b = critic.orders(_request(GOOD), RUDE)
+    assert as_a > 0 > as_b and as_a == pytest.approx(-as_b)  # the position alone: a tie
+    fair = JudgeCritic(_judge(_written(), bias=0.0))
+    assert all(x > 0 for x in fair.orders(_request(GOOD), RUDE))  # preferred in both orders: a win
