@@ -370,7 +370,11 @@ class JudgeCritic(BaseCritic):
             return Critique(
                 is_acceptable=True,
                 score=judgement.score,
-                feedback="Judged correct, and better than the best earlier answer.",
+                feedback=(
+                    "Judged correct, and more likely right than the best earlier answer (their comparison tied)."
+                    if judgement.tie
+                    else "Judged correct, and better than the best earlier answer."
+                ),
             )
         faults: list[Fault] = []
         notes: list[str] = []

@@ -194,6 +194,8 @@ def test_a_tie_is_settled_by_a_better_verdict_of_its_own() -> None:
     assert judged.p_yes > judged.p_yes_earlier
     assert model.kinds() == ["verdict", "A-or-B", "A-or-B", "verdict"]
     assert answer_of(model.calls[-1][0]) == RUDE  # the earlier answer's verdict
+    result = JudgeCritic(_positional(yes=model.yes)).critique(_request(GOOD, earlier=RUDE))
+    assert result.is_acceptable and "tied" in result.feedback  # says what it rests on
 
 
 def test_in_the_loop_a_positional_judge_never_stops_as_accepted() -> None:
