@@ -47,7 +47,6 @@ from reflection_graph.models._bundled import (
 )
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
-from reflection_graph.models.profile import PROFILES, profile_defaults
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -55,6 +54,7 @@ from reflection_graph.models._structured import (
     parse_json_runnable,
     structured_runnable,
 )
+from reflection_graph.models.profile import PROFILES, profile_defaults
 
 __all__ = [
     "DEFAULT_STOP",
