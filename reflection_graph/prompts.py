@@ -176,16 +176,23 @@ CHAT_CRITIQUE_SYSTEM = (
     "fault: an answer that does the task gets an empty list. You never suggest a template placeholder such as "
     "[Your Name]."
 )
+"""The reviewer's instructions, in the closing paragraph of `CHAT_CRITIQUE_PROMPT`: after the task and the answer,
+so the critique's prompt starts with the very text of the verdict's (the embedded model evaluates it once)."""
 
-CHAT_CRITIQUE_PROMPT = """Task:
+CHAT_CRITIQUE_PROMPT = (
+    """Task:
 {task}
 {context}
 Answer:
 {candidate}
 
-List the answer's real faults, each with how to fix it, as JSON: {{"faults": [{{"issue": "...", "fix": "..."}}]}}.
+"""
+    + CHAT_CRITIQUE_SYSTEM.replace("{", "{{").replace("}", "}}")
+    + """ List the answer's real faults, each with how to fix it, as JSON: {{"faults": [{{"issue": "...", \
+"fix": "..."}}]}}.
 Write each issue and each fix as one short, whole sentence in the language of the task. If the answer does what \
 the task asks, reply {{"faults": []}}."""
+)
 """The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 
 CHAT_FAULT_PROMPT = """Task:

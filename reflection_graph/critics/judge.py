@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._calls import acall, call
@@ -81,7 +81,6 @@ from reflection_graph.critics.pairwise import _best, moved_score
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
-    CHAT_CRITIQUE_SYSTEM,
     CHAT_FAULT_PROMPT,
     CHAT_NO_FAULT_PROMPT,
     CHAT_PREFERENCE_PROMPT,
@@ -291,11 +290,9 @@ class JudgeCritic(BaseCritic):
         ]
 
     def critique_messages(self, request: CritiqueRequest) -> list[BaseMessage]:
-        """The request for the written critique."""
-        return [
-            SystemMessage(CHAT_CRITIQUE_SYSTEM),
-            HumanMessage(render_prompt(CHAT_CRITIQUE_PROMPT, self._values(request))),
-        ]
+        """The request for the written critique: one message that starts as the verdict's does (the task, then
+        the answer), so a model that keeps prompt prefixes evaluates them once for both."""
+        return [HumanMessage(render_prompt(CHAT_CRITIQUE_PROMPT, self._values(request)))]
 
     def fault_messages(self, request: CritiqueRequest, fault: Fault) -> list[list[BaseMessage]]:
         """The questions that check one written fault: "does the answer have it?", and with `confirm="both"`

@@ -15,10 +15,11 @@ import functools
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reflection_graph.models._bundled import INSTALL_HINT
+from reflection_graph.models._reuse import PrefixStates
 
 _EXTRA_BUFFERS_ENV = "REFLECTION_GRAPH_LLAMA_EXTRA_BUFFERS"
 
@@ -84,6 +85,10 @@ class _Loaded:
     None when its metadata has none."""
     end_of_turn: str = ""
     """The text of the end-of-turn (EOS) token the chat template closes a reply with."""
+    states: PrefixStates = field(default_factory=PrefixStates)
+    """Saved prompt-prefix states (`_reuse`), used under `lock`."""
+    recorder: list[Any] | None = None
+    """The active `_record.recording`'s list of call records, or None."""
 
 
 def _chat_formatter(llama: Any) -> tuple[Any, str]:

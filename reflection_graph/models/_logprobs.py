@@ -1,15 +1,19 @@
 """Token log-probabilities from a loaded llama.cpp model: the next token, and each token of a continuation.
 
-Scoring reads logits straight from llama.cpp. Every scoring pass starts from an empty KV cache and evaluates
-its whole text in the same batches, so a text gets the same log-probabilities whatever the model ran before:
-reusing a cached prefix splits the batches differently, and llama.cpp's quantized matrix products then differ
-by a few hundredths of a nat, enough to reorder close candidates (a judge must not depend on its history).
+Scoring reads logits straight from llama.cpp. Every scoring pass evaluates its text in the same phases whatever
+the model ran before (`_reuse.evaluate`: phases fixed by the call's own messages, a saved prefix state loaded
+where one exists), so a text gets the same log-probabilities in any order: reusing whatever prefix happened to be
+cached would split the batches differently, and llama.cpp's quantized matrix products then differ by a few
+hundredths of a nat, enough to reorder close candidates (a judge must not depend on its history).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
+from reflection_graph.models import _record, _reuse
 from reflection_graph.models._llama import _import_llama_cpp, _Loaded
 
 
@@ -78,14 +82,29 @@ def _piece(llama: Any, token: int) -> str:
     return text
 
 
+def _evaluate(loaded: _Loaded, ids: list[int], bounds: Sequence[int], max_bytes: int) -> tuple[int, float]:
+    """Evaluate `ids` in its phases (`_reuse.evaluate`); the tokens evaluated and the seconds it took."""
+    start = time.perf_counter()
+    evaluated = _reuse.evaluate(loaded.llama, ids, bounds, loaded.states, max_bytes)
+    return evaluated, time.perf_counter() - start
+
+
 def next_token_logprobs(
-    loaded: _Loaded, ids: list[int], top: int, tokens: tuple[str, ...]
+    loaded: _Loaded,
+    ids: list[int],
+    top: int,
+    tokens: tuple[str, ...],
+    bounds: Sequence[int] = (),
+    max_bytes: int = 0,
 ) -> dict[str, float]:
-    """The `top` most likely tokens after `ids`, plus each single-token text of `tokens`, as natural logs."""
+    """The `top` most likely tokens after `ids`, plus each single-token text of `tokens`, as natural logs.
+
+    `ids` is evaluated in phases ending at `bounds` (`_reuse`), with saved states of up to `max_bytes`."""
     llama = loaded.llama
     with loaded.lock:
-        _eval_fresh(llama, ids)
+        evaluated, seconds = _evaluate(loaded, ids, bounds, max_bytes)
         logprobs = _last_logprobs(llama)
+    _record.add(loaded, _record.CallRecord("next_token", ids, ids, evaluated=evaluated, prompt_s=seconds))
     picks = [int(i) for i in logprobs.argsort()[::-1][:top]]
     out = {_piece(llama, i): float(logprobs[i]) for i in picks}
     for text in tokens:
@@ -95,8 +114,17 @@ def next_token_logprobs(
     return out
 
 
-def continuation_logprobs(loaded: _Loaded, head: list[int], full: list[int], max_tokens: int) -> list[float]:
-    """Log-probability of each token of `full` past its common prefix with `head` (at most `max_tokens`)."""
+def continuation_logprobs(
+    loaded: _Loaded,
+    head: list[int],
+    full: list[int],
+    max_tokens: int,
+    bounds: Sequence[int] = (),
+    max_bytes: int = 0,
+) -> list[float]:
+    """Log-probability of each token of `full` past its common prefix with `head` (at most `max_tokens`).
+
+    The prefix is evaluated in phases ending at those of `bounds` inside it (`_reuse`)."""
     shared = 0
     for a, b in zip(head, full, strict=False):
         if a != b:
@@ -104,6 +132,15 @@ def continuation_logprobs(loaded: _Loaded, head: list[int], full: list[int], max
         shared += 1
     shared = max(1, min(shared, len(full) - 1))  # tokens can merge across the boundary
     targets = full[shared : shared + max_tokens]
+    inside = [b for b in bounds if b < shared]
     with loaded.lock:
-        _eval_fresh(loaded.llama, full[:shared])
-        return _continuation_logprobs(loaded.llama, targets)
+        evaluated, seconds = _evaluate(loaded, full[:shared], inside, max_bytes)
+        start = time.perf_counter()
+        out = _continuation_logprobs(loaded.llama, targets)
+        seconds += time.perf_counter() - start
+    record = _record.CallRecord(
+        "continuation", full[:shared], full[:shared], targets=targets, prompt_s=seconds
+    )
+    record.evaluated = evaluated + len(targets) - 1
+    _record.add(loaded, record)
+    return out

@@ -14,17 +14,25 @@ Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 2
 `render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
 to its last full sentence. Structured output (`with_structured_output`) is grammar-constrained JSON
 (`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
-`continuation_logprobs`) are computed from an empty KV cache each time, so a text's score never depends on what
-the model ran before. Install with `pip install "reflection-graph[local]"`.
+`continuation_logprobs`) and replies depend only on the call's inputs, never on what the model ran before.
+
+Every call is evaluated in phases fixed by its own messages (`_reuse`): a prefix shared by several calls (the
+task and the answer of the judge's readings and written critique, the first draft's prompt of a revision) is
+evaluated once and its saved state loaded by the calls that start with it, and a call computes the same figures
+whether its prefix was saved or not. A revision (a call that continues a conversation holding the earlier answer)
+is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
 The parts live beside this module: `_bundled` (the bundled files, the default), `_llama` (loading, the AMX guard),
-`_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing) and `_logprobs` (scoring).
+`_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse`
+(phases and saved prefix states), `_lookup` (prompt-lookup decoding) and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +45,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from reflection_graph._threads import run_detached
-from reflection_graph.models import _logprobs, _tokens
+from reflection_graph.models import _logprobs, _lookup, _record, _reuse, _tokens
 from reflection_graph.models._bundled import (
     INSTALL_HINT,
     BundledModel,
@@ -81,6 +89,7 @@ _CALL_OPTIONS = frozenset(
         "logprobs",
         "top_logprobs",
         "score_text",
+        "prompt_lookup",
     }
 )
 
@@ -114,6 +123,12 @@ class EmbeddedChatModel(BaseChatModel):
         stop: extra stop sequences, added to the model's own (its end-of-turn token through a chat template,
             `DEFAULT_STOP` for a base model).
         empty_retries: kept for compatibility and ignored: empty replies are retried by `reflection_graph._calls`.
+        prefix_cache_mb: memory for saved prompt-prefix states, in MB (at most 16 states per loaded GGUF; 0 keeps
+            none: every call then evaluates its whole prompt, with the same figures). A state holds the KV cache
+            of its tokens, about 28 KB a token for Qwen, 18 KB for Gemma.
+        prompt_lookup: prompt-lookup decoding of free-text replies: None (default) for calls that continue a
+            conversation holding an earlier answer (revisions), True for every free-text call, False for none.
+            Also a call option. Greedy replies keep their text.
 
     Example:
         ```python
@@ -136,6 +151,10 @@ class EmbeddedChatModel(BaseChatModel):
     repeat_penalty: float = Field(default=PROFILES["gemma-3-270m"].repeat_penalty, gt=0)
     stop: list[str] | None = None
     empty_retries: int = Field(default=2, ge=0)
+    prefix_cache_mb: int = Field(default=256, ge=0, description="Memory for saved prompt-prefix states, MB.")
+    prompt_lookup: bool | None = Field(
+        default=None, description="Prompt-lookup decoding; None: for revisions."
+    )
 
     @field_validator("model_path")
     @classmethod
@@ -275,8 +294,15 @@ class EmbeddedChatModel(BaseChatModel):
         """
         if top < 0:
             raise ValueError(f"top must be >= 0, got {top}")
+        return self._next_token_logprobs(prompt, top, tuple(tokens), _reuse.Plan())
+
+    def _next_token_logprobs(
+        self, prompt: str, top: int, tokens: tuple[str, ...], plan: _reuse.Plan
+    ) -> dict[str, float]:
         loaded = self._loaded()
-        return _logprobs.next_token_logprobs(loaded, self._prompt_ids(loaded, prompt), top, tuple(tokens))
+        ids = self._prompt_ids(loaded, prompt)
+        bounds = self._bounds(loaded, plan, ids)
+        return _logprobs.next_token_logprobs(loaded, ids, top, tokens, bounds, self._cache_bytes())
 
     def continuation_logprobs(self, prompt: str, continuation: str, *, max_tokens: int = 128) -> list[float]:
         """Log-probability of each token of `continuation` right after `prompt` (at most `max_tokens` tokens).
@@ -286,9 +312,45 @@ class EmbeddedChatModel(BaseChatModel):
         """
         if not continuation:
             raise ValueError("continuation must not be empty")
+        return self._continuation_logprobs(prompt, continuation, max_tokens, _reuse.Plan())
+
+    def _continuation_logprobs(
+        self, prompt: str, continuation: str, max_tokens: int, plan: _reuse.Plan
+    ) -> list[float]:
         loaded = self._loaded()
         head, full = self._prompt_ids(loaded, prompt), self._prompt_ids(loaded, prompt + continuation)
-        return _logprobs.continuation_logprobs(loaded, head, full, max_tokens)
+        bounds = self._bounds(loaded, plan, full)
+        return _logprobs.continuation_logprobs(loaded, head, full, max_tokens, bounds, self._cache_bytes())
+
+    def _cache_bytes(self) -> int:
+        return self.prefix_cache_mb * 2**20
+
+    def _bounds(self, loaded: _Loaded, plan: _reuse.Plan, ids: list[int]) -> tuple[int, ...]:
+        """Where the phases of `ids` end (`_reuse.token_bounds`), tokenized as `_prompt_ids` tokenizes."""
+        chat = self._formatter(loaded) is not None
+
+        def tokenize(text: str) -> list[int]:
+            out: list[int] = loaded.llama.tokenize(text.encode("utf-8"), add_bos=not chat, special=chat)
+            return out
+
+        return _reuse.token_bounds(plan.prefixes, ids, tokenize)
+
+    def _plan(
+        self, loaded: _Loaded, messages: Sequence[BaseMessage], prompt: str, overrides: dict[str, Any]
+    ) -> _reuse.Plan:
+        """How a call on `messages` (rendered as `prompt`) is evaluated and generated (`_reuse.plan`)."""
+        generation = not (overrides.get("logprobs") or overrides.get("top_logprobs") is not None)
+        lookup = overrides.get("prompt_lookup", self.prompt_lookup)
+        if overrides.get("json_schema") is not None:
+            lookup = False
+        return _reuse.plan(
+            messages,
+            prompt,
+            self.render_prompt,
+            chat=self._formatter(loaded) is not None,
+            generation=generation,
+            lookup=None if lookup is None else bool(lookup),
+        )
 
     def _prompt_ids(self, loaded: _Loaded, prompt: str) -> list[int]:
         """The tokens of `prompt`: a chat-template prompt as llama-cpp-python's chat completion tokenizes it
@@ -326,21 +388,59 @@ class EmbeddedChatModel(BaseChatModel):
         return params
 
     def _complete(
-        self, loaded: _Loaded, prompt: str, params: dict[str, Any], grammar: Any = None
+        self,
+        loaded: _Loaded,
+        prompt: str,
+        params: dict[str, Any],
+        grammar: Any = None,
+        plan: _reuse.Plan | None = None,
     ) -> dict[str, Any]:
+        """One `create_completion` of `prompt`, its prompt evaluated first in the phases of `plan` (`_reuse`)."""
+        plan = plan or _reuse.Plan()
         args = dict(params)
+        chat = self._formatter(loaded) is not None
+        # A chat prompt goes as its tokens (special tokens parsed), as llama-cpp-python's chat completion sends it;
+        # llama.cpp ends a reply at the end-of-turn token itself. A completion prompt goes as its text, and its
+        # tokens here are the ones `create_completion` makes of it (BOS added, special tokens parsed).
         ids = self._prompt_ids(loaded, prompt)
+        if not chat:
+            ids = loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         args["max_tokens"] = min(args["max_tokens"], self.n_ctx - len(ids))
         if args["seed"] is None:
             args["seed"] = int.from_bytes(os.urandom(4), "little")
-        # A chat prompt goes as its tokens (special tokens parsed), as llama-cpp-python's chat completion sends it;
-        # llama.cpp ends a reply at the end-of-turn token itself.
-        text_or_ids: str | list[int] = ids if self._formatter(loaded) is not None else prompt
+        text_or_ids: str | list[int] = ids if chat else prompt
+        bounds = self._bounds(loaded, plan, ids)
+        lookup = plan.lookup and grammar is None
         with loaded.lock:
-            # From an empty cache: a reused prefix is evaluated in other batches, which shifts the logits a
-            # little and so the sample too; the same prompt and seed must give the same text.
-            loaded.llama.reset()
-            result: dict[str, Any] = loaded.llama.create_completion(text_or_ids, grammar=grammar, **args)
+            # The same phases whether a prefix state is saved or not (a prefix evaluated in other batches shifts
+            # the logits a little, and so the sample): the same prompt and seed give the same text. The prompt is
+            # then fully evaluated, so `create_completion` samples its first token at once.
+            start = time.perf_counter()
+            evaluated = _reuse.evaluate(
+                loaded.llama, ids, bounds, loaded.states, self._cache_bytes(), keep_end=plan.keep_end
+            )
+            prompt_s = time.perf_counter() - start
+            drafts = _lookup.prompt_lookup(loaded.llama, len(ids)) if lookup else contextlib.nullcontext()
+            with drafts as stats:
+                result: dict[str, Any] = loaded.llama.create_completion(text_or_ids, grammar=grammar, **args)
+            generate_s = time.perf_counter() - start - prompt_s
+        _record.add(
+            loaded,
+            _record.CallRecord(
+                "completion",
+                text_or_ids,
+                ids,
+                args=args,
+                grammar=grammar,
+                evaluated=evaluated,
+                prompt_s=prompt_s,
+                generate_s=generate_s,
+                completion_tokens=int((result.get("usage") or {}).get("completion_tokens", 0)),
+                text=result["choices"][0]["text"],
+                lookup=lookup,
+                steps=stats.steps if stats is not None else 0,
+            ),
+        )
         return result
 
     def _own_stops(self, loaded: _Loaded, messages: Sequence[BaseMessage] = ()) -> list[str]:
@@ -358,16 +458,18 @@ class EmbeddedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         prompt = self.render_prompt(messages)
-        params = self._sampling(stop, kwargs, self._loaded(), messages)
+        loaded = self._loaded()
+        params = self._sampling(stop, kwargs, loaded, messages)
+        plan = self._plan(loaded, messages, prompt, kwargs)
         if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
             top = int(kwargs["top_logprobs"]) if kwargs.get("top_logprobs") is not None else 1
-            text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"))
+            text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"), plan)
         elif kwargs.get("json_schema") is not None:
             text, usage, meta = self._generate_json(
-                prompt, kwargs["json_schema"], params, kwargs.get("max_tokens")
+                prompt, kwargs["json_schema"], params, kwargs.get("max_tokens"), plan
             )
         else:
-            text, usage, meta = self._generate_text(prompt, params)
+            text, usage, meta = self._generate_text(prompt, params, plan)
         message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)
         return ChatResult(
             generations=[ChatGeneration(message=message)], llm_output={"token_usage": dict(usage)}
@@ -391,7 +493,7 @@ class EmbeddedChatModel(BaseChatModel):
         }
 
     def _generate_logprobs(
-        self, prompt: str, top: int, score_text: str | None
+        self, prompt: str, top: int, score_text: str | None, plan: _reuse.Plan | None = None
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
         """One next token, reported the way OpenAI's chat completions report `logprobs=True, top_logprobs=K`.
 
@@ -404,8 +506,9 @@ class EmbeddedChatModel(BaseChatModel):
         at = prompt.rfind(score_text) if score_text else -1
         if score_text and at < 0:
             raise ValueError("score_text must be a part of the prompt")
-        scored = self.continuation_logprobs(prompt[:at], score_text) if score_text else None
-        top_logprobs = self.next_token_logprobs(prompt, top=top) if top else {"": 0.0}
+        plan = plan or _reuse.Plan()
+        scored = self._continuation_logprobs(prompt[:at], score_text, 128, plan) if score_text else None
+        top_logprobs = self._next_token_logprobs(prompt, top, (), plan) if top else {"": 0.0}
         token, logprob = next(iter(top_logprobs.items()))
         n_prompt = len(self._prompt_ids(self._loaded(), prompt))
         usage = UsageMetadata(input_tokens=n_prompt, output_tokens=1, total_tokens=n_prompt + 1)
@@ -418,12 +521,12 @@ class EmbeddedChatModel(BaseChatModel):
         return token, usage, meta
 
     def _generate_text(
-        self, prompt: str, params: dict[str, Any]
+        self, prompt: str, params: dict[str, Any], plan: _reuse.Plan | None = None
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
         """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
         layer, `reflection_graph._calls`, where every attempt is counted in `max_model_calls`."""
         loaded = self._loaded()
-        result = self._complete(loaded, prompt, params)
+        result = self._complete(loaded, prompt, params, plan=plan)
         choice = result["choices"][0]
         text = choice["text"]
         if loaded.end_of_turn and self._formatter(loaded) is not None:
@@ -432,12 +535,17 @@ class EmbeddedChatModel(BaseChatModel):
         return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
 
     def _generate_json(
-        self, prompt: str, json_schema: dict[str, Any], params: dict[str, Any], max_tokens: int | None
+        self,
+        prompt: str,
+        json_schema: dict[str, Any],
+        params: dict[str, Any],
+        max_tokens: int | None,
+        plan: _reuse.Plan | None = None,
     ) -> tuple[str, UsageMetadata, dict[str, Any]]:
         loaded = self._loaded()
         args = {**params, "stop": [], "max_tokens": int(max_tokens or self.structured_max_tokens)}
         text, results = generate_json(
-            lambda grammar: self._complete(loaded, prompt, args, grammar), json_schema
+            lambda grammar: self._complete(loaded, prompt, args, grammar, plan), json_schema
         )
         return text, _usage(results), self._meta(results[-1]["choices"][0].get("finish_reason"), len(results))
 
