@@ -87,10 +87,9 @@ def test_a_reading_gives_the_same_figures_cold_then_warm(gemma: EmbeddedChatMode
         _in_between(gemma, judge)
         warm = _reading(gemma, target)
         warm_call = _last(calls, "next_token")
-    assert cold_call.evaluated == len(cold_call.ids)  # nothing was saved yet
-    assert (
-        warm_call.ids == cold_call.ids and warm_call.evaluated < len(warm_call.ids) // 2
-    )  # task + answer loaded
+    # cold: at most the task was loaded (by this reading's own first pass, over the prompt up to the answer)
+    assert warm_call.ids == cold_call.ids and warm_call.evaluated < cold_call.evaluated
+    assert warm_call.evaluated < len(warm_call.ids) // 2  # warm: the task and the answer were loaded
     assert warm == cold
     assert len(cold[0]) == 20 and len(cold[1]) > 10
 
@@ -108,7 +107,7 @@ def test_a_reading_gives_the_same_figures_warm_then_cold(gemma: EmbeddedChatMode
     _clear(gemma)
     with recording(gemma) as calls:
         cold = _reading(gemma, target)
-    assert _last(calls, "next_token").evaluated == len(loaded.ids)
+    assert _last(calls, "next_token").evaluated > loaded.evaluated  # the answer was evaluated again
     assert cold == warm
     never_saved = EmbeddedChatModel(model=GEMMA, max_tokens=48, temperature=0.0, prefix_cache_mb=0)
     assert _reading(never_saved, target) == cold  # the same phases, with no memory for states
@@ -159,7 +158,7 @@ def test_a_revision_starts_from_its_drafts_saved_prompt_with_the_same_text(qwen:
         warm = qwen.invoke(revision, max_tokens=64, prompt_lookup=False).text
     first, second = calls
     assert first.evaluated == len(first.ids) and second.ids[: len(first.ids)] == first.ids
-    assert second.evaluated == len(second.ids) - len(first.ids)  # the draft's prompt was loaded
+    assert second.evaluated <= len(second.ids) - len(first.ids) + 1  # the draft's prompt was loaded
     _clear(qwen)
     assert qwen.invoke(revision, max_tokens=64, prompt_lookup=False).text == warm
     assert warm
