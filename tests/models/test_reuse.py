@@ -304,3 +304,81 @@ def test_prompt_lookup_leaves_a_prompt_token_without_all_its_logits() -> None:
         llama.eval([1, 2, 3, 4, 5, 6])  # two prompt tokens (an unfinished prompt), then batches of n_batch
     assert llama._batch.calls == [([1, 2, 3, 4], 3, False), ([5, 6], 7, True)]
     assert stats.steps == 1
+
+
+# -- the embedded model's calls, wired to a fake llama.cpp ------------------------------------------------------
+
+
+class _FakeCompletionLlama(_FakeLlama):
+    """Tokenizes one token per character; `create_completion` notes how much of its prompt was evaluated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_ids = [0] * 4096
+        self.completions: list[tuple[Any, int, Any]] = []
+        self.draft_model: Any = None
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return ([1] if add_bos else []) + list(text)
+
+    def create_completion(self, prompt: Any, grammar: Any = None, **args: Any) -> dict[str, Any]:
+        self.completions.append((prompt, self.n_tokens, self.draft_model))
+        return {"choices": [{"text": " reply", "finish_reason": "stop"}], "usage": {"completion_tokens": 1}}
+
+
+@pytest.fixture
+def wired(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> tuple[Any, _FakeCompletionLlama]:
+    import threading
+
+    from reflection_graph.models import _reuse, embedded
+    from reflection_graph.models._llama import _Loaded
+
+    path = tmp_path / "fake.gguf"
+    path.write_bytes(b"GGUF")
+    llama = _FakeCompletionLlama()
+    loaded = _Loaded(llama=llama, lock=threading.Lock())
+    monkeypatch.setattr(embedded, "_load", lambda *args: loaded)
+    monkeypatch.setattr(embedded, "has_chat_template", lambda path: False)
+    monkeypatch.setattr(_reuse, "LlamaStateIO", _FakeIO)
+    model = embedded.EmbeddedChatModel(model_path=str(path), n_ctx=2048, max_tokens=16, temperature=0.0)
+    return model, llama
+
+
+def test_an_embedded_call_evaluates_its_phases_then_completes_its_whole_evaluated_prompt(wired: Any) -> None:
+    from reflection_graph.models._record import recording
+
+    model, llama = wired
+    judge = _judge()
+    verdict = judge.verdict_messages(CritiqueRequest(task=TASK, candidate=ANSWER))
+    critique = judge.critique_messages(CritiqueRequest(task=TASK, candidate=ANSWER))
+    with recording(model) as calls:
+        model.invoke(verdict)
+        model.invoke(critique)
+    first, second = calls
+    assert first.evaluated == len(first.ids) and len(llama.completions) == 2
+    prompt, evaluated_before, drafting = llama.completions[1]
+    assert (
+        prompt == model.render_prompt(critique) and evaluated_before == len(second.ids) and drafting is None
+    )
+    shared = len(llama.tokenize(f"Task:\n{TASK}\n\nAnswer:\n{ANSWER}\n\n".encode()))
+    assert (
+        second.evaluated == len(second.ids) - shared
+    )  # the task and the answer came from the verdict's phases
+    assert second.args["temperature"] == 0.0 and not second.lookup
+    assert model._loaded().states.hits == 1
+
+
+def test_a_call_option_switches_prompt_lookup_on_for_one_call(wired: Any) -> None:
+    from reflection_graph.models._record import recording
+
+    model, llama = wired
+    with recording(model) as calls:
+        model.invoke("Copy: abc abc", prompt_lookup=True)
+        model.invoke("Copy: abc abc")
+    assert [c.lookup for c in calls] == [True, False]
+    assert (
+        llama.completions[0][2] is not None and llama.completions[1][2] is None
+    )  # a draft model for one call
+    assert llama.draft_model is None and "eval" not in vars(llama)
+    with pytest.raises(TypeError, match="does not take"):
+        model.invoke("x", prompt_lookups=True)
