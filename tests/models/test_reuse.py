@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from reflection_graph.critics import CritiqueRequest
-from reflection_graph.critics.judge import JudgeCritic
+from reflection_graph.critics.judge import Fault, JudgeCritic
 from reflection_graph.models import _lookup
 from reflection_graph.models._reuse import (
     Plan,
@@ -57,6 +57,8 @@ def test_the_judges_prompts_share_the_task_and_the_critique_shares_the_verdicts_
 
     v, c = section_offsets(verdict), section_offsets(critique)
     assert len(v) == 2 and v == c[:2] and verdict[: v[1]] == critique[: c[1]]
+    for check in judge.fault_messages(request, Fault(issue="It does not thank the team.", fix="Thank them.")):
+        assert section_offsets(_text(check))[:2] == v and _text(check)[: v[1]] == verdict[: v[1]]
     assert verdict[: v[1]].endswith(ANSWER + "\n\n") and verdict[: v[0]] == f"Task:\n{TASK}\n\n"
     a, b = section_offsets(as_a), section_offsets(as_b)
     assert as_a[: a[0]] == as_b[: b[0]] == verdict[: v[0]]
