@@ -23,20 +23,21 @@ The parts live beside this module: `_bundled` (the bundled files, the default), 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from reflection_graph._threads import run_detached
+from reflection_graph._threads import Emit, astream_detached, run_detached, stream_in_thread
 from reflection_graph.models import _logprobs, _tokens
 from reflection_graph.models._bundled import (
     INSTALL_HINT,
@@ -47,6 +48,7 @@ from reflection_graph.models._bundled import (
 )
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
+from reflection_graph.models._streaming import ReplyChunks, TextTap
 from reflection_graph.models.profile import PROFILES, profile_defaults
 from reflection_graph.models._structured import (
     _schema_of,
@@ -382,6 +384,55 @@ class EmbeddedChatModel(BaseChatModel):
     ) -> ChatResult:
         return await run_detached(self._generate, messages, stop, None, **kwargs)
 
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The reply of `_generate` as it is written: text pieces, then a last chunk with the rest of the text,
+        the usage and `finish_reason` (JSON and log-probability calls: that one chunk). See `_produce`."""
+        chunks = ReplyChunks()
+        for item in stream_in_thread(functools.partial(self._produce, messages, stop, kwargs)):
+            chunk = chunks.chunk(item)
+            if chunk is not None:
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
+        chunks = ReplyChunks()
+        async for item in astream_detached(functools.partial(self._produce, messages, stop, kwargs)):
+            chunk = chunks.chunk(item)
+            if chunk is not None:
+                if run_manager is not None:
+                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    def _produce(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any], emit: Emit
+    ) -> None:
+        """Emit a call's reply as `_generate` makes it: for free text, the pieces a `TextTap` passes on while the
+        very completion `_generate` runs is written, then the whole reply (an `AIMessage`); for JSON and
+        log-probability calls, the whole reply only. Runs in a thread of its own (`stream_in_thread`); the model's
+        lock is held for the one completion, which stops at the next token once `emit` returns False."""
+        if not _free_text(kwargs):
+            emit(self._generate(messages, stop, **kwargs).generations[0].message)
+            return
+        prompt, loaded = self.render_prompt(messages), self._loaded()
+        params = self._sampling(stop, kwargs, loaded, messages)
+        tap = TextTap(loaded.llama, [*params["stop"], *self._end_of_turn(loaded)], emit)
+        text, usage, meta = self._generate_text(prompt, {**params, "stopping_criteria": tap.criteria()})
+        emit(AIMessage(content=text, usage_metadata=usage, response_metadata=meta))
+
     def _meta(self, finish_reason: str | None, attempts: int) -> dict[str, Any]:
         return {
             "model_name": os.path.basename(self.resolved_model_path),
@@ -426,10 +477,14 @@ class EmbeddedChatModel(BaseChatModel):
         result = self._complete(loaded, prompt, params)
         choice = result["choices"][0]
         text = choice["text"]
-        if loaded.end_of_turn and self._formatter(loaded) is not None:
-            text = text.split(loaded.end_of_turn, 1)[0]
+        for end_of_turn in self._end_of_turn(loaded):
+            text = text.split(end_of_turn, 1)[0]
         text = _clean(text, truncated=choice.get("finish_reason") == "length")
         return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
+
+    def _end_of_turn(self, loaded: _Loaded) -> list[str]:
+        """The end-of-turn text a chat-template reply is cut at (none for a completion-style model)."""
+        return [loaded.end_of_turn] if loaded.end_of_turn and self._formatter(loaded) is not None else []
 
     def _generate_json(
         self, prompt: str, json_schema: dict[str, Any], params: dict[str, Any], max_tokens: int | None
@@ -503,6 +558,12 @@ _PACKAGE_CUES = frozenset(s.strip() for s in DEFAULT_STOP if s.startswith("\n") 
 def _chat_message(message: BaseMessage) -> dict[str, str]:
     """A LangChain message as a chat-template message (`role`, `content`)."""
     return {"role": _ROLES.get(message.type, "user"), "content": message.text}
+
+
+def _free_text(options: dict[str, Any]) -> bool:
+    """Whether a call's options ask for free text (which streams), not JSON or log-probabilities (which do not)."""
+    wants_logprobs = options.get("logprobs") or options.get("top_logprobs") is not None
+    return not wants_logprobs and options.get("json_schema") is None
 
 
 def _default_threads() -> int:
