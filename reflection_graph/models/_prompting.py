@@ -106,10 +106,12 @@ def _clean_prefix(raw: str, stops: Sequence[str]) -> str:
                 end = min(end, len(raw) - size)
                 break
     text = raw[:end].lstrip()
-    # a line end counts once text follows it (else `_clean` strips it); a stop after punctuation always counts
+    # a line end counts once text follows it (else `_clean` strips it); a stop after punctuation always counts,
+    # also before a held-back space (`_clean` keeps the punctuation whether a stop cuts the reply there or not)
     written = len(text.rstrip())
+    spaced = text + raw[end] if text and end < len(raw) and raw[end].isspace() else text
     ends = [
-        m.start() + 1 for m in _SENTENCE_END.finditer(text) if m.group() != "\n" or m.start() < written - 1
+        m.start() + 1 for m in _SENTENCE_END.finditer(spaced) if m.group() != "\n" or m.start() < written - 1
     ]
     keep = ends[-1] if ends else 0
     while keep and (text[keep - 1].isspace() or text[keep - 1] in _TRAILING):
