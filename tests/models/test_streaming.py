@@ -6,115 +6,29 @@ accepted so far). The real model's streaming is tested in tests/models/test_embe
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from reflection_graph.models import embedded as embedded_module
-from reflection_graph.models._llama import _Loaded
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, _clean_prefix
 from reflection_graph.models.embedded import EmbeddedChatModel
+from tests.fakes import EOG, ScriptedLlama, scripted_embedded
 
 pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
-
-EOG = None
-"""A script entry: the end-of-generation token."""
-FIRST_ID = 1000
-
-
-class ScriptedLlama:
-    """Generates a scripted list of token texts the way `Llama.create_completion(stream=False)` does.
-
-    `gate(i)` runs before token `i` is sampled (a test holds the call there). `sampled` counts the tokens sampled
-    by the last call, `ended` is set when a call returns.
-    """
-
-    def __init__(self, script: Sequence[str | None], gate: Callable[[int], None] | None = None) -> None:
-        self.script = list(script)
-        self.gate = gate
-        self.sampled = 0
-        self.ended = threading.Event()
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        return [1] * (int(add_bos) + len(text.split()))
-
-    def detokenize(self, ids: Sequence[int]) -> bytes:
-        return b"".join((self.script[i - FIRST_ID] or "").encode() for i in ids)
-
-    def reset(self) -> None:
-        pass
-
-    def create_completion(
-        self,
-        prompt: str | list[int],
-        *,
-        max_tokens: int,
-        stop: Sequence[str],
-        stopping_criteria: Any = None,
-        grammar: Any = None,
-        **sampling: Any,
-    ) -> dict[str, Any]:
-        self.ended.clear()
-        prompt_ids = self.tokenize(prompt.encode()) if isinstance(prompt, str) else list(prompt)
-        completion: list[int] = []
-        text, finish, evaluated = b"", "length", 0
-        for i, entry in enumerate([*self.script, EOG]):
-            if self.gate is not None:
-                self.gate(i)
-            self.sampled = i + 1
-            if stopping_criteria is not None and stopping_criteria(np.array(prompt_ids + completion), None):
-                break  # llama-cpp-python's `generate` returns; the check after the loop decides
-            if entry is EOG:
-                text, finish, evaluated = self.detokenize(completion), "stop", len(completion)
-                break
-            completion.append(FIRST_ID + i)
-            evaluated = len(completion) - 1
-            written = self.detokenize(completion)
-            hits = [s.encode() for s in stop if s.encode() in written]
-            if hits:
-                text, finish = written[: written.index(hits[0])], "stop"
-                break
-            if len(completion) >= max_tokens:
-                text, finish = written, "length"
-                break
-        if stopping_criteria is not None and stopping_criteria(
-            np.array(prompt_ids + completion[:evaluated]), None
-        ):
-            text, finish = self.detokenize(completion), "stop"
-        self.ended.set()
-        n_in, n_out = len(prompt_ids), len(completion)
-        return {
-            "choices": [{"text": text.decode("utf-8", errors="ignore"), "finish_reason": finish}],
-            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
-        }
 
 
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., EmbeddedChatModel]:
-    """`scripted(script, gate=None, **fields)`: an `EmbeddedChatModel` whose loaded model is a `ScriptedLlama`."""
-    gguf = tmp_path / "scripted.gguf"
-    gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(embedded_module, "has_chat_template", lambda path: False)
-
-    def make(
-        script: Sequence[str | None],
-        gate: Callable[[int], None] | None = None,
-        cls: type[EmbeddedChatModel] = EmbeddedChatModel,
-        **fields: Any,
-    ) -> EmbeddedChatModel:
-        loaded = _Loaded(llama=ScriptedLlama(script, gate), lock=threading.Lock())
-        monkeypatch.setattr(EmbeddedChatModel, "_loaded", lambda self: loaded)
-        return cls(model_path=str(gguf), **fields)
-
-    return make
+    """`scripted(script, gate=None, cls=EmbeddedChatModel, **fields)`: the embedded model over a `ScriptedLlama`."""
+    return functools.partial(scripted_embedded, monkeypatch, tmp_path)
 
 
 def _llama(model: EmbeddedChatModel) -> ScriptedLlama:
