@@ -12,13 +12,15 @@ Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 2
   prompts end with a cue the model continues, and stop sequences cut the rambling that follows an answer.
 
 `render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
-to its last full sentence. Structured output (`with_structured_output`) is grammar-constrained JSON
+to its last full sentence. Free-text replies stream (`stream`, `astream`, a graph's `stream_mode="messages"`): the
+chunks add up to exactly what `invoke` returns (`_streaming`). Structured output (`with_structured_output`) is grammar-constrained JSON
 (`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
 `continuation_logprobs`) are computed from an empty KV cache each time, so a text's score never depends on what
 the model ran before. Install with `pip install "reflection-graph[local]"`.
 
 The parts live beside this module: `_bundled` (the bundled files, the default), `_llama` (loading, the AMX guard),
-`_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing) and `_logprobs` (scoring).
+`_prompting` (prompt shaping, cleanup), `_streaming` (token streaming), `_structured` (grammars, parsing) and
+`_logprobs` (scoring).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ _CALL_OPTIONS = frozenset(
         "logprobs",
         "top_logprobs",
         "score_text",
+        "stream",  # LangChain's own switch (`invoke(..., stream=False)`), read before a call is made
     }
 )
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -221,6 +222,25 @@ def test_json_and_logprob_calls_come_as_one_chunk(
     assert chunks[0].usage_metadata == whole.usage_metadata
     assert chunks[0].response_metadata["logprobs"] == {"content": []}
     assert _llama(model).sampled == 0  # no free-text completion ran
+
+
+class _Tokens(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+        self.tokens.append(token)
+
+
+def test_langchains_stream_switch_is_taken(scripted: Callable[..., EmbeddedChatModel]) -> None:
+    """`invoke(..., stream=True)` streams (its callbacks see the pieces) and `stream=False` does not; both give
+    the same reply."""
+    model = scripted(["One", ".", " Two", ".", " Three", ".", EOG])
+    streamed, whole = _Tokens(), _Tokens()
+    a = model.invoke(PROMPT, stream=True, config={"callbacks": [streamed]})
+    b = model.invoke(PROMPT, stream=False, config={"callbacks": [whole]})
+    assert a.text == b.text == "One. Two. Three."
+    assert [t for t in streamed.tokens if t] == ["One.", " Two.", " Three."] and whole.tokens == []
 
 
 def test_unknown_call_options_are_refused_by_the_stream_too(
