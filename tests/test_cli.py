@@ -356,6 +356,23 @@ def test_run_live_shows_the_draft_and_each_revision_as_they_are_written(
     assert "is_acceptable" not in out
 
 
+def test_the_live_view_shows_the_last_lines_of_a_reply_taller_than_the_screen() -> None:
+    from langchain_core.messages import AIMessageChunk
+    from rich.console import Console
+
+    from reflection_graph.cli._render import _Writing
+
+    writing = _Writing()
+    assert not writing.add(AIMessageChunk(content="", id="r1"))  # nothing to show yet
+    assert writing.add(AIMessageChunk(content="line 0\n", id="r1"))  # a reply's first text: draw it now
+    for i in range(1, 60):
+        assert not writing.add(AIMessageChunk(content=f"line {i}\n", id="r1"))
+    console = Console(file=io.StringIO(), width=60, height=20, record=True)
+    console.print(writing)
+    shown = console.export_text()
+    assert "line 59" in shown and "line 0\n" not in shown and "last 14 lines" in shown
+
+
 def test_run_on_a_streaming_model_prints_the_same_rounds_off_a_terminal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -170,9 +170,10 @@ class _Writing:
     def add(self, message: BaseMessage) -> bool:
         """Take a message of the `messages` stream (a streamed chunk, or the whole reply of a model that does not
         stream); True when its reply is new (its first text, to draw at once)."""
-        key = str(message.id)
+        key, text = str(message.id), message.text
         new = key not in self.replies
-        text = message.text
+        if new and not text:  # nothing to show yet (an empty reply, asked again, shows nothing at all)
+            return False
         self.replies[key] = self.replies.get(key, "") + text if isinstance(message, AIMessageChunk) else text
         return new
 
