@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="Only the first N problems.")
     parser.add_argument("--skip", type=int, default=0, help="Skip the first N problems.")
     parser.add_argument(
-        "--max-tokens", type=int, default=None, help="Tokens per reply (128; humaneval: the model's own limit)."
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="Tokens per reply (128; humaneval: the model's own limit).",
     )
     parser.add_argument(
         "--threads",
@@ -188,6 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         "--results", type=Path, default=None, help="humaneval: the results file (JSON Lines)."
     )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=["raw", "loop", "samples", "tree"],
+        default=None,
+        help="humaneval: run only these variants (default: all, raw and loop first).",
+    )
     args = parser.parse_args(argv)
     if args.set == "humaneval":
         return humaneval(args)
@@ -253,7 +263,9 @@ def humaneval(args: argparse.Namespace) -> int:
     settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
     results = he.Results(results_path)
-    update = {k: v for k, v in (("max_tokens", args.max_tokens), ("n_threads", args.threads)) if v is not None}
+    update = {
+        k: v for k, v in (("max_tokens", args.max_tokens), ("n_threads", args.threads)) if v is not None
+    }
     base = resolve_model(args.model)
     path = getattr(base, "resolved_model_path", None)
     if path is None:
@@ -282,8 +294,13 @@ def humaneval(args: argparse.Namespace) -> int:
         raw = he.RawChat(path, base.n_ctx, base.max_tokens, args.threads)
         judge = he.Judge()
         print(f"run {run} at {he.COMMIT}: {json.dumps(identity)}", file=sys.stderr, flush=True)
-        for problem in chosen:
-            he.run_problem(problem, model, raw, judge, results, run, settings, args.samples)
+        # in chunks of 10 problems: raw and the loop first, then best-of-N's samples, then the tree, so a run
+        # stopped early leaves whole rows
+        for start in range(0, len(chosen), 10):
+            for phase in (("raw", "loop"), ("samples",), ("tree",)):
+                wanted = [v for v in phase if not args.variants or v in args.variants]
+                for problem in chosen[start : start + 10]:
+                    he.run_problem(problem, model, raw, judge, results, run, settings, args.samples, wanted)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
     report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
     return 0
@@ -350,7 +367,8 @@ def _mark(value: Any) -> str:
 
 
 def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
-    raw, loop, tree = row["raw"], row["loop"], row["tree"]
+    raw, loop = row["raw"], row["loop"]
+    tree = row["tree"] or {"solved": None, "tokens": "-"}
     visible = "none" if raw["visible"] is None else f"{raw['visible']:.2f}"
     samples = row.get("samples") or {}
     best = (
@@ -385,7 +403,12 @@ def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) 
         ["raw greedy (one plain chat completion)", f"{s['raw']}/{n}", round(s["raw_tokens"]), ""],
         ["the loop's first draft", f"{s['first']}/{n}", "", "the same call as raw"],
         ["**the loop**", f"{s['loop']}/{n}", round(s["loop_tokens"]), ""],
-        ["the tree (strategy='tree')", f"{s['tree']}/{n}", round(s["tree_tokens"]), ""],
+        [
+            "the tree (strategy='tree')",
+            f"{s['tree']}/{s['tree_n']}",
+            round(s["tree_tokens"]),
+            "of the problems it ran",
+        ],
     ]
     pair = he.equal_tokens(s["best"], s["loop_tokens"])
     shown = sorted(set(pair or ()) | ({1, max(s["best"])} if s["best"] else set()))

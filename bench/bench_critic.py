@@ -23,8 +23,9 @@ On an instruction-tuned model prompted through its chat template (Qwen2.5-Coder-
 - `verdict P(Yes), its sign alone`: `P(Yes) / (P(Yes) + P(No))` to "is this answer correct, and does it do what
   the task asks?"; accepted when above 1/2 (the judge never accepts on it alone).
 - `accepts a revision`: the judge's acceptance of an answer judged against the other one of its pair (the bad
-  answer as a revision of the good one, and the other way round): P(Yes) > 1/2 and not judged worse. The judge
-  never accepts a first answer (see reflection_graph/critics/judge.py).
+  answer as a revision of the good one, and the other way round): P(Yes) > 1/2 and a win in both orders, or, on
+  a tie (the orders split), a P(Yes) above the other answer's. The judge never accepts a first answer (see
+  reflection_graph/critics/judge.py).
 
 Printed per set and signal: who wrote the set, its size, pairwise accuracy (the good answer scores higher; a tie
 counts half), the share of bad and of good answers accepted, each with a Wilson 95% interval.
@@ -183,20 +184,29 @@ def judge_rows(model: Any, rows: Sequence[dict[str, str]], label: str, args: Any
     - the comparison, asked in both orders (the default judge's ranking): the good answer ranks first when its
       chance of being the better one is above 1/2;
     - the verdict P(Yes): ranking by P(Yes); "accepted" is its sign alone (P(Yes) > 1/2);
-    - the judge's acceptance of a revision judged against the other answer of the pair: P(Yes) > 1/2 and not
-      judged worse (the bad answer after the good one, the good one after the bad).
+    - the judge's acceptance of a revision judged against the other answer of the pair (the bad answer after the
+      good one, the good one after the bad): P(Yes) > 1/2 and a win in both orders, or, when the orders split
+      (a tie), a P(Yes) above the other answer's (issue 37: a tie is not a win).
     """
     from reflection_graph.critics import CritiqueRequest, JudgeCritic
+    from reflection_graph.critics.judge import preference
 
     critic = JudgeCritic(model)
     scored = []
     for row in rows:
         requests = {side: CritiqueRequest(task=row["task"], candidate=row[side]) for side in ("good", "bad")}
         entry: dict[str, Any] = {side: {"p_yes": critic.p_yes(r)} for side, r in requests.items()}
-        p = critic.p_better(requests["good"], row["bad"])
+        as_a, as_b = critic.orders(requests["good"], row["bad"])
+        p = preference(as_a, as_b)
         entry["good"]["pref"], entry["bad"]["pref"] = p, 1 - p
-        for side in ("good", "bad"):
-            entry[side]["ok"] = float(entry[side]["p_yes"] > 0.5 and entry[side]["pref"] >= 0.5)
+        wins = {
+            "good": as_a > 0 and as_b > 0,
+            "bad": as_a < 0 and as_b < 0,
+        }  # the bad one's orders: -as_b, -as_a
+        tie = not (wins["good"] or wins["bad"])
+        for side, other in (("good", "bad"), ("bad", "good")):
+            won = entry[side]["p_yes"] > entry[other]["p_yes"] if tie else wins[side]
+            entry[side]["ok"] = float(entry[side]["p_yes"] > 0.5 and won)
         scored.append(entry)
         if args.verbose:
             g, b = entry["good"], entry["bad"]

@@ -6,7 +6,9 @@
 - Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
   what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
-  then the verifier's count of passed checks outranks the judge's score; then the score. Ties across rounds go to
+  then one that brought in a template placeholder (`[Your Name]`, see reflection_graph/_placeholders.py) ranks
+  below every candidate without one; then the verifier's count of passed checks outranks the judge's score; then
+  the score. Ties across rounds go to
   the later round; ties among one round's samples go to the earlier sample (sample 0 of the first round is the
   plain greedy call).
 """
@@ -194,13 +196,19 @@ CUT_ISSUE = "The reply was cut off by its token limit (max_tokens) before it was
 """The issue a candidate whose reply hit its reply limit gets, whatever its critic said."""
 
 
-def rank(entry: Mapping[str, Any]) -> tuple[bool, bool, int, float]:
-    """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), not cut
-    by its reply limit (`entry["cut"]`), then the verifier's checks passed, then the score."""
+def rank(entry: Mapping[str, Any]) -> tuple[bool, bool, bool, int, float]:
+    """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), then
+    not cut by its reply limit (`entry["cut"]`), then no placeholder brought in (`entry["placeholder"]`), then the
+    verifier's checks passed, then the score."""
     critique = entry.get("critique") or {}
     passed = int(critique.get("checks_passed") or 0)
-    whole = not entry.get("cut", False)
-    return (not entry.get("echo", False), whole, passed, float(entry.get("score") or 0.0))
+    return (
+        not entry.get("echo", False),
+        not entry.get("cut", False),
+        not entry.get("placeholder", False),
+        passed,
+        float(entry.get("score") or 0.0),
+    )
 
 
 def best_index(keys: Sequence[Any]) -> int:
@@ -221,13 +229,15 @@ def best_sample(samples: Sequence[Mapping[str, Any]]) -> int:
 def select_round(trajectory: Sequence[Round], select: str) -> Round:
     """The round whose candidate the graph returns.
 
-    `best`: by `rank` (no echo, not cut, then checks passed, then score; ties to the later). `last`: the last round that
-    is not an echo (the last round when every one is).
+    `best`: by `rank` (no echo, not cut, then no placeholder, then checks passed, then score; ties to the later).
+    `last`: the last round that is neither an echo nor brought in a placeholder (else the last that is not an
+    echo, else the last).
     """
     if select == "best":
         return trajectory[best_index([rank(r) for r in trajectory])]
     clean = [r for r in trajectory if not r.get("echo", False)]
-    return (clean or list(trajectory))[-1]
+    whole = [r for r in clean if not r.get("placeholder", False)]
+    return (whole or clean or list(trajectory))[-1]
 
 
 def bounded(items: Sequence[Any], window: int) -> list[Any]:

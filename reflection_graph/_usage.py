@@ -34,6 +34,7 @@ __all__ = [
     "merge_usage",
     "message_usage",
     "metering",
+    "reported_tokens",
     "run_usage",
     "sum_usage",
     "track_usage",
@@ -90,15 +91,31 @@ def message_usage(result: Any) -> Any:
     return reported_usage(result)
 
 
+def _count(meta: Mapping[str, Any], key: str) -> int:
+    try:
+        return max(int(meta.get(key) or 0), 0)
+    except (TypeError, ValueError, OverflowError):  # not a count (None, text, NaN, infinity): nothing
+        return 0
+
+
+def reported_tokens(meta: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """The tokens a reply's `usage_metadata` reports, never fewer than it adds up to: a count that is missing,
+    negative or not a number is 0, and `total_tokens` is at least `input_tokens + output_tokens` (a total of 0 or
+    -1 beside thousands of tokens in and out is not believed). None when it reports no token at all: such a call
+    is counted by the estimate, as one that reports nothing."""
+    if not meta:
+        return None
+    tokens = {key: _count(meta, key) for key in ("input_tokens", "output_tokens", "total_tokens")}
+    tokens["total_tokens"] = max(tokens["total_tokens"], tokens["input_tokens"] + tokens["output_tokens"])
+    return tokens if tokens["total_tokens"] else None
+
+
 def call_usage(runnable: Any, value: Any, result: Any) -> dict[str, int]:
     """The tokens of one call of `runnable` on `value` that returned `result` (None: it raised, and counts no
-    tokens): those its reply reports, else the estimate (with `estimated_tokens`)."""
+    tokens): those its reply reports (`reported_tokens`), else the estimate (with `estimated_tokens`)."""
     if result is None:
         return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    meta = reported_usage(result)
-    if meta:
-        return {k: int(meta.get(k, 0)) for k in ("input_tokens", "output_tokens", "total_tokens")}
-    return estimate_usage(runnable, value, result)
+    return reported_tokens(reported_usage(result)) or estimate_usage(runnable, value, result)
 
 
 def _as_usage(tokens: Mapping[str, int], *, calls: int) -> RoleUsage:
@@ -158,8 +175,8 @@ def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
 
 
 class UsageCounter(BaseCallbackHandler):
-    """Counts chat-model calls and sums `usage_metadata` of every reply, whatever the model's name; a reply without
-    usage is counted by the character estimate of its prompt and text (reflection_graph/_estimate.py), marked in
+    """Counts chat-model calls and sums `usage_metadata` of every reply (`reported_tokens`), whatever the model's
+    name; a reply without usage is counted by the character estimate of its prompt and text (reflection_graph/_estimate.py), marked in
     `estimated_tokens`."""
 
     run_inline = True  # cheap and thread-safe: no executor hop per event under ainvoke
@@ -195,10 +212,11 @@ class UsageCounter(BaseCallbackHandler):
             for generation in generations:
                 message = generation.message if isinstance(generation, ChatGeneration) else None
                 meta = message.usage_metadata if isinstance(message, AIMessage) else None
-                if meta:
+                tokens = reported_tokens(cast(Any, meta))
+                if tokens:
                     found = True
                     for key in reported:
-                        reported[key] += int(cast(Any, meta).get(key, 0))
+                        reported[key] += tokens[key]
                 reply += text_tokens(None, generation.text)
         with self._lock:
             prompt = self._prompts.pop(run_id, 0)

@@ -11,6 +11,8 @@ Placeholders:
 - PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
 - CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
   instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
+- CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT (the `JudgeCritic`'s check of one written fault): {task}, {context},
+  {candidate}, {fault}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 - CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
   {critique}, {preserve_rule}, {focus}
@@ -26,6 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 __all__ = [
     "CHAT_CRITIQUE_PROMPT",
     "CHAT_CRITIQUE_SYSTEM",
+    "CHAT_FAULT_PROMPT",
+    "CHAT_NO_FAULT_PROMPT",
     "CHAT_PREFERENCE_PROMPT",
     "CHAT_REVISE_PROMPT",
     "CHAT_VERDICT_PROMPT",
@@ -169,7 +173,8 @@ Which answer does the task better, A or B? Reply with the single letter A or B."
 CHAT_CRITIQUE_SYSTEM = (
     "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
     "for that is missing, something the task did not ask for, or a tone that does not fit. You never invent a "
-    "fault: an answer that does the task gets empty lists."
+    "fault: an answer that does the task gets an empty list. You never suggest a template placeholder such as "
+    "[Your Name]."
 )
 
 CHAT_CRITIQUE_PROMPT = """Task:
@@ -178,8 +183,32 @@ CHAT_CRITIQUE_PROMPT = """Task:
 Answer:
 {candidate}
 
-List the answer's real faults ("issues") and how to fix each ("suggestions"). Reply with JSON only."""
+List the answer's real faults, each with how to fix it, as JSON: {{"faults": [{{"issue": "...", "fix": "..."}}]}}.
+Write each issue and each fix as one short, whole sentence in the language of the task. If the answer does what \
+the task asks, reply {{"faults": []}}."""
 """The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
+
+CHAT_FAULT_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+Does this answer have this fault: {fault}
+Reply with Yes or No."""
+"""The `JudgeCritic`'s check of one written fault: it reads P(Yes) and P(No) of the reply's first token. It opens
+as `CHAT_VERDICT_PROMPT` does, so a model that keeps a shared prefix evaluates the task and answer once."""
+
+CHAT_NO_FAULT_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+Is this answer free of this fault: {fault}
+Reply with Yes or No."""
+"""The same check asked the other way round (`JudgeCritic(confirm="both")`): a judge that says Yes to any
+question adds as much to one as to the other, so the difference of the two readings is free of it."""
 
 REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
 what the critique found and keeps what was right.

@@ -50,6 +50,9 @@ class Round(TypedDict):
     cut: NotRequired[bool]
     """The candidate's reply was cut by its reply limit (`max_tokens`): never accepted, never selected over a
     whole one."""
+    placeholder: NotRequired[bool]
+    """The candidate brought in a template placeholder (`[Your Name]`) that the task, its context and the answer
+    it revised did not hold; it ranks below every candidate without one."""
     samples: NotRequired[list[dict[str, Any]]]
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
 
@@ -102,7 +105,7 @@ class Pending(TypedDict):
     iteration: int
     job: Job
     samples: list[dict[str, Any]]
-    """Each: `candidate`, `usage` (of the call that made it) and `echo`."""
+    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`."""
 
 
 class ReflectionState(InputState, OutputState, total=False):

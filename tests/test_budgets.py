@@ -381,6 +381,53 @@ def test_a_langchain_model_without_usage_is_estimated_and_its_reply_cut_to_the_b
     )  # the draft's reply limit was cut to what the budget had
 
 
+class _Misreporting:
+    """Every call reports 400 tokens in and 300 out, but a total of `total`, and says it can use at most 150."""
+
+    total: int
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        return 150
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        result = super()._generate(messages, stop, run_manager, **kw)  # type: ignore[misc]
+        usage = {"input_tokens": 400, "output_tokens": 300, "total_tokens": self.total}
+        result.generations[0].message.usage_metadata = usage
+        return result  # type: ignore[no-any-return]
+
+
+class MisreportingWriter(_Misreporting, RecordingChatModel):
+    total: int = 0
+
+
+class MisreportingCritic(_Misreporting, FakeCriticModel):
+    total: int = 0
+
+
+@pytest.mark.parametrize("total", [0, -1])
+def test_a_model_reporting_a_total_below_its_input_plus_output_is_counted_by_input_plus_output(
+    total: int,
+) -> None:
+    """A reported `total_tokens` of 0 or -1 is not believed: each call counts its 700 tokens in and out, and a
+    1,500-token budget stops the run (before the fix it counted 0 or less and ran all 5 rounds, 4,900+ tokens)."""
+    gen = MisreportingWriter(total=total)
+    crit = MisreportingCritic(total=total, critiques=[critique(4, issues=["too short"])])
+    graph = create_reflection_graph(gen, critic=crit, max_iterations=5, token_budget=1500, patience=None)
+    result = run(graph, "sync")
+    counted = result["usage"]["total"]
+    assert (
+        counted["total_tokens"]
+        == counted["input_tokens"] + counted["output_tokens"]
+        == 700 * counted["calls"]
+    )
+    # draft (0 + 150), critique (700 + 150) fit; the revision (1,400 + 150 > 1,500) is refused
+    assert result["stop_reason"] == "budget" and counted["calls"] == 2 and counted["total_tokens"] == 1400
+    assert result["error"] == (
+        "token budget of 1500 cannot cover the next model call: 1400 used + about 150 for the call"
+    )
+    assert "estimated_tokens" not in counted
+
+
 _ASYNC_PROGRAM = """
 import asyncio, json, sys, time
 sys.path.insert(0, sys.argv[1])

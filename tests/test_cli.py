@@ -310,7 +310,7 @@ def test_batch_bad_options(fake: PromptRouter, tmp_path: Path) -> None:
             ["batch", str(DATA / "batch_small.jsonl"), str(tmp_path / "o.jsonl"), "--timeout", "0"],
             "--timeout",
         ),
-        (["batch", str(DATA / "batch_small.jsonl"), str(DATA / "batch_small.jsonl")], "different file"),
+        (["batch", str(DATA / "batch_small.jsonl"), str(DATA / "batch_small.jsonl")], "is the input file"),
         (
             ["batch", str(DATA / "batch_small.jsonl"), str(tmp_path / "o.jsonl"), "--threshold", "12"],
             "--threshold",

@@ -16,9 +16,13 @@ def _cut(text: str) -> AIMessage:
 
 
 def test_a_cut_draft_is_marked_and_not_accepted_even_when_its_critic_accepts_it() -> None:
-    generator = RecordingChatModel(replies=[_cut("Dear Ana, thank you for"), "Dear Ana, thank you. I decline."])
+    generator = RecordingChatModel(
+        replies=[_cut("Dear Ana, thank you for"), "Dear Ana, thank you. I decline."]
+    )
     critic = FakeCriticModel(critiques=[critique(9.5, ok=True), critique(8.0, ok=True)])
-    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke({"task": "Decline Ana"})
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Decline Ana"}
+    )
     first, second = result["trajectory"]
     assert first["cut"] is True and first["accepted"] is False
     assert first["critique"]["issues"][0] == CUT_ISSUE and first["critique"]["is_acceptable"] is False

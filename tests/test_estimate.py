@@ -6,10 +6,11 @@ import math
 from typing import Any
 
 import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from reflection_graph._estimate import CHARS_PER_TOKEN, ESTIMATE_ERROR, estimate_usage, text_tokens
-from reflection_graph._usage import UsageCounter, call_usage, track_usage
+from reflection_graph._usage import UsageCounter, call_usage, reported_tokens, track_usage
 from reflection_graph.models import CallableChatModel
 
 
@@ -42,6 +43,55 @@ def test_the_usage_callback_estimates_a_critics_own_calls_without_usage() -> Non
     assert isinstance(counter, UsageCounter)
     assert counter.usage["calls"] == 1 and counter.usage["total_tokens"] == 10 + 2
     assert counter.usage.get("estimated_tokens") == 12
+
+
+@pytest.mark.parametrize(
+    ("reported", "counted"),
+    [
+        ({"input_tokens": 4000, "output_tokens": 649, "total_tokens": 0}, (4000, 649, 4649)),
+        ({"input_tokens": 4000, "output_tokens": 649, "total_tokens": -1}, (4000, 649, 4649)),
+        ({"input_tokens": 4000, "output_tokens": 649, "total_tokens": 12}, (4000, 649, 4649)),
+        ({"input_tokens": 4000, "output_tokens": 649, "total_tokens": 5000}, (4000, 649, 5000)),  # more: kept
+        ({"input_tokens": -5, "output_tokens": 7, "total_tokens": -1}, (0, 7, 7)),
+    ],
+)
+def test_reported_usage_never_counts_less_than_its_input_plus_output(
+    reported: dict[str, Any], counted: tuple[int, int, int]
+) -> None:
+    model = CallableChatModel(fn=str)
+    reply = AIMessage("x", usage_metadata=reported)  # type: ignore[arg-type]
+    usage = call_usage(model, "y", reply)
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == counted
+    assert "estimated_tokens" not in usage
+    # the callback that measures a critic's own calls reads a reply the same way
+    fake = GenericFakeChatModel(messages=iter([AIMessage("x", usage_metadata=reported)]))  # type: ignore[arg-type]
+    with track_usage() as counter:
+        fake.invoke("y", {"callbacks": [counter]})
+    got = counter.usage
+    assert (got["input_tokens"], got["output_tokens"], got["total_tokens"]) == counted
+
+
+def test_a_count_that_is_not_a_number_counts_nothing_rather_than_raising() -> None:
+    """An `AIMessage` validates its usage; a mapping set on it afterwards, or a provider's dict, may not be."""
+    weird = {"input_tokens": None, "output_tokens": "many", "total_tokens": float("nan")}
+    assert reported_tokens(weird) is None
+    assert reported_tokens({**weird, "total_tokens": 30}) == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "total_tokens": 30,
+    }
+
+
+@pytest.mark.parametrize("total", [0, -1])
+def test_a_reply_that_reports_no_token_at_all_is_estimated(total: int) -> None:
+    model = CallableChatModel(fn=str)
+    reply = AIMessage("x" * 8, usage_metadata={"input_tokens": 0, "output_tokens": 0, "total_tokens": total})
+    assert call_usage(model, "y" * 40, reply) == {
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "total_tokens": 12,
+        "estimated_tokens": 12,
+    }
 
 
 @pytest.mark.embedded

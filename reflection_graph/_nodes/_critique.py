@@ -67,7 +67,7 @@ def _to_judge(step: Step, state: Mapping[str, Any]) -> tuple[list[dict[str, Any]
 
 
 def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judged) -> dict[str, Any]:
-    """A judged candidate: its score, verdict, critique, echo flag and the usage of its calls."""
+    """A judged candidate: its score, verdict, critique, echo and placeholder flags and the usage of its calls."""
     critique, part, _ = verdict
     assert critique is not None
     judged = critique.model_dump()
@@ -83,6 +83,7 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
         "critique": judged,
         "echo": sample.get("echo", False),
         **({"cut": True} if cut else {}),
+        "placeholder": sample.get("placeholder", False),
         "usage": with_total({**sample.get("usage", {}), "critique": part}),
     }
 
@@ -126,6 +127,7 @@ def _critiqued(
         ),
         "job": state["rg_pending"]["job"],
         "echo": chosen["echo"],
+        "placeholder": chosen["placeholder"],
     }
     if chosen.get("cut"):
         record["cut"] = True

@@ -20,6 +20,7 @@ from reflection_graph._budget import BudgetExhausted, current_budget
 from reflection_graph._calls import acall, call, sampled
 from reflection_graph._input import validate_input
 from reflection_graph._nodes._step import Step, over_limit
+from reflection_graph._placeholders import introduced_placeholders
 from reflection_graph._usage import RoleUsage, metering, sum_usage
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
@@ -79,6 +80,8 @@ class _Plan:
     """The strategy returns this revision without a critique."""
     feedback_used: bool = False
     """A reviewer's words went into this revision (and are cleared once used)."""
+    slots: Callable[[str], list[str]] | None = None
+    """The template placeholders a candidate introduces (None: not checked, as for code)."""
 
 
 def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
@@ -109,6 +112,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     """The messages, model and sample count of this `generate` step (`lessons`: what memory recalled)."""
     settings, roles = step.settings, step.roles
     iteration = int(state.get("iterations") or 0) + 1
+    previous: str | None = None
     if job == "draft":
         text = str(step.memory.format_lessons(lessons)) if lessons else ""
         messages = _focus.draft(settings, state, text, roles.generator)
@@ -139,7 +143,19 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         _focus.echo_sources(settings, state),
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
+        slots=_slots(settings, state, previous),
     )
+
+
+def _slots(
+    settings: Settings, state: Mapping[str, Any], previous: str | None
+) -> Callable[[str], list[str]] | None:
+    """The placeholders a candidate brings in that the task, its context and the answer revised did not hold
+    (a candidate with one ranks below every candidate without: `_rules.rank`); not checked for code."""
+    if settings.focus == "code":
+        return None
+    task, context = str(state.get("task") or ""), state.get("context")
+    return lambda text: introduced_placeholders(text, task=task, context=context, earlier=(previous,))
 
 
 _Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]
@@ -157,13 +173,16 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     ]
     if not samples:
         usage = {role: sum_usage([part for _, part, _, _ in results])}
-        error = next((e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None)
+        error = next(
+            (e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None
+        )
         if error is None and any(isinstance(e, BudgetExhausted) for _, _, e, _ in results):
             return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
         return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
     for sample in samples:
         sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
+        sample["placeholder"] = bool(plan.slots and plan.slots(sample["candidate"]))
     lost = [part for text, part, _, _ in results if not text]  # failed samples' calls count too
     if lost:
         samples[0]["usage"] = {role: sum_usage([samples[0]["usage"][role], *lost])}

@@ -64,17 +64,16 @@ def batch(
     ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.runners.batch import parse_shard, run_batch, summary_path
+    from reflection_graph.runners._side_files import check_inputs_spared
+    from reflection_graph.runners.batch import parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
     _check_job_limits(concurrency, timeout, retries)
-    from reflection_graph.runners._jsonl import same_file
-
-    if same_file(in_path, out_path) or same_file(in_path, summary_path(out_path)):
-        _fail(
-            "OUT.jsonl must be a different file from IN.jsonl (not the same path, a symlink or a hard link)"
-        )
+    try:  # before a model is built or a server called (run_batch checks it again, for the Python API)
+        check_inputs_spared(out_path, [("the input file", in_path)])
+    except ValueError as exc:
+        _fail(str(exc))
     shard_pair = None
     if shard is not None:
         try:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import inspect
+import random
 import re
 import string
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -119,6 +121,136 @@ def unavailable_instructions() -> dict[str, list[str]]:
 def _clean_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
     """IFEval/IFBench rows carry every argument name with None for the unused ones; the checkers take the rest."""
     return {k: v for k, v in (kwargs or {}).items() if v is not None}
+
+
+_TEXT, _TEXTS, _COUNT = "text", "texts", "count"
+_ARGUMENT_KINDS: dict[str, str] = {
+    **dict.fromkeys(
+        "capital_relation end_phrase first_word keyword keyword1 keyword2 keyword3 keyword4 keyword5 language "
+        "let_relation letter options postscript_marker prompt_to_repeat reference_text relation section_spliter "
+        "sep word".split(),
+        _TEXT,
+    ),
+    **dict.fromkeys(["forbidden_words", "keywords"], _TEXTS),
+    **dict.fromkeys(
+        "N capital_frequency frequency let_frequency m max_words min_words n n_end n_start nth_paragraph "
+        "num_bullets num_highlights num_paragraphs num_placeholders num_sections num_sentences num_words "
+        "percentage small_n".split(),
+        _COUNT,
+    ),
+}
+"""What each argument of the checkers' `build_description` holds, as their docstrings say (an argument name means
+the same everywhere in both libraries): text, a list of texts (`keywords`, `forbidden_words`) or a count. A test
+checks that every argument of the installed checkers is listed here."""
+
+_EXPECTED = {
+    _TEXT: "a non-empty string",
+    _TEXTS: "a non-empty list of non-empty strings",
+    _COUNT: "a whole number >= 0 (an int, or a float such as 5.0 as the benchmark files write it)",
+}
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == _TEXT:
+        return isinstance(value, str) and bool(value.strip())
+    if kind == _TEXTS:
+        return (
+            isinstance(value, (list, tuple))
+            and bool(value)
+            and all(isinstance(v, str) and v.strip() for v in value)
+        )
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and float(value).is_integer()
+        and value >= 0
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _declared_arguments(checker: Any) -> tuple[str, ...]:
+    """The named arguments of a checker's `build_description` (none for the ones taking only `**kwargs`)."""
+    parameters = inspect.signature(checker.build_description).parameters.values()
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in parameters if p.kind in named and p.name != "self")
+
+
+def _checked_ids(instruction_id_list: Any) -> list[str]:
+    """The ids as a list of strings, or a one-line error naming the item that is not one."""
+    if isinstance(instruction_id_list, str):
+        raise ValueError(
+            f"instruction_id_list must be a list of ids, not one string; write [{instruction_id_list!r}]"
+        )
+    if isinstance(instruction_id_list, (bytes, Mapping)) or not isinstance(instruction_id_list, Iterable):
+        raise ValueError(
+            f"instruction_id_list must be a list of id strings, not {_shown(instruction_id_list)}"
+        )
+    ids = list(instruction_id_list)
+    if not ids:
+        raise ValueError("InstructionCritic needs at least one instruction id")
+    for index, iid in enumerate(ids):
+        if not isinstance(iid, str):
+            raise ValueError(
+                f"instruction_id_list[{index}] must be an instruction id string, not {_shown(iid)}"
+                + (f"; write {iid[0]!r}" if isinstance(iid, (list, tuple)) and len(iid) == 1 else "")
+            )
+    return ids
+
+
+def _checked_kwargs(kwargs: Any, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """One dict of arguments per id (None entries and None values dropped), or a one-line error naming the
+    instruction and what to change."""
+    if kwargs is None:
+        return [{} for _ in ids]
+    if isinstance(kwargs, Mapping):
+        fix = (
+            f"write [{kwargs!r}]"
+            if len(ids) == 1
+            else f"give a list of {len(ids)} dicts (or None), in id order"
+        )
+        raise ValueError(
+            f"kwargs must be a list with one dict of arguments per instruction, not one dict, for {', '.join(ids)}; "
+            + fix
+        )
+    if isinstance(kwargs, (str, bytes)) or not isinstance(kwargs, Iterable):
+        raise ValueError(
+            f"kwargs must be a list with one dict (or None) per instruction, not {_shown(kwargs)}"
+        )
+    args = list(kwargs)
+    if len(args) != len(ids):
+        raise ValueError(
+            f"kwargs has {len(args)} entries for {len(ids)} instruction ids; give one dict (or None) per id"
+        )
+    for index, (iid, entry) in enumerate(zip(ids, args, strict=True)):
+        if entry is not None and not isinstance(entry, Mapping):
+            raise ValueError(
+                f"kwargs[{index}], the arguments of instruction {iid!r}, must be a dict (or None), "
+                f"not {_shown(entry)}"
+            )
+    return [_clean_kwargs(entry) for entry in args]
+
+
+def _check_arguments(iid: str, args: Mapping[str, Any], checker: Any) -> None:
+    """Refuse an argument the checker of `iid` does not take, or one of the wrong kind (see `_ARGUMENT_KINDS`)."""
+    declared = _declared_arguments(checker)
+    for name, value in args.items():
+        if name not in declared:
+            takes = f"its arguments are {', '.join(declared)}" if declared else "it takes none"
+            raise ValueError(
+                f"arguments {dict(args)!r} do not fit instruction {iid!r}: no argument {name!r} ({takes})"
+            )
+        kind = _ARGUMENT_KINDS.get(name)
+        if kind is not None and not _fits(kind, value):
+            fix = (
+                f"; write [{value!r}]" if kind == _TEXTS and isinstance(value, str) and value.strip() else ""
+            )
+            raise ValueError(
+                f"argument {name!r} of instruction {iid!r} must be {_EXPECTED[kind]}, not {_shown(value)}{fix}"
+            )
 
 
 def _number(value: Any) -> str:
@@ -231,8 +363,11 @@ class InstructionCritic(BaseCritic):
         name: the critic's name.
 
     Raises:
-        ValueError: an unknown id (the message suggests the closest ones), a kwargs list of the wrong length, or
-            arguments the checker does not take.
+        ValueError: one line naming the instruction and the argument to change: an id that is not a string or
+            is unknown (the message suggests the closest ones); `kwargs` given as one dict, or with an entry that
+            is not a dict, or of the wrong length; an argument the checker does not take, or of the wrong kind
+            (text, a list of texts such as `keywords`, or a whole number >= 0), or one it is not given or does
+            not take the value of (its checker would pick it at random).
         InstructionUnavailableError: an instruction whose checker needs NLTK data that is not installed here
             (`NEEDS_NLTK_DATA`); the message names them and how to install the data or drop them.
         ImportError: the `instructions` extra is not installed.
@@ -250,26 +385,18 @@ class InstructionCritic(BaseCritic):
         *,
         name: str = "instructions",
     ) -> None:
-        if isinstance(instruction_id_list, str):
-            raise ValueError(
-                f"instruction_id_list must be a list of ids, not one string; write [{instruction_id_list!r}]"
-            )
-        ids = list(instruction_id_list)
-        if not ids:
-            raise ValueError("InstructionCritic needs at least one instruction id")
-        args = [None] * len(ids) if kwargs is None else list(kwargs)
-        if len(args) != len(ids):
-            raise ValueError(
-                f"kwargs has {len(args)} entries for {len(ids)} instruction ids; give one dict (or None) per id"
-            )
+        ids = _checked_ids(instruction_id_list)
+        args = _checked_kwargs(kwargs, ids)
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty string")
         registry = _registry()
         for iid in ids:
             if iid not in registry:
-                close = difflib.get_close_matches(str(iid), registry, n=3)
+                close = difflib.get_close_matches(iid, registry, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else "; see supported_instructions()"
                 raise ValueError(f"unknown instruction id {iid!r}{hint}")
+        for iid, given in zip(ids, args, strict=True):
+            _check_arguments(iid, given, registry[iid])
         refused = {iid: _missing_data(NEEDS_NLTK_DATA[iid]) for iid in ids if iid in NEEDS_NLTK_DATA}
         refused = {iid: missing for iid, missing in refused.items() if missing}
         if refused:
@@ -280,14 +407,17 @@ class InstructionCritic(BaseCritic):
                 "stopwords) or drop these instructions"
             )
         self.instruction_id_list = ids
-        self.kwargs = [_clean_kwargs(a) for a in args]
+        self.kwargs = args
         self.name = name
         self.descriptions: list[str] = []
         for index, iid in enumerate(ids):
+            state = random.getstate()
             checker, description = self._build(index)
+            drew = random.getstate() != state
             self.descriptions.append(description)
-            # A checker fills an argument it was not given with a random value: refuse that, so a critic never
-            # checks an instruction nobody asked for.
+            # A checker fills an argument it was not given, or one whose value it does not take (n=0 for a
+            # position counted from 1, a letter "ab"), with a random value: refuse that, so a critic never checks
+            # an instruction nobody asked for.
             resolved = checker.get_instruction_args() or {}
             unset = sorted(k for k, v in resolved.items() if v is not None and k not in self.kwargs[index])
             if unset:
@@ -295,6 +425,25 @@ class InstructionCritic(BaseCritic):
                     f"instruction {iid!r} needs the arguments {', '.join(unset)} (its checker would pick them at "
                     f"random); got {self.kwargs[index]!r}"
                 )
+            picked = self._picked_at_random(index, resolved) if drew else []
+            if picked:
+                raise ValueError(
+                    f"instruction {iid!r} does not take the value given for {', '.join(picked)} (its checker "
+                    f"would pick one at random instead); got {self.kwargs[index]!r}"
+                )
+
+    def _picked_at_random(self, index: int, resolved: Mapping[str, Any], tries: int = 8) -> list[str]:
+        """The arguments a fresh build of checker `index` resolves differently from `resolved` (drawn at random).
+
+        Builds again, up to `tries` times, only after the first build drew from `random` (a value given but not
+        taken); the global random state is read, never seeded, so no other code's random numbers change.
+        """
+        for _ in range(tries):
+            again = self._build(index)[0].get_instruction_args() or {}
+            picked = sorted(k for k in resolved if again.get(k) != resolved[k])
+            if picked:
+                return picked
+        return []
 
     def _build(self, index: int) -> tuple[Any, str]:
         """A fresh checker for instruction `index` and its description (checkers keep state: one per critique)."""

@@ -18,15 +18,37 @@ model ranks answers well (issue 28). `JudgeCritic` reads two things, with no con
 So this judge compares; it does not grade alone. Score: `10 * p_yes` for a candidate with nothing earlier to
 compare with; otherwise the earlier candidate's score moved by the preference, towards 10 by `2p - 1` of the way
 when `p_better > 1/2`, towards 0 when below (`moved_score`), so selection keeps the candidate the judge prefers.
-**Accepted** only after a comparison: when `p_better >= 1/2` (not judged worse than the best earlier candidate)
-and `p_yes > 1/2`. A first candidate is never accepted, so the loop always tries one revision, and stops when the
-revision is judged no worse; each bar is where the model's own two readings are even, so nothing is fitted. With
+**Accepted** only after a comparison, and only on evidence: when the candidate wins in *both* orders (its letter
+more likely than the other's with it as A and with it as B) and `p_yes > 1/2`. When the orders split (the judge
+picked the same position both times, so their sum says little: a candidate built to make the judge answer by
+position alone, or an unchanged revision, gets `p_better` ~ 1/2), the comparison is a **tie**, and a tie is not a
+win: the candidate is then accepted only when its own verdict beats the earlier candidate's (`p_yes` above the
+earlier one's, read with one more call) and `p_yes > 1/2`. A first candidate is never accepted, so the loop
+always tries one revision. Each bar is where the model's own two readings are even, so nothing is fitted. With
 `score_threshold` set, the score decides as everywhere.
 
-Only a rejected candidate gets a **written critique**: the model at temperature 0 lists faults and fixes as JSON
-through its grammar, for the reviser. It never scores and never accepts: asked for faults, this model lists one
-for nearly every answer, right or wrong, and on emails it misses real ones (an email that accepts the offer it
-should decline was faulted for "not giving the reason for declining").
+A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) that neither
+the task, its context nor the earlier candidate holds is judged worse than the earlier one (its `p_better` is
+taken as `min(p, 1 - p)`), is never accepted, and its critique names the placeholder; selection ranks it below
+every candidate without one (see reflection_graph/_placeholders.py). A task that asks for a template allows them.
+
+Only a rejected candidate gets a **written critique**: the model at temperature 0 writes faults as issue/fix
+pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for faults, this model lists one for
+nearly every answer, right or wrong, so no written fault reaches a person or the reviser unchecked:
+- each line is kept as far as it runs in whole sentences in the task's script (a line cut mid-sentence, or
+  drifting into another script, loses the broken part, or all of it);
+- each issue left is put back to the judge: "Does this answer have this fault: ...? Yes or No", and with
+  `confirm="both"` (the default) also "Is this answer free of this fault: ...?". A fault is kept when the
+  mean log-odds `(has - free) / 2` is above 0 (with `confirm="yes"`, when P(Yes) > P(No) to the first
+  question): a judge that says Yes to any question gains nothing. An unconfirmed issue is dropped with its fix.
+When no fault is confirmed the critique says so, and the reviser is asked to improve the answer against the task.
+The written critique never scores and never accepts.
+
+Calls per candidate: 1 (the verdict) for a first candidate, 3 (the verdict, both orders) for a later one, plus 1
+when a comparison ties and the candidate's P(Yes) is above 1/2 (the earlier candidate's verdict); for a rejected
+candidate 1 more (the written critique, up to 3 grammar passes when a reply does not close) and, per written fault
+left after the line checks (at most 3), 2 one-token readings (1 with `confirm="yes"`, 0 with `"none"`), each
+as long as the verdict's prompt plus the fault.
 
 It needs a model whose replies carry OpenAI-style next-token `logprobs` (the embedded model always does;
 `ChatOpenAI` against a server that returns them); a reply without them raises a clear error. It is the default
@@ -36,37 +58,57 @@ critic when the generator is the embedded model running an instruction-tuned GGU
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import BaseModel, Field
 
 from reflection_graph._calls import acall, call
+from reflection_graph._placeholders import introduced_placeholders
+from reflection_graph.critics._faults import (
+    UNREAD,
+    Fault,
+    FaultCheck,
+    WrittenCritique,
+    usable,
+    written,
+)
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.pairwise import _best, moved_score
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
     CHAT_CRITIQUE_SYSTEM,
+    CHAT_FAULT_PROMPT,
+    CHAT_NO_FAULT_PROMPT,
     CHAT_PREFERENCE_PROMPT,
     CHAT_VERDICT_PROMPT,
     render_prompt,
 )
 
-__all__ = ["JudgeCritic", "Judgement", "WrittenCritique", "log_odds", "preference"]
+__all__ = [
+    "Confirm",
+    "Fault",
+    "FaultCheck",
+    "JudgeCritic",
+    "Judgement",
+    "WrittenCritique",
+    "log_odds",
+    "placeholder_fault",
+    "preference",
+]
 
+Confirm = Literal["both", "yes", "none"]
+"""How a written fault is checked: asked both ways, asked once, or not at all (every whole line kept)."""
 
-class WrittenCritique(BaseModel):
-    """The faults a judge writes down. No score and no verdict: those come from the probabilities."""
-
-    issues: list[str] = Field(
-        default_factory=list, description="Real faults of the answer; empty when it does the task."
-    )
-    suggestions: list[str] = Field(default_factory=list, description="How to fix each fault.")
+NO_FAULT = "No fault was confirmed in this answer: improve it against the task where you can, and keep what is right."
+WORSE = "Judged worse than the best earlier answer; keep what that answer did right."
+TIE = "Judged no better than the best earlier answer: the comparison of the two went by their order alone."
+WRONG = "Judged likely wrong or off the task; re-check its facts, numbers and what it asks."
+FIRST = "Not compared with another answer yet."
 
 
 @dataclass(frozen=True)
@@ -77,13 +119,20 @@ class Judgement:
         p_yes: `P(Yes) / (P(Yes) + P(No))` to "is this answer correct, and does it do what the task asks?".
         p_better: the chance that the candidate is the better of it and the earlier one (None: no earlier one).
         score: `10 * p_yes`, or the earlier score moved by `p_better` (`moved_score`).
-        accepted: `p_better >= 1/2` and `p_yes > 1/2`; never without an earlier candidate.
+        accepted: after a comparison only: won in both orders, or (a tie) a verdict above the earlier
+            candidate's; and `p_yes > 1/2`; never with a placeholder the earlier candidate did not hold.
+        tie: the two orders split (the judge picked the same position both times): the comparison is no evidence.
+        p_yes_earlier: the earlier candidate's `p_yes`, read only to settle a tie (else None).
+        placeholders: the template placeholders the candidate introduced (see the module doc).
     """
 
     p_yes: float
     p_better: float | None
     score: float
     accepted: bool
+    tie: bool = False
+    p_yes_earlier: float | None = None
+    placeholders: tuple[str, ...] = ()
 
 
 def log_odds(top_logprobs: Mapping[str, float], first: str, second: str) -> float:
@@ -129,16 +178,32 @@ def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
 
 
-class JudgeCritic(BaseCritic):
-    """Judge a candidate from an instruction-tuned model's token probabilities, with a written critique.
+def placeholder_fault(slots: Sequence[str]) -> Fault:
+    """The fault the placeholder rule names for `slots` (the template placeholders a candidate brought in)."""
+    plural = "s" if len(slots) > 1 else ""
+    return Fault(
+        issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
+        fix="Write the real text in its place, or leave that part out.",
+    )
 
-    See the module doc for the three readings, the score and the acceptance rule (nothing fitted).
+
+_Ask = tuple[Runnable[Any, Any], list[BaseMessage]]
+_Steps = Generator[_Ask, Any, Any]
+
+
+class JudgeCritic(BaseCritic):
+    """Judge a candidate from an instruction-tuned model's token probabilities, with a checked written critique.
+
+    See the module doc for the readings, the score, the acceptance rule (nothing fitted) and the calls it makes.
 
     Args:
         model: the judge, a chat model whose replies carry next-token logprobs (the embedded model on an
             instruction-tuned GGUF; `ChatOpenAI` against a server that returns them). It runs at temperature 0.
-        write: write a critique (issues, suggestions) for a rejected candidate, for the reviser. Acceptance never
+        write: write a critique (faults and fixes) for a rejected candidate, for the reviser. Acceptance never
             depends on it.
+        confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
+            has the fault and whether it is free of it, `"yes"` asks the first question only, `"none"` keeps
+            every whole line unchecked.
         top_logprobs: how many next-token alternatives to read.
         max_candidate_chars: longer answers are cut (head kept) so the prompts fit a small context window.
         retries: retries of transient model errors.
@@ -163,6 +228,7 @@ class JudgeCritic(BaseCritic):
         model: BaseChatModel,
         *,
         write: bool = True,
+        confirm: Confirm = "both",
         top_logprobs: int = 20,
         max_candidate_chars: int = 3000,
         retries: int = 2,
@@ -171,6 +237,8 @@ class JudgeCritic(BaseCritic):
     ) -> None:
         if not isinstance(model, BaseChatModel):
             raise TypeError(f"JudgeCritic needs a LangChain chat model, got {type(model).__name__}")
+        if confirm not in get_args(Confirm):
+            raise ValueError(f"confirm must be one of {', '.join(get_args(Confirm))}; got {confirm!r}")
         if not 1 <= top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be between 1 and 20 (the OpenAI limit), got {top_logprobs}")
         if max_candidate_chars < 1:
@@ -182,6 +250,7 @@ class JudgeCritic(BaseCritic):
 
         self.model = critic_model(model)
         self.write = write
+        self.confirm: Confirm = confirm
         self.top_logprobs = top_logprobs
         self.max_candidate_chars = max_candidate_chars
         self.retries = retries
@@ -197,17 +266,7 @@ class JudgeCritic(BaseCritic):
     def for_run(self, *, model: Any = None, prompt: Any = None) -> JudgeCritic:
         """This critic judging with another `model`. It asks its own questions, so a critique `prompt` is not
         used (the default critic with a critique prompt is an `LLMCritic`, which takes one)."""
-        if model is None:
-            return self
-        return JudgeCritic(
-            model,
-            write=self.write,
-            top_logprobs=self.top_logprobs,
-            max_candidate_chars=self.max_candidate_chars,
-            retries=self.retries,
-            timeout_s=self.timeout_s,
-            name=self.name,
-        )
+        return self if model is None else self._with(model=model)
 
     # -- prompts ---------------------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
@@ -238,6 +297,15 @@ class JudgeCritic(BaseCritic):
             HumanMessage(render_prompt(CHAT_CRITIQUE_PROMPT, self._values(request))),
         ]
 
+    def fault_messages(self, request: CritiqueRequest, fault: Fault) -> list[list[BaseMessage]]:
+        """The questions that check one written fault: "does the answer have it?", and with `confirm="both"`
+        "is the answer free of it?"."""
+        values = {**self._values(request), "fault": fault.issue}
+        templates = (
+            (CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT) if self.confirm == "both" else (CHAT_FAULT_PROMPT,)
+        )
+        return [[HumanMessage(render_prompt(template, values))] for template in templates]
+
     # -- readings --------------------------------------------------------------------------------------------
     def _top(self, reply: Any) -> dict[str, float]:
         meta = getattr(reply, "response_metadata", None) or {}
@@ -251,121 +319,189 @@ class JudgeCritic(BaseCritic):
             str(t.get("token", "")): float(t.get("logprob", -math.inf)) for t in content[0]["top_logprobs"]
         }
 
-    def _questions(
-        self, request: CritiqueRequest
-    ) -> tuple[Mapping[str, Any] | None, list[list[BaseMessage]]]:
-        """The best earlier candidate (or None) and the questions to read: the verdict, then both orders."""
+    def _yes(self, reply: Any) -> float:
+        return log_odds(self._top(reply), "yes", "no")
+
+    def _judgement_steps(self, request: CritiqueRequest) -> _Steps:
+        """The readings of `request.candidate`, one question at a time (see `_run`); returns a `Judgement`."""
+        p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
         reference = _best(request)
-        questions = [self.verdict_messages(request)]
-        if reference is not None:
-            questions += self.preference_messages(request, str(reference["candidate"]))
-        return reference, questions
+        if reference is None:
+            placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
+            return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed))
+        earlier = str(reference["candidate"])
+        as_a_question, as_b_question = self.preference_messages(request, earlier)
+        as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
+        as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
+        p_better = preference(as_a, as_b)
+        placed = introduced_placeholders(
+            request.candidate, task=request.task, context=request.context, earlier=(earlier,)
+        )
+        if placed:
+            p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse
+        tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
+        p_yes_earlier = None
+        if tie and p_yes > 0.5 and not placed:  # a tie is no evidence: the verdicts must settle it
+            if self._text(earlier) == self._text(request.candidate):
+                p_yes_earlier = p_yes  # an unchanged answer: the same reading, no call
+            else:
+                other = CritiqueRequest(task=request.task, candidate=earlier, context=request.context)
+                p_yes_earlier = _sigmoid(self._yes((yield self._reader, self.verdict_messages(other))))
+        won = (p_yes_earlier is not None and p_yes > p_yes_earlier) if tie else (as_a > 0 and as_b > 0)
+        score = moved_score(min(10.0, max(0.0, float(reference.get("score") or 0.0))), p_better)
+        accepted = won and p_yes > 0.5 and not placed
+        return Judgement(
+            p_yes, p_better, min(10.0, max(0.0, score)), accepted, tie, p_yes_earlier, tuple(placed)
+        )
 
-    def _p_yes(self, reply: Any) -> float:
-        return _sigmoid(log_odds(self._top(reply), "yes", "no"))
+    def _check_steps(self, request: CritiqueRequest, faults: Sequence[Fault]) -> _Steps:
+        """Each fault put back to the judge (see `FaultCheck`); returns the list of checks."""
+        checks = []
+        for fault in faults:
+            readings = []
+            for question in self.fault_messages(request, fault):
+                readings.append(self._yes((yield self._reader, question)))
+            checks.append(FaultCheck(fault, readings[0], readings[1] if len(readings) > 1 else None))
+        return checks
 
-    def _p_better(self, as_a: Any, as_b: Any) -> float:
-        return preference(log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A"))
-
-    def _judgement(self, reference: Mapping[str, Any] | None, replies: Sequence[Any]) -> Judgement:
-        p_yes = self._p_yes(replies[0])
-        p_better, score = None, 10 * p_yes
-        if reference is not None:
-            p_better = self._p_better(replies[1], replies[2])
-            score = moved_score(min(10.0, max(0.0, float(reference.get("score") or 0.0))), p_better)
-        accepted = p_better is not None and p_better >= 0.5 and p_yes > 0.5
-        return Judgement(p_yes, p_better, min(10.0, max(0.0, score)), accepted)
-
-    def _critique(self, judgement: Judgement, written: WrittenCritique | None) -> Critique:
+    def _critique_steps(self, request: CritiqueRequest) -> _Steps:
+        judgement = cast(Judgement, (yield from self._judgement_steps(request)))
         if judgement.accepted:
             return Critique(
                 is_acceptable=True,
                 score=judgement.score,
-                feedback="Judged correct and doing what the task asks.",
+                feedback=(
+                    "Judged correct, and more likely right than the best earlier answer (their comparison tied)."
+                    if judgement.tie
+                    else "Judged correct, and better than the best earlier answer."
+                ),
             )
-        issues = [i.strip() for i in (written.issues if written else []) if i.strip()]
-        suggestions = [s.strip() for s in (written.suggestions if written else []) if s.strip()]
-        if judgement.p_better is not None and judgement.p_better < 0.5:
-            issues.append("Judged worse than the best earlier answer; keep what that answer did right.")
+        faults: list[Fault] = []
+        notes: list[str] = []
+        if self.write:
+            found = written((yield self._writer, self.critique_messages(request)))
+            if found is None:
+                notes.append(UNREAD)
+            else:
+                faults = self.usable_faults(request, found)
+                if self.confirm != "none":
+                    checks = cast(list[FaultCheck], (yield from self._check_steps(request, faults)))
+                    faults = [check.fault for check in checks if check.confirmed]
+        return self._critique(judgement, faults, notes)
+
+    def _critique(self, judgement: Judgement, faults: Sequence[Fault], notes: list[str]) -> Critique:
+        """A rejected candidate's critique: the confirmed faults and the placeholder rule's, the judge's readings
+        that tell against it, and plain notes (feedback only) when nothing is found."""
+        faults = (
+            [*faults, placeholder_fault(judgement.placeholders)] if judgement.placeholders else list(faults)
+        )
+        issues = [f.issue for f in faults]
+        suggestions = [f.fix for f in faults if f.fix]
+        if judgement.p_better is not None and judgement.p_better < 0.5 and not judgement.tie:
+            issues.append(WORSE)
         if judgement.p_yes <= 0.5:
-            issues.append(
-                "Judged likely wrong or off the task; re-check its facts, numbers and what it asks."
-            )
-        if not issues:
-            issues.append("Not compared with another answer yet: revise it against the task, to compare.")
+            issues.append(WRONG)
+        if judgement.p_better is None:
+            notes.insert(0, FIRST)
+        elif judgement.tie and not judgement.placeholders:
+            notes.insert(0, TIE)
+        if not issues and UNREAD not in notes:
+            notes.append(NO_FAULT)
         return Critique(
             issues=issues,
             suggestions=suggestions,
             is_acceptable=False,
             score=judgement.score,
-            feedback=" ".join(issues),
+            feedback=" ".join([*issues, *notes]),
         )
 
     # -- sync and async drivers ------------------------------------------------------------------------------
+    def _run(self, steps: _Steps, config: RunnableConfig | None) -> Any:
+        """Drive a reading: send each question to the model and its reply back, until the steps return."""
+        reply = None
+        try:
+            while True:
+                runnable, messages = steps.send(reply)
+                reply = call(runnable, messages, config, **self._limits())
+        except StopIteration as done:
+            return done.value
+
+    async def _arun(self, steps: _Steps, config: RunnableConfig | None) -> Any:
+        """Async twin of `_run`."""
+        reply = None
+        try:
+            while True:
+                runnable, messages = steps.send(reply)
+                reply = await acall(runnable, messages, config, **self._limits())
+        except StopIteration as done:
+            return done.value
+
     def judge(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Judgement:
-        """The probability readings of `request.candidate`: the verdict, and the comparison in both orders when
-        there is an earlier candidate (no written critique)."""
-        reference, questions = self._questions(request)
-        replies = [call(self._reader, m, config, **self._limits()) for m in questions]
-        return self._judgement(reference, replies)
+        """The probability readings of `request.candidate`: the verdict, the comparison in both orders when
+        there is an earlier candidate, and the earlier one's verdict to settle a tie (no written critique)."""
+        return cast(Judgement, self._run(self._judgement_steps(request), config))
 
     async def ajudge(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Judgement:
         """Async twin of `judge`."""
-        reference, questions = self._questions(request)
-        replies = [await acall(self._reader, m, config, **self._limits()) for m in questions]
-        return self._judgement(reference, replies)
+        return cast(Judgement, await self._arun(self._judgement_steps(request), config))
 
     def p_yes(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> float:
         """The verdict alone: `P(Yes) / (P(Yes) + P(No))` for `request.candidate` (one call)."""
-        return self._p_yes(call(self._reader, self.verdict_messages(request), config, **self._limits()))
+        return _sigmoid(
+            self._yes(call(self._reader, self.verdict_messages(request), config, **self._limits()))
+        )
 
     def p_better(self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None) -> float:
         """The comparison alone: the chance that `request.candidate` does the task better than `other` (two
         calls, one per order)."""
+        return preference(*self.orders(request, other, config))
+
+    def orders(
+        self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None
+    ) -> tuple[float, float]:
+        """The comparison's two readings (two calls): the log-odds of the candidate's letter with it as A, then as
+        B. Both positive: it won in both orders; of opposite signs: a tie (the position decided)."""
         as_a, as_b = (
             call(self._reader, m, config, **self._limits()) for m in self.preference_messages(request, other)
         )
-        return self._p_better(as_a, as_b)
+        return log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A")
 
-    def faults(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> WrittenCritique:
-        """The written critique alone (one call)."""
-        return _written(call(self._writer, self.critique_messages(request), config, **self._limits()))
+    def faults(
+        self, request: CritiqueRequest, config: RunnableConfig | None = None
+    ) -> WrittenCritique | None:
+        """The written critique alone, as the model wrote it (one call; None when it cannot be read)."""
+        return written(call(self._writer, self.critique_messages(request), config, **self._limits()))
 
-    async def _afaults(self, request: CritiqueRequest, config: RunnableConfig | None) -> WrittenCritique:
-        return _written(await acall(self._writer, self.critique_messages(request), config, **self._limits()))
+    def usable_faults(self, request: CritiqueRequest, critique: WrittenCritique) -> list[Fault]:
+        """The faults of a written critique kept as whole lines in the task's script (no call)."""
+        return usable(critique, task=request.task, context=request.context, answer=request.candidate)
+
+    def check_faults(
+        self, request: CritiqueRequest, faults: Sequence[Fault], config: RunnableConfig | None = None
+    ) -> list[FaultCheck]:
+        """Each fault put back to the judge as yes/no questions about `request.candidate` (one or two calls
+        each, by `confirm`; `"none"` asks both ways, as `"both"` does, so that the readings can be compared)."""
+        critic = self if self.confirm != "none" else self._with(confirm="both")
+        return cast(list[FaultCheck], critic._run(critic._check_steps(request, faults), config))
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        judgement = self.judge(request, config)
-        written = self.faults(request, config) if self.write and not judgement.accepted else None
-        return self._critique(judgement, written)
+        return cast(Critique, self._run(self._critique_steps(request), config))
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        judgement = await self.ajudge(request, config)
-        written = await self._afaults(request, config) if self.write and not judgement.accepted else None
-        return self._critique(judgement, written)
+        return cast(Critique, await self._arun(self._critique_steps(request), config))
+
+    def _with(self, model: Any = None, **changes: Any) -> JudgeCritic:
+        """A copy of this critic with `changes` to its settings (and another `model`)."""
+        settings = {
+            "write": self.write,
+            "confirm": self.confirm,
+            "top_logprobs": self.top_logprobs,
+            "max_candidate_chars": self.max_candidate_chars,
+            "retries": self.retries,
+            "timeout_s": self.timeout_s,
+            "name": self.name,
+        }
+        return JudgeCritic(self.model if model is None else model, **{**settings, **changes})
 
     def _limits(self) -> dict[str, Any]:
         return {"retries": self.retries, "timeout_s": self.timeout_s}
-
-
-_UNREAD = "The written critique could not be read, so the answer is not accepted on this round."
-
-
-def _written(reply: Any) -> WrittenCritique:
-    """The written critique from a structured-output reply (`include_raw`: `{"raw", "parsed", "parsing_error"}`).
-
-    A reply that cannot be read is one issue saying so: the candidate is then not accepted, never crashed on.
-    """
-    parsed = reply.get("parsed") if isinstance(reply, Mapping) and "raw" in reply else reply
-    if isinstance(reply, Mapping) and reply.get("parsing_error") is not None:
-        parsed = None
-    try:
-        if isinstance(parsed, WrittenCritique):
-            return parsed
-        if isinstance(parsed, BaseModel):
-            return WrittenCritique.model_validate(parsed.model_dump())
-        if isinstance(parsed, Mapping):
-            return WrittenCritique.model_validate(dict(parsed))
-    except ValueError:
-        pass
-    return WrittenCritique(issues=[_UNREAD])

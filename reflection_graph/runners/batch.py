@@ -31,7 +31,13 @@ current input (a line inserted above records keyed by line number, or an edited 
 ``OUT.stale.jsonl`` and its record runs again; the summary's ``changed_samples`` say which.
 
 One run per output: a run holds an exclusive lock on ``OUT.lock`` (which names its pid, host and start time).
-A second run on the same ``OUT`` raises `BatchLocked`; the lock of a run that died is taken over.
+A second run on the same ``OUT`` raises `BatchLocked`; the lock of a run that died is taken over. ``OUT`` is
+taken with its symlinks resolved: a symlink to a running batch's ``OUT`` is refused the same way, and a symlink
+given as ``OUT`` stays a symlink (its target is written, and the side files go beside the target).
+
+Inputs are never written: a run refuses, before anything is written, an ``OUT`` that is ``IN``, or one whose
+side files (``OUT.tmp``, ``OUT.summary.json`` and its ``.tmp``, ``OUT.lock``, ``OUT.stale.jsonl``) would
+overwrite, truncate or remove ``IN`` (the same path, a symlink or a hard link).
 
 Shards: ``shard=(I, N)`` runs only the records whose id hashes to shard ``I`` (`shard_of`), so N machines can
 share one ``IN``; each writes its own ``OUT`` and `merge_outputs` combines them, checking that no record is
@@ -79,6 +85,7 @@ from reflection_graph.runners._output import compact, error_entry, ok_entry, rea
 from reflection_graph.runners._progress import ProgressBar
 from reflection_graph.runners._records import BatchRecord, InputError, read_input
 from reflection_graph.runners._server import ServerError, ServerGraph
+from reflection_graph.runners._side_files import check_inputs_spared, resolve_output
 from reflection_graph.runners._summary import BatchSummary, fill_stats, summary_path, tokens, write_summary
 from reflection_graph.runners.shards import MergeError, merge_outputs, parse_shard, shard_of
 
@@ -243,7 +250,9 @@ async def arun_batch(
         The `BatchSummary`, also written to ``OUT.summary.json``.
 
     Raises:
-        ValueError: for invalid options, or an ``out_path`` holding another shard's results.
+        ValueError: for invalid options, an ``out_path`` holding another shard's results, or an ``out_path``
+            that is ``in_path``, or whose side files (``OUT.tmp``, ``OUT.summary.json``, ``OUT.lock``,
+            ``OUT.stale.jsonl``) one of them is (the same path, a symlink or a hard link): nothing is written.
         FileNotFoundError: when ``in_path`` does not exist.
         BatchLocked: another run is writing ``out_path`` (its lock file ``OUT.lock`` names it).
         WriteError: ``out_path`` could not be written (a full disk: the message names the file and the space
@@ -258,9 +267,10 @@ async def arun_batch(
         shard_label = f"{index}/{count}"
     started = time.perf_counter()
     in_file = Path(in_path)
-    out_file = Path(out_path)
     if not in_file.is_file():
         raise FileNotFoundError(f"input file not found: {in_file}")
+    check_inputs_spared(out_path, [("the input file", in_file)])
+    out_file = resolve_output(out_path)  # a symlink named as OUT stays one; its target is written
     out_file.parent.mkdir(parents=True, exist_ok=True)
 
     records, input_errors = read_input(in_file)
@@ -271,6 +281,7 @@ async def arun_batch(
     lock.acquire()
     try:
         summary, pending = _start(in_file, out_file, records, input_errors, lock, shard_label)
+        summary.out_path = str(Path(out_path))
         graph = _resolve_graph(graph_or_factory) if pending else None
         results: dict[str, dict[str, Any]] = {}
         if graph is not None:

@@ -24,7 +24,8 @@ from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, sam
 from reflection_graph.runners._lock import OutputLock
 from reflection_graph.runners._output import is_stale, merge_entries, read_output
 from reflection_graph.runners._records import BatchRecord, id_key, read_input
-from reflection_graph.runners._summary import BatchSummary, fill_stats, summary_path, write_summary
+from reflection_graph.runners._side_files import check_inputs_spared, resolve_output
+from reflection_graph.runners._summary import BatchSummary, fill_stats, write_summary
 
 __all__ = ["MergeError", "merge_outputs", "parse_shard", "shard_of"]
 
@@ -81,27 +82,21 @@ def _names(keys: list[str], limit: int = 3) -> str:
 
 
 def _check_paths(paths: list[Path], in_file: Path, out_file: Path) -> None:
-    """Refuse, before anything is written, files given twice and an output (or its summary) that is an input."""
+    """Refuse, before anything is written, files given twice, a shard output that is the input, and an output
+    (or a file written beside it: summary, lock, temporary files) that is an input or a shard output."""
     if not paths:
         raise MergeError("no shard outputs given")
     if not in_file.is_file():
         raise FileNotFoundError(f"input file not found: {in_file}")
-    summary_file = summary_path(out_file)
-    for written in (out_file, summary_file):
-        if same_file(written, in_file):
-            raise MergeError(
-                f"the merged output {written} is the input file {in_file} (or a link to it); write it elsewhere"
-            )
+    inputs: list[tuple[str, Path]] = [("the input file", in_file)]
+    inputs += [("the shard output", path) for path in paths]
+    check_inputs_spared(out_file, inputs, stale=False, error=MergeError)
     for i, path in enumerate(paths):
         if not path.is_file():
             raise FileNotFoundError(f"shard output not found: {path}")
         for other in paths[:i]:
             if same_file(path, other):
                 raise MergeError(f"the same output file is given twice ({other} and {path})")
-        if same_file(path, out_file) or same_file(path, summary_file):
-            raise MergeError(
-                f"the merged output {out_file} is also one of the shard outputs; write it elsewhere"
-            )
         if same_file(path, in_file):
             raise MergeError(f"{path} is the input file, not a shard output")
 
@@ -195,13 +190,16 @@ def merge_outputs(
 
     Raises:
         MergeError: a file given twice, two outputs of one shard, a missing shard or records missing from a
-            shard, a record in two outputs, or ``OUT`` among the inputs. The one-line message says which.
+            shard, a record in two outputs, or ``OUT`` or a file written beside it (``OUT.tmp``,
+            ``OUT.summary.json`` and its ``.tmp``, ``OUT.lock``) among the inputs and shard outputs. The one-line
+            message says which.
         FileNotFoundError: ``in_path`` or an output does not exist.
     """
     started = time.perf_counter()
     in_file, out_file = Path(in_path), Path(out_path)
     paths = [Path(p) for p in outputs]
     _check_paths(paths, in_file, out_file)
+    out_file = resolve_output(out_file)  # a symlink named as OUT stays one; its target is written
     by_file, shard_files, count = _read_shards(paths, shards)
     records, input_errors = read_input(in_file)
     merged = _collect(records, by_file, shard_files, count)
@@ -211,7 +209,7 @@ def merge_outputs(
         lines = [(r.line, dumps(merged[r.key])) for r in records]
         lines += [(e.line, dumps(e.entry())) for e in input_errors]
         atomic_write(out_file, lines_text(text for _, text in sorted(lines, key=lambda pair: pair[0])))
-        summary = BatchSummary(in_path=str(in_file), out_path=str(out_file))
+        summary = BatchSummary(in_path=str(in_file), out_path=str(Path(out_path)))
         summary.records = len(records) + len(input_errors)
         summary.input_errors = len(input_errors)
         summary.skipped = len(records)

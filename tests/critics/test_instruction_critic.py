@@ -126,6 +126,136 @@ def test_bad_instructions_are_refused_when_the_critic_is_built(ids: Any, kwargs:
         InstructionCritic(ids, kwargs)
 
 
+@pytest.mark.parametrize(
+    ("ids", "kwargs", "message"),
+    [
+        (  # kwargs as one dict: it is a list with one dict per instruction
+            ["keywords:existence"],
+            {"keywords": ["ottawa"]},
+            "kwargs must be a list with one dict of arguments per instruction, not one dict, for "
+            "keywords:existence; write [{'keywords': ['ottawa']}]",
+        ),
+        (
+            ["keywords:frequency", "punctuation:no_comma"],
+            {"keyword": "a", "frequency": 1, "relation": "at least"},
+            "not one dict, for keywords:frequency, punctuation:no_comma; give a list of 2 dicts (or None)",
+        ),
+        (  # an entry that is not a dict
+            ["punctuation:no_comma", "keywords:frequency"],
+            [{}, "keyword=whisper"],
+            "kwargs[1], the arguments of instruction 'keywords:frequency', must be a dict (or None), "
+            "not str 'keyword=whisper'",
+        ),
+        (
+            "punctuation:no_comma keywords:frequency".split(),
+            "ab",
+            "kwargs must be a list with one dict (or None)",
+        ),
+        (  # a list as an id
+            [["punctuation:no_comma"]],
+            None,
+            "instruction_id_list[0] must be an instruction id string, not list ['punctuation:no_comma']; "
+            "write 'punctuation:no_comma'",
+        ),
+        (
+            ["punctuation:no_comma", {"id": 1}],
+            None,
+            "instruction_id_list[1] must be an instruction id string",
+        ),
+        (  # one keyword where the checker takes a list: it would test single letters
+            ["keywords:existence"],
+            [{"keywords": "ottawa"}],
+            "argument 'keywords' of instruction 'keywords:existence' must be a non-empty list of non-empty "
+            "strings, not str 'ottawa'; write ['ottawa']",
+        ),
+        (
+            ["keywords:forbidden_words"],
+            [{"forbidden_words": ["sorry", 3]}],
+            "argument 'forbidden_words' of instruction 'keywords:forbidden_words' must be a non-empty list",
+        ),
+        (  # an empty list: the checker would pick keywords at random
+            ["keywords:existence"],
+            [{"keywords": []}],
+            "argument 'keywords' of instruction 'keywords:existence' must be a non-empty list",
+        ),
+        (
+            ["keywords:frequency"],
+            [{"keyword": "whisper", "frequency": "3", "relation": "at least"}],
+            "argument 'frequency' of instruction 'keywords:frequency' must be a whole number >= 0",
+        ),
+        (  # a negative count: the checker would pick one at random
+            ["keywords:frequency"],
+            [{"keyword": "whisper", "frequency": -1, "relation": "at least"}],
+            "argument 'frequency' of instruction 'keywords:frequency' must be a whole number >= 0",
+        ),
+        (
+            ["count:word_count_range"],
+            [{"min_words": 2.5, "max_words": 7}],
+            "argument 'min_words' of instruction 'count:word_count_range' must be a whole number >= 0",
+        ),
+        (
+            ["keywords:frequency"],
+            [{"keyword": ["whisper"], "frequency": 3, "relation": "at least"}],
+            "argument 'keyword' of instruction 'keywords:frequency' must be a non-empty string, not list",
+        ),
+        (  # a checker taking only **kwargs takes no argument at all
+            ["custom:csv_city"],
+            [{"rows": 7}],
+            "do not fit instruction 'custom:csv_city': no argument 'rows' (it takes none)",
+        ),
+        (  # values the checker does not take, so it would pick others at random
+            ["keywords:letter_frequency"],
+            [{"letter": "ab", "let_frequency": 2, "let_relation": "at least"}],
+            "instruction 'keywords:letter_frequency' does not take the value given for letter",
+        ),
+        (
+            ["repeat:repeat_span"],
+            [{"prompt_to_repeat": "one two three four", "n_start": 0, "n_end": 2}],
+            "instruction 'repeat:repeat_span' does not take the value given for n_start",
+        ),
+    ],
+)
+def test_arguments_of_the_wrong_shape_or_kind_are_one_line_errors_naming_instruction_and_argument(
+    ids: Any, kwargs: Any, message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        InstructionCritic(ids, kwargs)
+    assert message in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_a_list_of_keywords_is_checked_as_words_not_as_letters() -> None:
+    critic = InstructionCritic(["keywords:existence"], [{"keywords": ("ottawa",)}])
+    assert not _ask(critic, "Washington, not the answer.").is_acceptable
+    assert _ask(critic, "Ottawa is the capital.").is_acceptable
+
+
+def test_every_argument_of_the_installed_checkers_has_a_kind_that_its_docstring_agrees_with() -> None:
+    """`_ARGUMENT_KINDS` covers every named argument of both libraries' checkers (a new library version with a new
+    argument fails here), and where a checker's docstring says what an argument holds, the kind is that."""
+    import inspect
+
+    instructions = __import__("reflection_graph.critics.instructions", fromlist=["_registry"])
+    kinds = instructions._ARGUMENT_KINDS
+    said = {
+        "An integer": "count",
+        "A string": "text",
+        "A sequence of strings": "texts",
+        "A sequences": "texts",
+    }
+    seen: set[str] = set()
+    agreed = 0
+    for iid, checker in instructions._registry().items():
+        doc = inspect.getdoc(checker.build_description) or ""
+        for name in instructions._declared_arguments(checker):
+            seen.add(name)
+            assert name in kinds, f"{iid}: argument {name!r} has no kind"
+            for opening, kind in said.items():
+                if f"\n  {name}: {opening}" in "\n" + doc.split("Args:")[-1]:
+                    assert kinds[name] == kind, (iid, name, kind)
+                    agreed += 1
+    assert set(kinds) == seen and agreed > 40
+
+
 def test_checkers_needing_nltk_data_are_refused_by_name_when_it_is_not_installed(no_nltk_data: Path) -> None:
     assert set(unavailable_instructions()) == set(NEEDS_NLTK_DATA)
     with pytest.raises(InstructionUnavailableError) as caught:

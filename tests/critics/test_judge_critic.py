@@ -9,100 +9,32 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable, RunnableLambda
-from pydantic import Field
 
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
-from reflection_graph.critics.judge import WrittenCritique, log_odds, preference
+from reflection_graph.critics.judge import FIRST, NO_FAULT, WrittenCritique, log_odds, preference
 from reflection_graph.critics.pairwise import moved_score
+from tests.critics._judge_fake import JudgeModel, answer_of, answers_of
 
 TASK = "What is the capital of France?"
 GOOD, BAD = "The capital of France is Paris.", "The capital of France is Berlin."
 
 
-def _top(**probs: float) -> list[dict[str, Any]]:
-    return [{"token": token, "logprob": math.log(p)} for token, p in probs.items()]
-
-
-class JudgeModel(BaseChatModel):
-    """Next-token logprobs by the question asked, and a scripted written critique; records every call.
-
-    `yes(answer)` is P(Yes) to "is it correct?"; `better(a, b)` is the judge's unbiased chance that A is better, to which `bias` is added in log-odds (a judge
-    that favours A); `written(prompt)` is the written critique's JSON.
-    """
-
-    yes: Any = None
-    better: Any = None
-    bias: float = 1.5
-    written: Any = None
-    with_logprobs: bool = True
-    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake-judge"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        prompt = str(messages[-1].content)
-        self.calls.append((prompt, dict(kw)))
-        if not kw.get("logprobs"):
-            text = self.written(prompt) if callable(self.written) else '{"issues": [], "suggestions": []}'
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
-        meta: dict[str, Any] = {}
-        if self.with_logprobs:
-            if "A or B" in prompt:
-                a, b = _answers(prompt)
-                odds = math.log(self.better(a, b)) - math.log(1 - self.better(a, b)) + self.bias
-                p_a = 1 / (1 + math.exp(-odds))
-                top = _top(A=p_a * 0.9, B=(1 - p_a) * 0.9, Answer=0.05)
-            else:
-                p = self.yes(_answer(prompt))
-                top = [*_top(Yes=p * 0.8, No=(1 - p) * 0.8), {"token": " yes", "logprob": math.log(p * 0.1)}]
-            meta["logprobs"] = {"content": [{"token": top[0]["token"], "logprob": 0.0, "top_logprobs": top}]}
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(content="A", response_metadata=meta))]
-        )
-
-    def with_structured_output(
-        self, schema: Any, *, include_raw: bool = False, **kw: Any
-    ) -> Runnable[Any, Any]:  # type: ignore[override]
-        def parse(raw: AIMessage) -> Any:
-            try:
-                parsed, error = schema.model_validate_json(str(raw.content)), None
-            except ValueError as exc:
-                parsed, error = None, exc
-            return {"raw": raw, "parsed": parsed, "parsing_error": error} if include_raw else parsed
-
-        return self | RunnableLambda(parse)
-
-
-def _answer(prompt: str) -> str:
-    return prompt.split("Answer:\n", 1)[1].split("\n\n", 1)[0]
-
-
-def _answers(prompt: str) -> tuple[str, str]:
-    a = prompt.split("Answer A:\n", 1)[1].split("\n\n", 1)[0]
-    b = prompt.split("Answer B:\n", 1)[1].split("\n\n", 1)[0]
-    return a, b
+_answer, _answers = answer_of, answers_of
 
 
 def _model(
     yes: Callable[[str], float] = lambda answer: 0.9 if "Paris" in answer else 0.7,
     better: Callable[[str, str], float] = lambda a, b: 0.8 if "Paris" in a else 0.2 if "Paris" in b else 0.5,
     written: Callable[[str], str] | None = None,
+    fault: Callable[[str, str], float] = lambda answer, issue: 0.9 if "Berlin" in answer else 0.1,
     **kw: Any,
 ) -> JudgeModel:
     def faults(prompt: str) -> str:
         if "Berlin" in _answer(prompt):
-            return '{"issues": ["Berlin is the capital of Germany."], "suggestions": ["Say Paris."]}'
-        return '{"issues": [], "suggestions": []}'
+            return '{"faults": [{"issue": "Berlin is the capital of Germany.", "fix": "Say Paris."}]}'
+        return '{"faults": []}'
 
-    return JudgeModel(yes=yes, better=better, written=written or faults, **kw)
+    return JudgeModel(yes=yes, better=better, written=written or faults, fault=fault, **kw)
 
 
 def _p_yes(p: float) -> float:
@@ -153,18 +85,15 @@ def test_a_first_candidate_scores_its_p_yes_and_is_never_accepted_alone() -> Non
     assert (
         not good.is_acceptable
     )  # this judge compares; alone, its P(Yes) barely moves between right and wrong
-    assert good.issues == ["Not compared with another answer yet: revise it against the task, to compare."]
-    assert [kw.get("logprobs", False) for _, kw in model.calls] == [
-        True,
-        False,
-    ]  # the verdict, then the critique
+    assert good.issues == [] and good.feedback == f"{FIRST} {NO_FAULT}"  # nothing invented to say
+    assert model.kinds() == ["verdict", "written"]  # no fault written, none to check
     model.calls.clear()
     bad = critic.critique(_request(BAD))
     assert bad.score == pytest.approx(10 * _p_yes(0.7)) and bad.score < good.score
     assert not bad.is_acceptable
     assert bad.issues == ["Berlin is the capital of Germany."] and bad.suggestions == ["Say Paris."]
     assert "Berlin is the capital of Germany." in bad.feedback
-    assert len(model.calls) == 2 and not model.calls[-1][1].get("logprobs")  # the written critique, last
+    assert model.kinds() == ["verdict", "written", "has", "free"]  # the written fault, checked both ways
 
 
 def test_even_a_certain_yes_does_not_accept_a_first_candidate() -> None:
@@ -179,14 +108,15 @@ def test_a_revision_not_judged_worse_still_needs_p_yes_above_one_half() -> None:
 
 
 def test_comparison_in_both_orders_decides_against_the_earlier_candidate() -> None:
-    model = _model()
+    model = _model(bias=0.8)  # a bias towards A smaller than the judge's preference: both orders agree
     critic = JudgeCritic(model)
     better = critic.critique(_request(GOOD, earlier=BAD, score=6.0))
     pairs = [_answers(p) for p, _ in model.calls if "A or B" in p]
     assert pairs == [(GOOD, BAD), (BAD, GOOD)]  # the candidate as A, then as B
-    # the judge's own 0.8 for the better answer, its +1.5 bias towards A cancelled
+    # the judge's own 0.8 for the better answer, its +0.8 bias towards A cancelled
     assert better.score == pytest.approx(moved_score(6.0, 0.8))
     assert better.is_acceptable
+    assert model.kinds() == ["verdict", "A-or-B", "A-or-B"]  # won in both orders: no tie to settle
     model.calls.clear()
     worse = critic.critique(_request(BAD, earlier=GOOD, score=6.0))
     assert worse.score == pytest.approx(moved_score(6.0, 0.2)) and not worse.is_acceptable
@@ -211,14 +141,15 @@ def test_the_comparison_is_with_the_best_earlier_candidate_shown() -> None:
     assert compared == {GOOD, "Paris, of course."}
 
 
-def test_an_unreadable_written_critique_blocks_acceptance_without_crashing() -> None:
+def test_an_unreadable_written_critique_says_so_without_crashing() -> None:
     critic = JudgeCritic(_model(written=lambda prompt: "no JSON here"))
     result = critic.critique(_request(BAD))
-    assert not result.is_acceptable and result.issues and "could not be read" in result.issues[0]
+    assert not result.is_acceptable and result.issues == []  # no fault is made up from it
+    assert "could not be read" in result.feedback
 
 
 def test_without_the_written_critique_a_rejection_still_says_why() -> None:
-    model = _model()
+    model = _model(bias=0.0)  # a judge with no position bias: the two orders agree
     result = JudgeCritic(model, write=False).critique(_request(BAD, earlier=GOOD))
     assert not result.is_acceptable and "worse than the best earlier answer" in result.issues[0]
     assert all(kw.get("logprobs") for _, kw in model.calls)
@@ -237,7 +168,9 @@ def test_context_reaches_every_question() -> None:
     JudgeCritic(model).critique(
         CritiqueRequest(task=TASK, candidate=BAD, context="Answer in one sentence.", history=history)
     )
-    assert len(model.calls) == 4  # the verdict, both orders, the written critique
+    # the verdict, both orders (split by the +1.5 bias towards A), the earlier answer's verdict to settle the
+    # tie, the written critique, its one fault checked both ways
+    assert model.kinds() == ["verdict", "A-or-B", "A-or-B", "verdict", "written", "has", "free"]
     assert all("Answer in one sentence." in prompt for prompt, _ in model.calls)
 
 
@@ -265,7 +198,9 @@ def test_not_a_chat_model_is_refused() -> None:
 
 
 def test_written_critique_schema_has_no_score() -> None:
-    assert set(WrittenCritique.model_fields) == {"issues", "suggestions"}
+    assert set(WrittenCritique.model_fields) == {"faults"}
+    fault = WrittenCritique.model_json_schema()["$defs"]["Fault"]
+    assert set(fault["properties"]) == {"issue", "fix"}  # a fix belongs to its issue
 
 
 # -- the default critic and the loop ---------------------------------------------------------------------------
@@ -325,4 +260,7 @@ def test_the_readings_one_by_one_match_the_critique() -> None:
     judged = critic.judge(request)
     assert critic.p_yes(request) == pytest.approx(judged.p_yes) == pytest.approx(_p_yes(0.9))
     assert critic.p_better(request, BAD) == pytest.approx(judged.p_better or 0) == pytest.approx(0.8)
-    assert critic.faults(_request(BAD)).issues == ["Berlin is the capital of Germany."]
+    written = critic.faults(_request(BAD))
+    assert written is not None and written.issues == ["Berlin is the capital of Germany."]
+    [check] = critic.check_faults(_request(BAD), critic.usable_faults(_request(BAD), written))
+    assert check.confirmed and check.has > 0 and check.free is not None and check.free < 0

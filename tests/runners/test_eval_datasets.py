@@ -53,7 +53,8 @@ def _first(reference: Any) -> str:
 
 # Shipped sets that are not eval data, and what they are for instead.
 NOT_EVAL = {
-    "paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)"
+    "paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)",
+    "critique_cases.jsonl": "answers and their known faults for the critique benchmark (bench/bench_critique.py)",
 }
 
 

@@ -10,8 +10,9 @@
   minimal `/dev`; a fresh, read-only `/proc`; `--kill-child` (the namespace dies with `unshare`).
 
 In both, the dir that holds the run dir is hidden too, so one run cannot read another's files, and a seccomp
-filter denies Unix sockets (`socket(AF_UNIX)`; `_launch.py`), which a read-only mount and a network namespace do
-not stop: a service listening on a socket file the sandbox can see stays out of reach. Every command is started
+filter lets `socket()` make only `AF_INET` and `AF_INET6` sockets (`_launch.py`): a network namespace does not
+cover Unix sockets (a read-only mount does not stop `connect()` on a socket file the sandbox can see), vsock (the
+host's, or a VM host's, services), netlink or the other families. Every command is started
 by `_launch.py`'s supervisor, which dies with the parent (see there).
 """
 
@@ -101,7 +102,7 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan, guard: dict[str, objec
     if backend == "bwrap":
         bwrap = shutil.which("bwrap")
         assert bwrap is not None
-        inner = json.dumps({"limits": limits, "no_unix_sockets": True})
+        inner = json.dumps({"limits": limits, "restrict_sockets": True})
         return [*supervisor, *_bwrap_prefix(bwrap, workdir, plan.argv[0]), *launcher, inner, *plan.argv]
     unshare = shutil.which("unshare")
     assert unshare is not None
@@ -117,7 +118,7 @@ def _wrap(backend: str | None, workdir: str, plan: _Plan, guard: dict[str, objec
     ]
     hidden = _hidden_dirs(workdir)
     hide = {"workdir": workdir, "hidden": hidden, "keep": _exposed_paths(plan.argv[0], hidden)}
-    inner = json.dumps({"unshare": hide, "limits": limits, "no_unix_sockets": True})
+    inner = json.dumps({"unshare": hide, "limits": limits, "restrict_sockets": True})
     return [*supervisor, unshare, *flags, "--", *launcher, inner, *plan.argv]
 
 

@@ -22,11 +22,14 @@ It runs twice for an isolated run (first outside the sandbox, then inside it) an
 - `limits`: `{"as": bytes, "cpu": s, "fsize": bytes, "nproc": n}` (-1: none), set just before the command's
   `execv`. `nproc` (RLIMIT_NPROC) is only given inside a new user namespace, where it counts the sandbox's own
   processes (the kernel does not apply it to the real root user: there the pids cgroup is the limit).
-- `no_unix_sockets` (inside the sandbox): just before the `execv`, a seccomp filter (`_unix_socket_filter`) that
-  the command and every process it starts keep: `socket(AF_UNIX, ...)` fails with `EACCES`, so no socket file
-  (a read-only mount does not stop `connect()` on one) and no other Unix socket can be reached;
-  `socketpair(AF_UNIX, SOCK_STREAM | SOCK_SEQPACKET)` still works (asyncio's and multiprocessing's own pipes: a
-  connected pair cannot be pointed anywhere else), a datagram pair (which could `sendto` a path) does not;
+- `restrict_sockets` (inside the sandbox): just before the `execv`, a seccomp filter (`_socket_filter`) that the
+  command and every process it starts keep. It is an allow-list: `socket()` makes only `AF_INET` and `AF_INET6`
+  sockets (they live in the sandbox's own, empty network namespace) and fails with `EACCES` for every other
+  address family: `AF_UNIX` (a read-only mount does not stop `connect()` on a socket file), `AF_VSOCK` (not
+  namespaced: the host's and a VM host's vsock services), `AF_NETLINK` (kernel events), `AF_PACKET`,
+  `AF_BLUETOOTH`, `AF_XDP`, `AF_ALG` and any family a later kernel adds. `socketpair(AF_UNIX, SOCK_STREAM |
+  SOCK_SEQPACKET)` still works (asyncio's and multiprocessing's own pipes: a connected pair cannot be pointed
+  anywhere else); every other `socketpair`, a Unix datagram pair (which could `sendto` a path) included, does not;
   `io_uring_setup` fails (io_uring makes sockets without the `socket` system call); system calls of another
   architecture's ABI (32-bit, x32) fail. Built for x86_64 and aarch64; on another machine the launcher refuses to
   run rather than run without it.
@@ -177,6 +180,8 @@ def _read_only_except(workdir: str, hidden: list[str], keep: list[str]) -> None:
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _AF_UNIX, _SOCK_STREAM, _SOCK_SEQPACKET, _SOCK_TYPE_MASK = 1, 1, 5, 0xF
+# The families `socket()` may make: AF_INET and AF_INET6, in the sandbox's own network namespace. An allow-list.
+_SOCKET_FAMILIES = (2, 10)
 _EACCES, _ENOSYS = 13, 38
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _SYSCALLS = {  # machine: (audit arch, socket, socketpair, io_uring_setup, first number of another ABI or None)
@@ -185,14 +190,13 @@ _SYSCALLS = {  # machine: (audit arch, socket, socketpair, io_uring_setup, first
 }
 
 
-def _unix_socket_filter(machine: str) -> bytes:
-    """The seccomp BPF program (`struct sock_filter[]`) that denies Unix sockets; see the module docstring."""
+def _socket_filter(machine: str) -> bytes:
+    """The seccomp BPF program (`struct sock_filter[]`) that allows only the sockets the sandbox needs; see the
+    module docstring."""
     import struct
 
     if machine not in _SYSCALLS:
-        raise OSError(
-            f"no Unix-socket filter for {machine!r} (only {', '.join(_SYSCALLS)}): cannot isolate here"
-        )
+        raise OSError(f"no socket filter for {machine!r} (only {', '.join(_SYSCALLS)}): cannot isolate here")
     arch, socket_nr, pair_nr, uring_nr, other_abi = _SYSCALLS[machine]
     program: list[tuple] = []  # (code, true label or 0, false label or 0, k); labels are resolved below
 
@@ -223,10 +227,13 @@ def _unix_socket_filter(machine: str) -> bytes:
     jump(0x15, uring_nr, "gone", "allow")
     label("socket")
     load(16)  # args[0], the address family (an int: its low word)
-    jump(0x15, _AF_UNIX, "deny", "allow")
+    for family in _SOCKET_FAMILIES:
+        jump(0x15, family, "allow", f"not-{family}")
+        label(f"not-{family}")
+    ret(deny)  # every other family
     label("pair")
     load(16)
-    jump(0x15, _AF_UNIX, "unix-pair", "allow")
+    jump(0x15, _AF_UNIX, "unix-pair", "deny")
     label("unix-pair")
     load(24)  # args[1], the type, without SOCK_NONBLOCK / SOCK_CLOEXEC
     program.append((0x54, 0, 0, _SOCK_TYPE_MASK))  # A &= mask
@@ -256,9 +263,9 @@ def _unix_socket_filter(machine: str) -> bytes:
     return out
 
 
-def _deny_unix_sockets() -> None:
-    """Install `_unix_socket_filter` on this process (kept across `execv`, inherited by every child)."""
-    program = _unix_socket_filter(os.uname().machine)
+def _restrict_sockets() -> None:
+    """Install `_socket_filter` on this process (kept across `execv`, inherited by every child)."""
+    program = _socket_filter(os.uname().machine)
 
     class _Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
@@ -269,13 +276,13 @@ def _deny_unix_sockets() -> None:
     _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp filter")
 
 
-def _exec(argv: list[str], limits: dict, no_unix_sockets: bool = False) -> None:
+def _exec(argv: list[str], limits: dict, restrict_sockets: bool = False) -> None:
     for key, name in _RLIMITS:
         if key in limits:
             _limit(name, int(limits[key]))
     _limit("RLIMIT_CORE", 0)
-    if no_unix_sockets:
-        _deny_unix_sockets()
+    if restrict_sockets:
+        _restrict_sockets()
     os.execv(argv[0], argv)
 
 
@@ -287,12 +294,12 @@ def _exit_like(code: int) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _init(argv: list[str], limits: dict, no_unix_sockets: bool) -> int:
+def _init(argv: list[str], limits: dict, restrict_sockets: bool) -> int:
     child = os.fork()
     if child == 0:
         try:
             _drop_capabilities(ctypes.CDLL(None, use_errno=True))
-            _exec(argv, limits, no_unix_sockets)
+            _exec(argv, limits, restrict_sockets)
         except BaseException as exc:
             os.write(2, f"sandbox launcher: {exc}\n".encode())
         finally:
@@ -410,15 +417,15 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     command = sys.argv[2:]
     limits = config.get("limits", {})
-    no_unix_sockets = bool(config.get("no_unix_sockets"))
+    restrict_sockets = bool(config.get("restrict_sockets"))
     if "supervise" in config:
         _supervise(command, config["supervise"], limits)
     elif "unshare" in config:
         hide = config["unshare"]
         _read_only_except(hide["workdir"], hide["hidden"], hide["keep"])
         sys.stdout.flush()
-        os._exit(_init(command, limits, no_unix_sockets))
-    _exec(command, limits, no_unix_sockets)
+        os._exit(_init(command, limits, restrict_sockets))
+    _exec(command, limits, restrict_sockets)
 
 
 if __name__ == "__main__":

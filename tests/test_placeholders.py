@@ -1,0 +1,124 @@
+"""Template placeholders: what counts as one, and the rule selection respects (a candidate that brought one in ranks
+below every candidate without one), down to the graph's answer; and whole lines in the task's script."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reflection_graph import _rules, create_reflection_graph
+from reflection_graph._lines import scripts, whole_line
+from reflection_graph._placeholders import asks_for_template, introduced_placeholders, placeholders
+from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+
+
+@pytest.mark.parametrize(
+    ("text", "slots"),
+    [
+        ("Best regards,\n[Your Name]", ["[Your Name]"]),
+        ("Dear <name>, welcome to [Company] on {start date}.", ["<name>", "[Company]", "{start date}"]),
+        ("Hi {name}, see you soon.", ["{name}"]),
+        ("See [1], [x] and [the docs](https://example.org).", []),  # a citation, a checkbox, a link
+        ("Write to <dana@example.org> or <https://example.org>.<br>", []),  # an address, a URL, a tag
+        ("The area is x^{2}, as in \\frac{a}{b}.", []),  # math
+        ("Use `{name}` in the template string.", []),  # inline code
+        ("```python\nprint(f'{name}')\n```\nDone.", []),  # a code fence
+        ('def greet(name):\n    return f"Hello {name}"', []),  # code
+    ],
+)
+def test_what_is_a_placeholder(text: str, slots: list[str]) -> None:
+    assert placeholders(text) == slots
+
+
+def test_only_a_placeholder_nothing_earlier_held_is_brought_in() -> None:
+    task = "Write to Dana declining the offer."
+    assert introduced_placeholders("Hi Dana,\n[Your Name]", task=task) == ["[Your Name]"]
+    assert introduced_placeholders("Hi Dana,\n[your  name]", task=task, earlier=("Bye, [Your Name]",)) == []
+    assert introduced_placeholders("Hi [Name]", task="Hi [Name]: fill it in") == []
+    assert introduced_placeholders("Hi [Name]", task="Write an email template for declining offers.") == []
+    assert introduced_placeholders("Hi [Name]", task=task, context="Leave a blank for the name.") == []
+    assert asks_for_template("Write an email template") and not asks_for_template(task, None)
+
+
+# -- selection ---------------------------------------------------------------------------------------------------
+def _round(score: float, placeholder: bool, echo: bool = False) -> dict[str, Any]:
+    return {"candidate": "c", "score": score, "critique": {}, "placeholder": placeholder, "echo": echo}
+
+
+@given(st.lists(st.tuples(st.floats(0, 10), st.booleans(), st.booleans()), min_size=1, max_size=8))
+def test_a_placeholder_is_never_selected_while_a_candidate_without_one_exists(
+    rows: list[tuple[float, bool, bool]],
+) -> None:
+    rounds: list[Any] = [_round(score, slot, echo) for score, slot, echo in rows]
+    for select in ("best", "last"):
+        chosen = _rules.select_round(rounds, select)
+        if any(not slot and not echo for _, slot, echo in rows):
+            assert not chosen["placeholder"] and not chosen["echo"]
+    samples = [_round(score, slot) for score, slot, _ in rows]
+    if not all(slot for _, slot, _ in rows):
+        assert not samples[_rules.best_sample(samples)]["placeholder"]
+
+
+GOOD = "Dear Dana,\n\nThank you for the offer. I must decline it.\n\nBest regards,\nSam"
+
+
+def test_the_graph_keeps_the_answer_without_a_placeholder_the_critic_scored_lower() -> None:
+    generator = RecordingChatModel(replies=[GOOD, GOOD.replace("Sam", "[Your Name]")])
+    critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Write to Dana declining the offer."}
+    )
+    assert [r["placeholder"] for r in result["trajectory"]] == [False, True]
+    assert result["trajectory"][1]["score"] > result["trajectory"][0]["score"]
+    assert result["candidate"] == GOOD
+
+
+def test_code_is_never_checked_for_placeholders() -> None:
+    code = 'def greet(name):\n    return "Hi [Your Name]"\n'
+    generator = RecordingChatModel(replies=["def greet(name):\n    return 'Hi'\n", code])
+    critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code").invoke(
+        {"task": "Write greet(name)."}
+    )
+    assert [r["placeholder"] for r in result["trajectory"]] == [False, False]
+    assert result["candidate"] == code.strip()
+
+
+# -- whole lines -------------------------------------------------------------------------------------------------
+LATIN = frozenset({"LATIN"})
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        (
+            "The email does not mention the reason for declining the offer, which is important to show respect to",
+            "",
+        ),
+        (
+            "Add a brief explanation of why you declined. For example: 'I appreciate the邀",
+            "Add a brief explanation of why you declined.",
+        ),
+        ("Replace 'Tom' with your name.", "Replace 'Tom' with your name."),
+        ("Use a greeting, e.g. Dear Dana. Then sign off", "Use a greeting, e.g. Dear Dana."),
+        ("It costs 3.5 dollars, not 4.", "It costs 3.5 dollars, not 4."),
+        ('Say "Thank you." at the end!', 'Say "Thank you." at the end!'),
+        ("Missing sign-off", ""),  # not a sentence
+        ("Спасибо за письмо.", ""),  # another script
+    ],
+)
+def test_whole_line_keeps_whole_sentences_in_the_tasks_script(line: str, kept: str) -> None:
+    assert whole_line(line, LATIN) == kept
+
+
+def test_scripts_group_han_and_kana_and_ignore_digits_and_punctuation() -> None:
+    assert scripts("日本語のテキスト、カタカナ") == {"CJK"}
+    assert scripts("Write 3 emails, ½ page!") == {"LATIN"}
+    assert scripts("Café naïve") == {"LATIN"}
+    assert (
+        whole_line("メールに感謝がありません。", scripts("日本語で書いてください"))
+        == "メールに感謝がありません。"
+    )
