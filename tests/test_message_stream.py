@@ -94,14 +94,12 @@ def test_the_critics_calls_are_tagged_nostream_and_the_generators_are_not(mode: 
     assert all((TAG_NOSTREAM in t) == (node == "critique") for node, t in tags.calls), tags.calls
 
 
-pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
-
-
 def test_the_embedded_model_streams_a_draft_through_the_graph(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The embedded model (over a scripted llama.cpp) in a real graph: its draft arrives in pieces that add up
     to the round's candidate, before the `generate` update."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     script = [
         "Dear",
         " Sam",
