@@ -190,8 +190,9 @@ class _Writing:
         self.replies.clear()
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        room = max(3, (options.height or console.size.height) - 4 * len(self.replies) - 2)
-        for text in self.replies.values():
+        replies = list(self.replies.values())  # a copy: the refresh thread draws while tokens come in
+        room = max(3, (options.height or console.size.height) - 4 * len(replies) - 2)
+        for text in replies:
             lines = Text(text).wrap(console, max(10, options.max_width - 4))
             shown = Text("\n").join(lines[-room:]) if len(lines) > room else Text(text)
             title = self.title if len(lines) <= room else f"{self.title}, last {room} lines"
