@@ -173,6 +173,29 @@ def test_a_cancelled_async_stream_stops_the_call_and_frees_the_model(
     assert _llama(model).sampled < 1_000
 
 
+def test_an_error_in_the_call_reaches_the_consumer_after_the_pieces_sent(
+    scripted: Callable[..., EmbeddedChatModel],
+) -> None:
+    def fail(index: int) -> None:
+        if index == 6:
+            raise RuntimeError("llama.cpp failed")
+
+    model = scripted(["One", ".", " Two", ".", " Three", ".", " Four", EOG], gate=fail)
+    got: list[str] = []
+    with pytest.raises(RuntimeError, match="llama.cpp failed"):
+        for chunk in model.stream(PROMPT):
+            got.append(chunk.text)
+    assert got == ["One.", " Two."]
+
+    async def run() -> None:
+        async for _ in model.astream(PROMPT):
+            pass
+
+    with pytest.raises(RuntimeError, match="llama.cpp failed"):
+        asyncio.run(run())
+    assert not _lock(model).locked()
+
+
 def test_the_event_loop_runs_while_the_model_streams(scripted: Callable[..., EmbeddedChatModel]) -> None:
     model = scripted([f"Line {i}.\n" for i in range(40)] + [EOG], gate=lambda index: time.sleep(0.01))
 
