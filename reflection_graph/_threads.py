@@ -7,17 +7,23 @@ own daemon thread instead and hands the result back through a future with `loop.
 cancelling the awaiting task abandons the call at once: nothing joins the thread, neither the loop at shutdown nor
 the interpreter at exit. Use it for calls of user code (plain callables, sync critics) and of the embedded model,
 which may run longer than the run wants to wait.
+
+`stream_in_thread` and `astream_detached` do the same for a producer that hands over items one at a time (the
+embedded model's streamed text): it runs in its own daemon thread, and its items are yielded to a sync or async
+consumer as they come. A consumer that stops listening (the generator is closed, or its task cancelled) is told to
+the producer, which stops early (the embedded model at its next token, so its lock is free again at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["run_detached"]
+__all__ = ["Emit", "astream_detached", "run_detached", "stream_in_thread"]
 
 T = TypeVar("T")
 
@@ -56,3 +62,93 @@ async def run_detached(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
     threading.Thread(target=target, name="reflection-graph-detached", daemon=True).start()
     return await future
+
+
+Emit = Callable[[Any], bool]
+"""What a producer hands its items to: `emit(item)` returns False once nobody listens (the producer should stop)."""
+
+_END = object()
+
+
+def _producer_thread(produce: Callable[[Emit], None], emit: Emit, finish: Callable[[Any], Any]) -> None:
+    """Start `produce(emit)` in a daemon thread (with the caller's context variables); `finish` gets the end marker
+    and the producer's exception, if any."""
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        error: BaseException | None = None
+        try:
+            context.run(produce, emit)
+        except BaseException as exc:  # handed to the consumer
+            error = exc
+        finish((_END, error))
+
+    threading.Thread(target=target, name="reflection-graph-stream", daemon=True).start()
+
+
+def stream_in_thread(produce: Callable[[Emit], None]) -> Iterator[Any]:
+    """Yield the items `produce(emit)` emits, in order, while it runs in its own daemon thread.
+
+    The producer starts at the first `next()`. An exception it raises is raised here after the items emitted
+    before it. Closing the generator (or leaving it to be collected) makes `emit` return False from then on, and
+    drops what the producer still emits.
+
+    Args:
+        produce: called once with `emit`; returns when it is done.
+    """
+    items: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+    listening = threading.Event()
+    listening.set()
+
+    def emit(item: Any) -> bool:
+        if not listening.is_set():
+            return False
+        items.put((item, None))
+        return True
+
+    _producer_thread(produce, emit, items.put)
+    try:
+        while True:
+            item, error = items.get()
+            if item is _END:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        listening.clear()
+
+
+async def astream_detached(produce: Callable[[Emit], None]) -> AsyncIterator[Any]:
+    """Async twin of `stream_in_thread`: the event loop never waits on the producer.
+
+    Cancelling the consuming task (or closing the generator) makes `emit` return False from then on; the
+    producer's thread is never joined, so an abandoned producer keeps neither the loop nor the process waiting.
+    """
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[tuple[Any, BaseException | None]] = asyncio.Queue()
+    listening = threading.Event()
+    listening.set()
+
+    def put(entry: tuple[Any, BaseException | None]) -> bool:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, entry)
+        except RuntimeError:  # the loop is closed: nobody listens any more
+            listening.clear()
+            return False
+        return True
+
+    def emit(item: Any) -> bool:
+        return listening.is_set() and put((item, None))
+
+    _producer_thread(produce, emit, put)
+    try:
+        while True:
+            item, error = await items.get()
+            if item is _END:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        listening.clear()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
@@ -134,3 +137,100 @@ def numbered_drafts(prefix: str = "draft") -> Callable[[list[BaseMessage]], str]
         return f"{prefix} {counter['n']}"
 
     return reply
+
+
+# -- the embedded model over a scripted llama.cpp --------------------------------------------------------------
+
+EOG = None
+"""A `ScriptedLlama` script entry: the end-of-generation token."""
+FIRST_ID = 1000
+
+
+class ScriptedLlama:
+    """Generates a scripted list of token texts the way `Llama.create_completion(stream=False)` does.
+
+    `gate(i)` runs before token `i` is sampled (a test holds the call there). `sampled` counts the tokens sampled
+    by the last call, `ended` is set when a call returns.
+    """
+
+    def __init__(self, script: Sequence[str | None], gate: Callable[[int], None] | None = None) -> None:
+        self.script = list(script)
+        self.gate = gate
+        self.sampled = 0
+        self.ended = threading.Event()
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return [1] * (int(add_bos) + len(text.split()))
+
+    def detokenize(self, ids: Sequence[int]) -> bytes:
+        return b"".join((self.script[i - FIRST_ID] or "").encode() for i in ids)
+
+    def reset(self) -> None:
+        pass
+
+    def create_completion(
+        self,
+        prompt: str | list[int],
+        *,
+        max_tokens: int,
+        stop: Sequence[str],
+        stopping_criteria: Any = None,
+        grammar: Any = None,
+        **sampling: Any,
+    ) -> dict[str, Any]:
+        self.ended.clear()
+        prompt_ids = self.tokenize(prompt.encode()) if isinstance(prompt, str) else list(prompt)
+        completion: list[int] = []
+        text, finish, evaluated = b"", "length", 0
+        for i, entry in enumerate([*self.script, EOG]):
+            if self.gate is not None:
+                self.gate(i)
+            self.sampled = i + 1
+            if stopping_criteria is not None and stopping_criteria(
+                numpy.array(prompt_ids + completion), None
+            ):
+                break  # llama-cpp-python's `generate` returns; the check after the loop decides
+            if entry is EOG:
+                text, finish, evaluated = self.detokenize(completion), "stop", len(completion)
+                break
+            completion.append(FIRST_ID + i)
+            evaluated = len(completion) - 1
+            written = self.detokenize(completion)
+            hits = [s.encode() for s in stop if s.encode() in written]
+            if hits:
+                text, finish = written[: written.index(hits[0])], "stop"
+                break
+            if len(completion) >= max_tokens:
+                text, finish = written, "length"
+                break
+        if stopping_criteria is not None and stopping_criteria(
+            numpy.array(prompt_ids + completion[:evaluated]), None
+        ):
+            text, finish = self.detokenize(completion), "stop"
+        self.ended.set()
+        n_in, n_out = len(prompt_ids), len(completion)
+        return {
+            "choices": [{"text": text.decode("utf-8", errors="ignore"), "finish_reason": finish}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+        }
+
+
+def scripted_embedded(
+    monkeypatch: Any,
+    tmp_path: Path,
+    script: Sequence[str | None],
+    gate: Callable[[int], None] | None = None,
+    cls: type[Any] | None = None,
+    **fields: Any,
+) -> Any:
+    """An `EmbeddedChatModel` (or subclass `cls`) whose loaded model is a `ScriptedLlama` (completion-style, no
+    chat template); `monkeypatch` undoes the patching after the test."""
+    from reflection_graph.models import embedded
+    from reflection_graph.models._llama import _Loaded
+
+    gguf = tmp_path / "scripted.gguf"
+    gguf.write_bytes(b"GGUF")  # never loaded
+    monkeypatch.setattr(embedded, "has_chat_template", lambda path: False)
+    loaded = _Loaded(llama=ScriptedLlama(script, gate), lock=threading.Lock())
+    monkeypatch.setattr(embedded.EmbeddedChatModel, "_loaded", lambda self: loaded)
+    return (cls or embedded.EmbeddedChatModel)(model_path=str(gguf), **fields)

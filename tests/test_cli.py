@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -14,9 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from reflection_graph import cli
+from reflection_graph import cli, create_reflection_graph
 from reflection_graph.models import resolve_model
 from reflection_graph.settings import Settings
+from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -319,6 +322,83 @@ def test_batch_bad_options(fake: PromptRouter, tmp_path: Path) -> None:
         assert result.stderr.startswith("error: ") and message in result.stderr
         assert result.stderr.count("\n") == 1
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def _frames(console_output: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", console_output)
+
+
+def test_run_live_shows_the_draft_and_each_revision_as_they_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a terminal the reply `generate` is writing is drawn token by token (a frame per token here); the critic's
+    own calls never show as they are written: its critique panel comes when it is ready."""
+    from rich.console import Console
+
+    from reflection_graph.cli import _render
+
+    monkeypatch.setattr(_render, "TOKEN_REFRESH_S", 0.0)  # draw every token (the fake writes them at once)
+    # a generator that streams its replies word by word (`GenericFakeChatModel._stream`)
+    generator = RecordingChatModel(replies=["first draft of the haiku", "revised haiku about the rain"])
+    critic = FakeCriticModel(critiques=[critique(3, issues=["too plain"]), critique(9, ok=True, issues=[])])
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2)
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=70, height=30, highlight=False)
+    result = _render._stream_with_display(graph, {"task": "Write a haiku"}, {}, console)
+    out = _frames(buffer.getvalue())
+    assert result["candidate"] == "revised haiku about the rain"
+    # frames of the live view: a panel of the reply being written, growing token by token
+    assert re.search(r"draft \(round 1, writing\).*\n│ first draft of +│", out), out
+    assert re.search(r"revision \(round 2, writing\).*\n│ revised haiku +│", out), out
+    assert out.index("│ first draft of ") < out.index("critique (round 1)") < out.index("│ revised haiku ")
+    # then the finished rounds, printed for good, and the critic's JSON never on screen
+    assert "score 3/10" in out and "too plain" in out and "stop reason accepted" in out
+    assert "is_acceptable" not in out
+
+
+def test_the_live_view_shows_the_last_lines_of_a_reply_taller_than_the_screen() -> None:
+    from langchain_core.messages import AIMessageChunk
+    from rich.console import Console
+
+    from reflection_graph.cli._render import _Writing
+
+    writing = _Writing()
+    assert not writing.add(AIMessageChunk(content="", id="r1"))  # nothing to show yet
+    assert writing.add(AIMessageChunk(content="line 0\n", id="r1"))  # a reply's first text: draw it now
+    for i in range(1, 60):
+        assert not writing.add(AIMessageChunk(content=f"line {i}\n", id="r1"))
+    console = Console(file=io.StringIO(), width=60, height=20, record=True)
+    console.print(writing)
+    shown = console.export_text()
+    assert "line 59" in shown and "line 0" not in shown and "line 40" not in shown
+    assert "last 14 lines" in shown
+
+
+def test_run_on_a_streaming_model_prints_the_same_rounds_off_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the real command (not a terminal: no live frames), a streaming generator ends in the same printed
+    rounds as any model, and `--json` prints the same result."""
+    generator = RecordingChatModel(replies=["first draft of the haiku", "revised haiku about the rain"])
+
+    def fake_resolve(spec: str | None, options: cli.GraphOptions, role: str) -> Any:
+        if role == "critic":
+            return FakeCriticModel(
+                critiques=[critique(3, issues=["too plain"]), critique(9, ok=True, issues=[])]
+            )
+        generator.received.clear()  # each run starts from the first reply
+        return generator
+
+    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    shown = invoke("run", "Write a haiku", "--critic", "fake", "--max-iterations", "2")
+    assert shown.exit_code == 0, shown.stderr
+    assert "writing)" not in shown.stdout  # the live view is transient
+    for expected in ("first draft of the haiku", "critique (round 1)", "revised haiku about the rain"):
+        assert expected in shown.stdout, expected
+    as_json = invoke("run", "Write a haiku", "--critic", "fake", "--max-iterations", "2", "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["candidate"] == "revised haiku about the rain" and data["stop_reason"] == "accepted"
 
 
 @pytest.mark.embedded

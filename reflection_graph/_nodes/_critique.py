@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 
 from reflection_graph import _rules
 from reflection_graph._budget import BudgetExhausted, current_budget
@@ -40,6 +41,13 @@ def _request(state: Mapping[str, Any], settings: Settings, candidate: str) -> Cr
         score_threshold=settings.score_threshold,
         history=critique_history(list(state.get("trajectory") or []), settings.history_window),
     )
+
+
+def _critic_config(config: RunnableConfig) -> RunnableConfig:
+    """The node's config with the critic's model calls tagged `nostream` (LangGraph's `TAG_NOSTREAM`), so they stay
+    off the `messages` stream: a written critique names only the faults the judge has confirmed, so its unchecked
+    text (and a verdict's JSON or log-probability readings) is not shown; the critique comes in the node's update."""
+    return {**config, "tags": [*(config.get("tags") or []), TAG_NOSTREAM]}
 
 
 def _to_judge(step: Step, state: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -153,6 +161,7 @@ def critique(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> di
     if skip is not None:
         return skip
     judged: list[tuple[dict[str, Any], Judged]] = []
+    config = _critic_config(config)
     for sample in pending:
         verdict = judge(step.roles.critic, _request(state, step.settings, sample["candidate"]), config)
         judged.append((sample, verdict))
@@ -169,6 +178,7 @@ async def acritique(step: Step, state: Mapping[str, Any], config: RunnableConfig
     if skip is not None:
         return skip
     meters = [Meter() for _ in pending]
+    config = _critic_config(config)
 
     async def one(index: int) -> tuple[int, Judged]:
         request = _request(state, step.settings, pending[index]["candidate"])

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from rich.console import Console, Group
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
 from rich.rule import Rule
+from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
@@ -85,6 +89,10 @@ class _LiveRenderer:
             activity = "revising"
         return f"[bold]{activity}[/] (round {self.round + 1 if node == 'generate' else max(self.round, 1)})…"
 
+    def writing_title(self) -> str:
+        """The title of the reply `generate` is writing now: the draft or a revision, and its round."""
+        return f"{'revision' if self.round >= 1 else 'draft'} (round {self.round + 1}, writing)"
+
     def _draft(self, candidate: str, iteration: int, title: str | None = None) -> None:
         title = title or ("draft" if iteration <= 1 else "revision")
         self.console.print(Rule(f"round {iteration}", style="cyan"))
@@ -145,18 +153,78 @@ class _LiveRenderer:
         console.print(_usage_table(result.get("usage")))
 
 
+TOKEN_REFRESH_S = 0.1
+"""The least time between two redraws for new tokens (the first token of a reply is drawn at once)."""
+
+
+class _Writing:
+    """The live bottom of the screen: the replies `generate` is writing (one panel per model call, its last lines
+    when it is taller than the screen) above a spinner saying what runs."""
+
+    def __init__(self) -> None:
+        self.spinner = Spinner("dots", text=Text.from_markup("[bold]starting[/]…"))
+        self.title = "draft (writing)"
+        self.replies: dict[str, str] = {}
+        self._drawn = 0.0
+
+    def add(self, message: BaseMessage) -> bool:
+        """Take a message of the `messages` stream (a streamed chunk, or the whole reply of a model that does not
+        stream); True when its reply is new (its first text, to draw at once)."""
+        key, text = str(message.id), message.text
+        new = key not in self.replies
+        if new and not text:  # nothing to show yet (an empty reply, asked again, shows nothing at all)
+            return False
+        self.replies[key] = self.replies.get(key, "") + text if isinstance(message, AIMessageChunk) else text
+        return new
+
+    def due(self, first: bool) -> bool:
+        """Whether to redraw now for a new token: at once for a reply's first, then at most every
+        `TOKEN_REFRESH_S` (the automatic refresh draws the rest)."""
+        now = time.monotonic()
+        if first or now - self._drawn >= TOKEN_REFRESH_S:
+            self._drawn = now
+            return True
+        return False
+
+    def clear(self) -> None:
+        self.replies.clear()
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        replies = list(self.replies.values())  # a copy: the refresh thread draws while tokens come in
+        room = max(3, (options.height or console.size.height) - 4 * len(replies) - 2)
+        for text in replies:
+            lines = Text(text).wrap(console, max(10, options.max_width - 4))
+            shown = Text("\n").join(lines[-room:]) if len(lines) > room else Text(text)
+            title = self.title if len(lines) <= room else f"{self.title}, last {room} lines"
+            yield Panel(shown, title=title, title_align="left", border_style="dim cyan")
+        yield self.spinner
+
+
 def _stream_with_display(
     graph: Any, inputs: dict[str, Any] | None, config: dict[str, Any], console: Console
 ) -> dict[str, Any]:
+    """Run the graph, printing each round as it ends; the draft and each revision are shown as they are written
+    (the `messages` stream of the `generate` node; a critic's calls are not on it), under a spinner."""
     renderer = _LiveRenderer(console)
+    writing = _Writing()
     result: dict[str, Any] = {}
+    modes = ["updates", "values", "tasks", "messages"]
     # a slow refresh: on 2 cores a 12.5 Hz spinner thread measurably slows the embedded model's threads
-    with console.status("[bold]starting[/]…", spinner="dots", refresh_per_second=2) as status:
-        for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values", "tasks"]):
-            if mode == "tasks" and isinstance(chunk, dict) and "result" not in chunk and chunk.get("name"):
-                status.update(renderer.status_for(str(chunk["name"])))
+    with Live(writing, console=console, refresh_per_second=2, transient=True) as live:
+        for mode, chunk in graph.stream(inputs, config, stream_mode=modes):
+            if mode == "messages":
+                message, meta = chunk
+                if meta.get("langgraph_node") == "generate" and writing.due(writing.add(message)):
+                    live.refresh()
+            elif mode == "tasks" and isinstance(chunk, dict) and "result" not in chunk and chunk.get("name"):
+                name = str(chunk["name"])
+                writing.spinner.update(text=renderer.status_for(name))
+                if name == "generate":
+                    writing.title = renderer.writing_title()
             elif mode == "updates" and isinstance(chunk, dict):
                 for node, update in chunk.items():
+                    if node == "generate":
+                        writing.clear()
                     renderer.update(node, update)
             elif mode == "values" and isinstance(chunk, dict):
                 result = chunk

@@ -8,6 +8,7 @@ and a reply cut by `max_tokens` is trimmed back to its last full sentence.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -56,11 +57,15 @@ def messages_to_prompt(messages: list[BaseMessage]) -> str:
 
 
 _SENTENCE_END = re.compile(r"[.!?)\]\"'`:]\s|\n")
+_MARKERS: tuple[str, ...] = ("<end_of_turn>", "<start_of_turn>", "<eos>")
+"""Stop-token debris `_clean` cuts a reply at."""
+_TRAILING = " -*#|"
+"""What `_clean` trims from a reply's end (with whitespace)."""
 
 
 def _clean(text: str, truncated: bool) -> str:
     """Strip a completion: cut stop-token debris, and trim a length-cut reply to its last full sentence."""
-    for marker in ("<end_of_turn>", "<start_of_turn>", "<eos>"):
+    for marker in _MARKERS:
         text = text.split(marker, 1)[0]
     text = text.strip()
     if truncated and text and text[-1] not in ".!?)]\"'`":
@@ -68,4 +73,47 @@ def _clean(text: str, truncated: bool) -> str:
         cut = ends[-1] if ends else 0
         if cut >= len(text) // 2:
             text = text[:cut].rstrip()
-    return text.rstrip(" -*#|").rstrip()
+    return text.rstrip(_TRAILING).rstrip()
+
+
+def _clean_prefix(raw: str, stops: Sequence[str]) -> str:
+    """The part of a reply still being written (`raw`, the text so far) that `_clean` keeps whatever follows.
+
+    Streaming's twin of `_clean`: whatever text comes next, whether the call then ends by a stop sequence, its
+    end-of-turn token or its reply limit, `_clean` of the whole reply (cut at the first of `stops` and
+    `_MARKERS`) starts with this text, so a streamed piece never has to be taken back. It holds back, from the
+    end of `raw`:
+    - anything from the first place a stop sequence or marker starts (or may start: the end of `raw` is the
+      beginning of one);
+    - the unfinished sentence (after the last sentence end, `_SENTENCE_END`): a reply cut by its reply limit is
+      trimmed back to its last full sentence;
+    - trailing whitespace and `_TRAILING` characters, which `_clean` trims from a reply's end.
+
+    Args:
+        raw: the reply so far, as llama.cpp generated it.
+        stops: the call's stop sequences (and the end-of-turn text a chat reply is cut at).
+    """
+    end = len(raw)
+    for stop in (*stops, *_MARKERS):
+        if not stop:
+            continue
+        found = raw.find(stop)
+        if found >= 0:
+            end = min(end, found)
+            continue
+        for size in range(min(len(stop) - 1, len(raw)), 0, -1):
+            if raw.endswith(stop[:size]):
+                end = min(end, len(raw) - size)
+                break
+    text = raw[:end].lstrip()
+    # a line end counts once text follows it (else `_clean` strips it); a stop after punctuation always counts,
+    # also before a held-back space (`_clean` keeps the punctuation whether a stop cuts the reply there or not)
+    written = len(text.rstrip())
+    spaced = text + raw[end] if text and end < len(raw) and raw[end].isspace() else text
+    ends = [
+        m.start() + 1 for m in _SENTENCE_END.finditer(spaced) if m.group() != "\n" or m.start() < written - 1
+    ]
+    keep = ends[-1] if ends else 0
+    while keep and (text[keep - 1].isspace() or text[keep - 1] in _TRAILING):
+        keep -= 1
+    return text[:keep]

@@ -12,7 +12,8 @@ Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 2
   prompts end with a cue the model continues, and stop sequences cut the rambling that follows an answer.
 
 `render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
-to its last full sentence. Structured output (`with_structured_output`) is grammar-constrained JSON
+to its last full sentence. Free-text replies stream (`stream`, `astream`, a graph's `stream_mode="messages"`): the
+chunks add up to exactly what `invoke` returns (`_streaming`). Structured output (`with_structured_output`) is grammar-constrained JSON
 (`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
 `continuation_logprobs`) and replies depend only on the call's inputs, never on what the model ran before.
 
@@ -24,27 +25,28 @@ is generated with prompt-lookup decoding (`_lookup`). Install with `pip install 
 
 The parts live beside this module: `_bundled` (the bundled files, the default), `_llama` (loading, the AMX guard),
 `_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse`
-(phases and saved prefix states), `_lookup` (prompt-lookup decoding) and `_record` (call records for benchmarks).
+(phases and saved prefix states), `_lookup` (prompt-lookup decoding), `_streaming` (token streaming) and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from reflection_graph._threads import run_detached
+from reflection_graph._threads import Emit, astream_detached, run_detached, stream_in_thread
 from reflection_graph.models import _logprobs, _lookup, _record, _reuse, _tokens
 from reflection_graph.models._bundled import (
     INSTALL_HINT,
@@ -55,6 +57,7 @@ from reflection_graph.models._bundled import (
 )
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
+from reflection_graph.models._streaming import ReplyChunks, TextTap
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -90,6 +93,7 @@ _CALL_OPTIONS = frozenset(
         "top_logprobs",
         "score_text",
         "prompt_lookup",
+        "stream",  # LangChain's own switch (`invoke(..., stream=False)`), read before a call is made
     }
 )
 
@@ -126,9 +130,10 @@ class EmbeddedChatModel(BaseChatModel):
         prefix_cache_mb: memory for saved prompt-prefix states, in MB (at most 16 states per loaded GGUF; 0 keeps
             none: every call then evaluates its whole prompt, with the same figures). A state holds the KV cache
             of its tokens, about 28 KB a token for Qwen, 18 KB for Gemma.
-        prompt_lookup: prompt-lookup decoding of free-text replies: None (default) for calls that continue a
-            conversation holding an earlier answer (revisions), True for every free-text call, False for none.
-            Also a call option. Greedy replies keep their text.
+        prompt_lookup: prompt-lookup decoding of free-text replies: False (default) for none, None for calls
+            that continue a conversation holding an earlier answer (revisions), True for every free-text call.
+            Also a call option. Off by default: llama.cpp verifies the proposals in batches, whose rounding
+            changed a greedy Gemma revision's text in a test, so it is not yet output-preserving.
 
     Example:
         ```python
@@ -153,7 +158,8 @@ class EmbeddedChatModel(BaseChatModel):
     empty_retries: int = Field(default=2, ge=0)
     prefix_cache_mb: int = Field(default=256, ge=0, description="Memory for saved prompt-prefix states, MB.")
     prompt_lookup: bool | None = Field(
-        default=None, description="Prompt-lookup decoding; None: for revisions."
+        default=False,
+        description="Prompt-lookup decoding: False (default) off; None: for revisions; True: all.",
     )
 
     @field_validator("model_path")
@@ -484,6 +490,58 @@ class EmbeddedChatModel(BaseChatModel):
     ) -> ChatResult:
         return await run_detached(self._generate, messages, stop, None, **kwargs)
 
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The reply of `_generate` as it is written: text pieces, then a last chunk with the rest of the text,
+        the usage and `finish_reason` (JSON and log-probability calls: that one chunk). See `_produce`."""
+        chunks = ReplyChunks()
+        for item in stream_in_thread(functools.partial(self._produce, messages, stop, kwargs)):
+            chunk = chunks.chunk(item)
+            if chunk is not None:
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
+        chunks = ReplyChunks()
+        async for item in astream_detached(functools.partial(self._produce, messages, stop, kwargs)):
+            chunk = chunks.chunk(item)
+            if chunk is not None:
+                if run_manager is not None:
+                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                yield chunk
+
+    def _produce(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any], emit: Emit
+    ) -> None:
+        """Emit a call's reply as `_generate` makes it: for free text, the pieces a `TextTap` passes on while the
+        very completion `_generate` runs is written, then the whole reply (an `AIMessage`); for JSON and
+        log-probability calls, the whole reply only. Runs in a thread of its own (`stream_in_thread`); the model's
+        lock is held for the one completion, which stops at the next token once `emit` returns False."""
+        if not _free_text(kwargs):
+            emit(self._generate(messages, stop, **kwargs).generations[0].message)
+            return
+        prompt, loaded = self.render_prompt(messages), self._loaded()
+        params = self._sampling(stop, kwargs, loaded, messages)
+        plan = self._plan(
+            loaded, messages, prompt, kwargs
+        )  # the same phases as `_generate`: the same figures
+        tap = TextTap(loaded.llama, [*params["stop"], *self._end_of_turn(loaded)], emit)
+        text, usage, meta = self._generate_text(prompt, {**params, "stopping_criteria": tap.criteria()}, plan)
+        emit(AIMessage(content=text, usage_metadata=usage, response_metadata=meta))
+
     def _meta(self, finish_reason: str | None, attempts: int) -> dict[str, Any]:
         return {
             "model_name": os.path.basename(self.resolved_model_path),
@@ -529,10 +587,14 @@ class EmbeddedChatModel(BaseChatModel):
         result = self._complete(loaded, prompt, params, plan=plan)
         choice = result["choices"][0]
         text = choice["text"]
-        if loaded.end_of_turn and self._formatter(loaded) is not None:
-            text = text.split(loaded.end_of_turn, 1)[0]
+        for end_of_turn in self._end_of_turn(loaded):
+            text = text.split(end_of_turn, 1)[0]
         text = _clean(text, truncated=choice.get("finish_reason") == "length")
         return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
+
+    def _end_of_turn(self, loaded: _Loaded) -> list[str]:
+        """The end-of-turn text a chat-template reply is cut at (none for a completion-style model)."""
+        return [loaded.end_of_turn] if loaded.end_of_turn and self._formatter(loaded) is not None else []
 
     def _generate_json(
         self,
@@ -611,6 +673,12 @@ _PACKAGE_CUES = frozenset(s.strip() for s in DEFAULT_STOP if s.startswith("\n") 
 def _chat_message(message: BaseMessage) -> dict[str, str]:
     """A LangChain message as a chat-template message (`role`, `content`)."""
     return {"role": _ROLES.get(message.type, "user"), "content": message.text}
+
+
+def _free_text(options: dict[str, Any]) -> bool:
+    """Whether a call's options ask for free text (which streams), not JSON or log-probabilities (which do not)."""
+    wants_logprobs = options.get("logprobs") or options.get("top_logprobs") is not None
+    return not wants_logprobs and options.get("json_schema") is None
 
 
 def _default_threads() -> int:

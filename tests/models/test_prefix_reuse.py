@@ -170,21 +170,20 @@ PASSAGE = (
 )
 
 
-def test_prompt_lookup_leaves_gemmas_greedy_replies_unchanged(gemma: EmbeddedChatModel) -> None:
-    copy = f"Copy the text exactly.\n\nText: {PASSAGE}\n\nCopy: {PASSAGE[:30]}"
+def test_prompt_lookup_is_off_unless_asked_for(gemma: EmbeddedChatModel) -> None:
+    """Prompt lookup changed a greedy Gemma revision's text here (llama.cpp verifies proposals in batches, which
+    round differently), so a revision is generated without it unless the caller opts in."""
     conversation: list[BaseMessage] = [
         HumanMessage("Write two sentences about a market town."),
         AIMessage(PASSAGE),
         HumanMessage("Write the same two sentences again, word for word."),
     ]
-    for messages, options in ((conversation, {}), ([HumanMessage(copy)], {"prompt_lookup": True})):
-        with recording(gemma) as calls:
-            looked_up = gemma.invoke(messages, max_tokens=64, repeat_penalty=1.0, **options).text
-            plain = gemma.invoke(messages, max_tokens=64, repeat_penalty=1.0, prompt_lookup=False).text
-        with_lookup, without = calls
-        assert with_lookup.lookup and not without.lookup  # a conversation holding an answer: on by default
-        assert looked_up == plain and with_lookup.text == without.text
-    assert 0 < with_lookup.steps < with_lookup.completion_tokens  # the copy: proposals were accepted
+    with recording(gemma) as calls:
+        default = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0).text
+        opted = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0, prompt_lookup=None).text
+    plain, looked_up = calls
+    assert not plain.lookup and looked_up.lookup  # None: on for a conversation holding an answer
+    assert default == plain.text and opted == looked_up.text and default
 
 
 def test_prompt_lookup_leaves_qwens_code_repair_unchanged(qwen: EmbeddedChatModel) -> None:

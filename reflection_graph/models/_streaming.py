@@ -1,0 +1,101 @@
+"""Token streaming for the embedded model: watch a llama.cpp call's tokens as they are accepted, pass on the text
+its cleanup will keep, and turn it into chat chunks.
+
+The streamed call is the very call `invoke` makes (the same `create_completion`, prompt, sampling, stops and
+cleanup): a `TextTap` rides along as its stopping criterion, and the whole reply the call returns closes the
+stream. So the chunks add up to exactly the text, usage and `finish_reason` of `invoke`, and a piece once sent is
+never taken back: the tap sends only what `_clean_prefix` says the cleanup keeps whatever follows (it holds back
+the unfinished sentence and what may be a stop sequence), and the last chunk carries the rest.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.outputs import ChatGenerationChunk
+
+from reflection_graph._threads import Emit
+from reflection_graph.models._prompting import _clean_prefix
+
+__all__ = ["ReplyChunks", "TextTap"]
+
+
+class TextTap:
+    """A llama-cpp-python stopping criterion that streams a call's text and never ends the call by itself.
+
+    llama-cpp-python calls it after each sampled token with the tokens accepted so far (prompt first, the newest
+    token not yet among them). The first call is the prompt; each later one decodes the new tokens and emits
+    what `_clean_prefix` newly allows (possibly ""). It ends the call (returns True) once `emit` returns False:
+    nobody listens any more, so the model and its lock are free at the next token.
+
+    Args:
+        llama: the `llama_cpp.Llama` of the call (its `detokenize`).
+        stops: what the reply is cut at: the call's stop sequences and, through a chat template, its
+            end-of-turn text.
+        emit: takes each new piece of text; returns False to stop the call.
+    """
+
+    def __init__(self, llama: Any, stops: Sequence[str], emit: Emit) -> None:
+        self._llama = llama
+        self._stops = tuple(stops)
+        self._emit = emit
+        self._start: int | None = None
+        self._decoded = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        self._raw = ""
+        self._sent = ""
+
+    def criteria(self) -> Any:
+        """This tap as llama-cpp-python's `stopping_criteria` argument."""
+        from llama_cpp import StoppingCriteriaList
+
+        return StoppingCriteriaList([self])
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        if self._start is None:
+            self._start = len(input_ids)
+        fresh = input_ids[self._start + self._decoded :]
+        if len(fresh):
+            self._raw += self._decoder.decode(self._llama.detokenize([int(t) for t in fresh]))
+            self._decoded += len(fresh)
+        kept = _clean_prefix(self._raw, self._stops)
+        piece = kept[len(self._sent) :] if len(kept) > len(self._sent) else ""
+        self._sent += piece
+        return not self._emit(piece)
+
+
+class ReplyChunks:
+    """The chat chunks of one streamed reply, from what its producer emits: text pieces, then the whole reply.
+
+    The pieces become chunks as they are; the whole reply (an `AIMessage`) becomes the last chunk: the rest of its
+    text, its usage and its response metadata (`finish_reason`), `chunk_position="last"`. A reply that arrives
+    alone (JSON or log-probability calls, which do not stream) is that one chunk.
+    """
+
+    def __init__(self) -> None:
+        self.sent = ""
+
+    def chunk(self, item: str | AIMessage) -> ChatGenerationChunk | None:
+        """The chunk of one emitted item (None for an empty piece)."""
+        if isinstance(item, str):
+            if not item:
+                return None
+            self.sent += item
+            return ChatGenerationChunk(message=AIMessageChunk(content=item))
+        text = item.text
+        if not text.startswith(self.sent):
+            raise RuntimeError(
+                "the streamed text is not the start of the reply (a bug in reflection_graph.models._streaming): "
+                f"sent {self.sent!r}, reply {text!r}"
+            )
+        return ChatGenerationChunk(
+            message=AIMessageChunk(
+                content=text[len(self.sent) :],
+                usage_metadata=item.usage_metadata,
+                response_metadata=dict(item.response_metadata),
+                chunk_position="last",
+            )
+        )
