@@ -166,7 +166,11 @@ class ScriptedLlama:
         return b"".join((self.script[i - FIRST_ID] or "").encode() for i in ids)
 
     def reset(self) -> None:
-        pass
+        self.n_tokens = 0
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """The prompt evaluated before `create_completion` (`_reuse.evaluate`): only counted here."""
+        self.n_tokens = getattr(self, "n_tokens", 0) + len(tokens)
 
     def create_completion(
         self,
