@@ -190,8 +190,8 @@ Answer:
     + CHAT_CRITIQUE_SYSTEM.replace("{", "{{").replace("}", "}}")
     + """ List the answer's real faults, each with how to fix it, as JSON: {{"faults": [{{"issue": "...", \
 "fix": "..."}}]}}.
-Write each issue and each fix as one short, whole sentence in the language of the task. If the answer does what \
-the task asks, reply {{"faults": []}}."""
+Write each issue and each fix as one short, whole sentence in the language of the task. Name the most important \
+fault first."""
 )
 """The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 

@@ -49,8 +49,8 @@ class WrittenCritique(BaseModel):
 
     faults: list[Fault] = Field(
         default_factory=list,
-        description="The answer's real faults, each with its fix; empty when the answer does the task.",
-        json_schema_extra={"maxItems": MAX_FAULTS},
+        description="The answer's faults, each with its fix (at least one: only a rejected answer is critiqued).",
+        json_schema_extra={"minItems": 1, "maxItems": MAX_FAULTS},
     )
 
     @property
