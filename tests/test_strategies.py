@@ -75,7 +75,7 @@ def test_every_forced_setting_survives_every_per_run_override(name: str) -> None
 
     strategy = strategies.get(name)
     built = strategy.force(Settings(strategy=name, max_iterations=4 if name != "self_refine" else 1))
-    overrides = Overrides(built, Roles(None, None, LengthCritic(max_words=5)))
+    overrides = Overrides(built, Roles(None, None, LengthCritic(max_words=5)), strategy=strategy)
     runtime = {f for f in Context.__dataclass_fields__ if f in Settings.__dataclass_fields__}
     other = {"max_iterations": 7, "patience": 3, "select": "last", "n_drafts": 2, "score_threshold": 5.0}
     for key, forced in strategy.forces.items():
