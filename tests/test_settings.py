@@ -53,7 +53,9 @@ def test_choices_come_from_the_literal_types_and_the_strategy_registry() -> None
     assert hints["strategy"] is str  # no Literal to extend: any registered name type-checks
     assert tuple(allowed_values("strategy")) == strategies.names() == ("loop", "self_refine", "tree")
     assert allowed_values("strategy")["tree"] == strategies.get("tree").description
-    with pytest.raises(ValueError, match="strategy must be one of 'loop', 'self_refine' or 'tree', got 'beam'"):
+    with pytest.raises(
+        ValueError, match="strategy must be one of 'loop', 'self_refine' or 'tree', got 'beam'"
+    ):
         Settings(strategy="beam")
     with pytest.raises(ValueError, match="select must be 'best' or 'last', got 'worst'"):
         Settings(select="worst")  # type: ignore[arg-type]
