@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langgraph.graph import END, START
 
-from reflection_graph import Context, Settings, create_reflection_graph, strategies
+from reflection_graph import Context, Settings, create_reflection_graph, max_model_calls, strategies
 from reflection_graph.strategies import Strategy
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
@@ -149,6 +149,79 @@ def test_an_added_strategy_draws_the_loops_picture_and_an_unknown_one_names_the_
         strategies.register(BestFirst())
     with pytest.raises(ValueError, match="Strategy instance"):
         strategies.register(object())  # type: ignore[arg-type]
+
+
+class ThreeRounds(Strategy):
+    """A strategy that forces three rounds, to tell which object a built graph's runs use."""
+
+    name = "three_rounds"
+    forces = {"max_iterations": 3, "min_iterations": 3}
+
+
+class TwoRounds(ThreeRounds):
+    forces = {"max_iterations": 2, "min_iterations": 2}
+
+
+@pytest.fixture
+def two_rounds() -> Iterator[Strategy]:
+    registered = strategies.register(TwoRounds())
+    try:
+        yield registered
+    finally:
+        strategies.unregister("three_rounds")
+
+
+@pytest.mark.parametrize("change", ["replace", "unregister"])
+def test_a_built_graph_keeps_the_strategy_it_was_built_with(two_rounds: Strategy, change: str) -> None:
+    """A later `register(..., replace=True)` or `unregister` of its name changes nothing for a graph built
+    before, also for runs with a `Context` (whose overrides get the forced settings again)."""
+    gen, crit = RecordingChatModel(), never_accepting()
+    graph = create_reflection_graph(gen, critic=crit, strategy="three_rounds", patience=None)
+    if change == "replace":
+        strategies.register(ThreeRounds(), replace=True)
+    else:
+        strategies.unregister("three_rounds")
+    for context in (None, Context(score_threshold=9.5), Context(max_iterations=6)):
+        result = graph.invoke({"task": "t"}, context=context)
+        assert result["stop_reason"] == "max_iterations" and result["iterations"] == 2, (change, context)
+    if change == "unregister":
+        with pytest.raises(ValueError, match="strategy must be one of"):  # a new graph needs it registered
+            create_reflection_graph(gen, critic=crit, strategy="three_rounds")
+    else:
+        rebuilt = create_reflection_graph(
+            RecordingChatModel(), critic=never_accepting(), strategy="three_rounds"
+        )
+        assert rebuilt.invoke({"task": "t"})["iterations"] == 3  # a graph built now gets the new one
+
+
+@pytest.mark.parametrize("name", ["loop", "self_refine", "tree", "best_first"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_iterations": 3},
+        {"max_iterations": 2, "n_drafts": 2, "n_revisions": 3},
+        {"max_iterations": 4, "retries": 1},
+    ],
+)
+def test_each_strategy_declares_a_true_and_tight_bound_on_model_calls(
+    best_first: Strategy, name: str, settings: dict[str, Any]
+) -> None:
+    """A critic that never accepts and always finds a new issue makes every strategy use all its rounds; with
+    `retries`, every call fails once before it answers. The calls made are the strategy's `max_model_calls`."""
+    failing = [ConnectionError("transient")] if settings.get("retries") else []
+    gen = RecordingChatModel(replies=[x for i in range(99) for x in (*failing, f"candidate {i}")])
+    crit = FakeCriticModel(
+        critiques=[x for i in range(99) for x in (*failing, critique(4.0, issues=[f"issue {i}"]))]
+    )
+    chosen = {"strategy": name, "patience": None, "parse_retries": 0, "retries": 0, **settings}
+    result = create_reflection_graph(gen, critic=crit, **chosen).invoke({"task": "t"})
+    strategy = strategies.get(name)
+    bound = strategy.max_model_calls(strategy.force(Settings(**chosen)))
+    assert sum(calls(gen, crit)) == bound, (calls(gen, crit), bound, result["stop_reason"])
+    if name == "self_refine":  # its refine is made after its one critique: more than the loop's count
+        assert bound > max_model_calls(
+            1, n_drafts=settings.get("n_drafts", 1), retries=settings.get("retries", 0)
+        )
 
 
 def test_each_strategy_draws_its_own_edges_after_the_critique() -> None:
