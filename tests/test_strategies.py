@@ -224,6 +224,44 @@ def test_each_strategy_declares_a_true_and_tight_bound_on_model_calls(
         )
 
 
+def test_a_strategy_registered_in_user_code_runs_through_the_cli(
+    best_first: Strategy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Registered after the CLI was imported, `best_first` is listed by `run --help` with its description,
+    accepted by `--strategy` and run: its revisions start from the best round (the loop's from the last)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import reflection_graph.cli as cli
+
+    gen = RecordingChatModel()
+    scores = iter([6.0, 2.0, 3.0])
+    crit = FakeCriticModel(
+        critiques=[lambda m: critique(next(scores), issues=[f"issue {len(crit.received)}"])]
+    )
+    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: crit if role == "critic" else gen)
+    runner = CliRunner()
+    shown = runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0
+    help_text = " ".join(shown.stdout.split())
+    assert "<loop|self_refine|tree|best_first>" in help_text
+    assert "'best_first' revise the best candidate so far" in help_text
+    args = ["run", "Write a haiku", "--critic", "c", "--strategy", "best_first", "-n", "3", "--json"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "draft 1" in gen.prompts[1] and "draft 1" in gen.prompts[2] and "draft 2" not in gen.prompts[2]
+    assert data["stop_reason"] == "max_iterations" and data["candidate"] == "draft 1"
+    strategies.unregister("best_first")
+    gone = runner.invoke(cli.app, ["run", "t", "--strategy", "best_first"])
+    assert gone.exit_code == 2
+    assert gone.stderr.strip() == (
+        "error: --strategy must be one of 'loop', 'self_refine' or 'tree', got 'best_first'"
+    )
+    assert "best_first" not in runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"}).stdout
+
+
 def test_each_strategy_draws_its_own_edges_after_the_critique() -> None:
     for name, after in (("loop", {"generate", "finalize"}), ("self_refine", {"generate", "finalize"})):
         graph = create_reflection_graph(RecordingChatModel(), critic=never_accepting(), strategy=name)
