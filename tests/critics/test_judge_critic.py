@@ -9,76 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable, RunnableLambda
-from pydantic import Field
 
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
 from reflection_graph.critics.judge import WrittenCritique, log_odds, preference
 from reflection_graph.critics.pairwise import moved_score
+from tests.fakes import LogprobModel
 
 TASK = "What is the capital of France?"
 GOOD, BAD = "The capital of France is Paris.", "The capital of France is Berlin."
-
-
-def _top(**probs: float) -> list[dict[str, Any]]:
-    return [{"token": token, "logprob": math.log(p)} for token, p in probs.items()]
-
-
-class JudgeModel(BaseChatModel):
-    """Next-token logprobs by the question asked, and a scripted written critique; records every call.
-
-    `yes(answer)` is P(Yes) to "is it correct?"; `better(a, b)` is the judge's unbiased chance that A is better, to which `bias` is added in log-odds (a judge
-    that favours A); `written(prompt)` is the written critique's JSON.
-    """
-
-    yes: Any = None
-    better: Any = None
-    bias: float = 1.5
-    written: Any = None
-    with_logprobs: bool = True
-    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake-judge"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        prompt = str(messages[-1].content)
-        self.calls.append((prompt, dict(kw)))
-        if not kw.get("logprobs"):
-            text = self.written(prompt) if callable(self.written) else '{"issues": [], "suggestions": []}'
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
-        meta: dict[str, Any] = {}
-        if self.with_logprobs:
-            if "A or B" in prompt:
-                a, b = _answers(prompt)
-                odds = math.log(self.better(a, b)) - math.log(1 - self.better(a, b)) + self.bias
-                p_a = 1 / (1 + math.exp(-odds))
-                top = _top(A=p_a * 0.9, B=(1 - p_a) * 0.9, Answer=0.05)
-            else:
-                p = self.yes(_answer(prompt))
-                top = [*_top(Yes=p * 0.8, No=(1 - p) * 0.8), {"token": " yes", "logprob": math.log(p * 0.1)}]
-            meta["logprobs"] = {"content": [{"token": top[0]["token"], "logprob": 0.0, "top_logprobs": top}]}
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(content="A", response_metadata=meta))]
-        )
-
-    def with_structured_output(
-        self, schema: Any, *, include_raw: bool = False, **kw: Any
-    ) -> Runnable[Any, Any]:  # type: ignore[override]
-        def parse(raw: AIMessage) -> Any:
-            try:
-                parsed, error = schema.model_validate_json(str(raw.content)), None
-            except ValueError as exc:
-                parsed, error = None, exc
-            return {"raw": raw, "parsed": parsed, "parsing_error": error} if include_raw else parsed
-
-        return self | RunnableLambda(parse)
 
 
 def _answer(prompt: str) -> str:
@@ -95,14 +33,28 @@ def _model(
     yes: Callable[[str], float] = lambda answer: 0.9 if "Paris" in answer else 0.7,
     better: Callable[[str, str], float] = lambda a, b: 0.8 if "Paris" in a else 0.2 if "Paris" in b else 0.5,
     written: Callable[[str], str] | None = None,
+    bias: float = 1.5,
     **kw: Any,
-) -> JudgeModel:
+) -> LogprobModel:
+    """A judge whose next-token logprobs follow the question: `yes(answer)` is P(Yes) to "is it correct?";
+    `better(a, b)` is its unbiased chance that A is better, to which `bias` is added in log-odds (a judge that
+    favours A); `written(prompt)` is the written critique's JSON (by default: Berlin is named as the fault)."""
+
+    def top(prompt: str) -> dict[str, float]:
+        if "A or B" in prompt:
+            a, b = _answers(prompt)
+            odds = math.log(better(a, b)) - math.log(1 - better(a, b)) + bias
+            p_a = 1 / (1 + math.exp(-odds))
+            return {"A": p_a * 0.9, "B": (1 - p_a) * 0.9, "Answer": 0.05}
+        p = yes(_answer(prompt))
+        return {"Yes": p * 0.8, "No": (1 - p) * 0.8, " yes": p * 0.1}
+
     def faults(prompt: str) -> str:
         if "Berlin" in _answer(prompt):
             return '{"issues": ["Berlin is the capital of Germany."], "suggestions": ["Say Paris."]}'
         return '{"issues": [], "suggestions": []}'
 
-    return JudgeModel(yes=yes, better=better, written=written or faults, **kw)
+    return LogprobModel(top=top, written=written or faults, **kw)
 
 
 def _p_yes(p: float) -> float:
