@@ -16,9 +16,13 @@ these calls retried at most `retries` times (transient errors, empty replies). W
 round when nothing fails.
 
 Strategies (reflection_graph/strategies/, one module each) share these nodes and decide the rest: the settings
-they force (also against a run's `Context`), their edges after `critique`, what the next revision starts from and
-which stop rules apply. The `tree` strategy adds a `select` node after each critique that picks the most promising
-candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
+they force (also against a run's `Context`), their edges after `critique`, what the next revision starts from,
+which stop rules apply, and their own bound on model calls (`Strategy.max_model_calls(settings)`). The `tree`
+strategy adds a `select` node after each critique that picks the most promising candidate so far to revise next:
+the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine to it.
+
+Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (the code focus's
+with a `CodeTestCritic`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
 has left (reflection_graph/_budget.py): its reply limit is cut to what is left, and a call without room for a useful
@@ -93,7 +97,7 @@ def build_reflection_graph(
     )[0]
 
 
-def build_settings(critic: Any, settings: Settings | None, values: Mapping[str, Any]) -> Settings:
+def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[str, Any]) -> Settings:
     """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (the code
     focus's with a `CodeTestCritic`, `_code.code_defaults`) for what the caller did not set; what the caller set
     (`settings`, then `values` over it). The strategy's forced values are applied after, by the strategy.
@@ -134,7 +138,7 @@ def _build(
 ) -> tuple[StateGraph[ReflectionState, Context, InputState, OutputState], Strategy]:
     """The builder and the strategy object it was wired for (kept by the graph, whatever the registry holds
     later)."""
-    built = build_settings(critic, settings, values)
+    built = _layered_settings(critic, settings, values)
     strategy = strategies.get(built.strategy)
     built = strategy.force(built)
     strategy.check(human_review=human_review)
