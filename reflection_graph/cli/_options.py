@@ -128,13 +128,16 @@ def graph_options(command: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)
     own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
-    context = inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-    extra = [*_model_parameters(), *_setting_parameters(), context]
+    # typer passes its context to one parameter: the command's own (`batch` has one), else one added here
+    own_context = next((p.name for p in own if p.annotation is typer.Context), None)
+    extra = [*_model_parameters(), *_setting_parameters()]
+    if own_context is None:
+        extra.append(inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
     names = {f.name for f in setting_fields(cli=True)}
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        ctx = kwargs.pop(_CONTEXT)
+        ctx = kwargs[own_context] if own_context else kwargs.pop(_CONTEXT)
         values = {name: kwargs.pop(_PREFIX + name) for name in names}
         given = {name: value for name, value in values.items() if given_on_command_line(ctx, _PREFIX + name)}
         models = {name: kwargs.pop(name) for name in _MODEL_OPTIONS}
