@@ -54,7 +54,6 @@ from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
 from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
-from reflection_graph.strategies import Strategy
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
 
@@ -67,34 +66,6 @@ def _with_keys(reads: type, extra: type | None) -> type:
         return reads
     hints = {**get_type_hints(reads, include_extras=True), **get_type_hints(extra, include_extras=True)}
     return TypedDict(f"{reads.__name__}With{extra.__name__}", hints, total=False)  # type: ignore[operator]
-
-
-def build_reflection_graph(
-    generator: ModelLike = None,
-    *,
-    critic: ModelLike | Critic = None,
-    reviser: ModelLike = None,
-    should_refine: Callable[[Mapping[str, Any]], bool] | None = None,
-    critic_guidelines: str | None = None,
-    memory: Any = None,
-    human_review: bool = False,
-    base_url: str | None = None,
-    settings: Settings | None = None,
-    **values: Unpack[SettingsKwargs],
-) -> StateGraph[ReflectionState, Context, InputState, OutputState]:
-    """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments."""
-    return _build(
-        generator,
-        critic=critic,
-        reviser=reviser,
-        should_refine=should_refine,
-        critic_guidelines=critic_guidelines,
-        memory=memory,
-        human_review=human_review,
-        base_url=base_url,
-        settings=settings,
-        values=values,
-    )[0]
 
 
 def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[str, Any]) -> Settings:
@@ -123,21 +94,21 @@ def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[st
     return code_defaults(critic, chosen)
 
 
-def _build(
-    generator: ModelLike,
+def build_reflection_graph(
+    generator: ModelLike = None,
     *,
-    critic: ModelLike | Critic,
-    reviser: ModelLike,
-    should_refine: Callable[[Mapping[str, Any]], bool] | None,
-    critic_guidelines: str | None,
-    memory: Any,
-    human_review: bool,
-    base_url: str | None,
-    settings: Settings | None,
-    values: Mapping[str, Any],
-) -> tuple[StateGraph[ReflectionState, Context, InputState, OutputState], Strategy]:
-    """The builder and the strategy object it was wired for (kept by the graph, whatever the registry holds
-    later)."""
+    critic: ModelLike | Critic = None,
+    reviser: ModelLike = None,
+    should_refine: Callable[[Mapping[str, Any]], bool] | None = None,
+    critic_guidelines: str | None = None,
+    memory: Any = None,
+    human_review: bool = False,
+    base_url: str | None = None,
+    settings: Settings | None = None,
+    **values: Unpack[SettingsKwargs],
+) -> StateGraph[ReflectionState, Context, InputState, OutputState]:
+    """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments. Its nodes
+    keep the strategy object they were wired for, whatever the registry holds later."""
     built = _layered_settings(critic, settings, values)
     strategy = strategies.get(built.strategy)
     built = strategy.force(built)
@@ -172,7 +143,7 @@ def _build(
     builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
     strategy.wire(builder, human_review=human_review)
     builder.add_edge("finalize", END)
-    return builder, strategy
+    return builder
 
 
 def create_reflection_graph(
@@ -241,7 +212,7 @@ def create_reflection_graph(
         print(result["candidate"], result["stop_reason"])
         ```
     """
-    builder, strategy = _build(
+    builder = build_reflection_graph(
         generator,
         critic=critic,
         reviser=reviser,
@@ -251,8 +222,9 @@ def create_reflection_graph(
         human_review=human_review,
         base_url=base_url,
         settings=settings,
-        values=values,
+        **values,
     )
+    strategy = _nodes.setup_of(builder).strategy  # the object the nodes were wired for, not a new lookup
     steps_per_round = strategy.steps_per_round(human_review=human_review)
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
     # a run may raise max_iterations through its Context, up to MAX_ITERATIONS: the counter is the real bound

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from reflection_graph import Settings, create_reflection_graph, strategies
 from reflection_graph import graph as graph_module
+from reflection_graph._nodes import setup_of
 from reflection_graph.cli import app
 from reflection_graph.critics.tool import CodeTestCritic
 from reflection_graph.settings import allowed_values
@@ -28,7 +29,7 @@ class Built(Exception):
 
 def built_settings(graph: Any) -> Settings:
     """The settings a compiled reflection graph was built with (its nodes share them)."""
-    return graph.nodes["generate"].bound._setup.overrides.settings  # type: ignore[no-any-return]
+    return setup_of(graph).overrides.settings
 
 
 @pytest.fixture

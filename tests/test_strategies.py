@@ -105,13 +105,17 @@ class BestFirst(Strategy):
         return best["candidate"], dict(best["critique"] or {})
 
 
+def registered(strategy: Strategy) -> Iterator[Strategy]:
+    """`strategy` registered while a test runs (the registry is process-wide), then removed."""
+    try:
+        yield strategies.register(strategy)  # the one registration line
+    finally:
+        strategies.unregister(strategy.name)
+
+
 @pytest.fixture
 def best_first() -> Iterator[Strategy]:
-    registered = strategies.register(BestFirst())  # the one registration line
-    try:
-        yield registered
-    finally:
-        strategies.unregister("best_first")
+    yield from registered(BestFirst())
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -164,11 +168,7 @@ class TwoRounds(ThreeRounds):
 
 @pytest.fixture
 def two_rounds() -> Iterator[Strategy]:
-    registered = strategies.register(TwoRounds())
-    try:
-        yield registered
-    finally:
-        strategies.unregister("three_rounds")
+    yield from registered(TwoRounds())
 
 
 @pytest.mark.parametrize("change", ["replace", "unregister"])
