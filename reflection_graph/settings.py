@@ -1,15 +1,15 @@
 """Every setting of the loop, declared once: its default, bounds, choices and description.
 
 `Settings` is the single source of truth. From its fields:
-- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments and call
-  `Settings(...)`, whose `__post_init__` validates them when the graph is built;
+- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments (or, the reflection
+  graph, one `Settings` as it is: `settings=`), validated by `Settings` when the graph is built;
 - the runtime `Context` (reflection_graph/context.py) offers the fields marked `runtime=True` as per-run
   overrides, with the same description (Studio shows it);
-- the CLI (reflection_graph/cli.py) turns the fields marked `cli=True` into typer options with typer's own
-  `min`/`max` and choices;
+- the CLI (reflection_graph/cli/) turns the fields marked `cli=True` into typer options with typer's own
+  `min`/`max` and choices, and builds one `Settings` of those given on the command line;
 - `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting or budget the whole run,
   which the agent does itself) with the same names and defaults;
-- `SettingsKwargs` names every field with its type for `**settings: Unpack[SettingsKwargs]` (PEP 692), so editors
+- `SettingsKwargs` names every field with its type for `**values: Unpack[SettingsKwargs]` (PEP 692), so editors
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
 Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy` is a
@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from typing_extensions import Self, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = [
     "MAX_DRAFTS",
@@ -102,11 +102,6 @@ class Settings:
     passed (`given`); `with_defaults` puts a layer of defaults under them, `apply` and `override` set more.
     `dataclasses.replace` counts every field as given.
     """
-
-    def __new__(cls, **values: Any) -> Self:
-        self = super().__new__(cls)
-        object.__setattr__(self, "_given", frozenset(values))  # __init__ (the dataclass's) sets the values
-        return self
 
     max_iterations: int = _setting(
         3,
@@ -272,6 +267,20 @@ class Settings:
         object.__setattr__(new, "_given", self.given | set(values) if given else self.given)
         new._validate(values)
         return new
+
+
+def _remember_given(init: Any) -> Any:
+    """The dataclass's `__init__`, noting first which fields were passed (`Settings.given`)."""
+
+    @functools.wraps(init)
+    def __init__(self: Settings, **values: Any) -> None:
+        object.__setattr__(self, "_given", frozenset(values))
+        init(self, **values)
+
+    return __init__
+
+
+Settings.__init__ = _remember_given(Settings.__init__)  # type: ignore[method-assign]
 
 
 class SettingsKwargs(TypedDict, total=False):
