@@ -262,6 +262,69 @@ def test_a_strategy_registered_in_user_code_runs_through_the_cli(
     assert "best_first" not in runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"}).stdout
 
 
+USER_CLI = """
+from reflection_graph import strategies
+from reflection_graph.cli import main
+from reflection_graph.strategies import Strategy
+
+
+class Patient(Strategy):
+    name = "patient"
+    description = "the loop with no plateau stop"
+    forces = {"patience": None, "stop_on_no_new_issues": False}
+
+
+strategies.register(Patient())
+main()
+"""
+
+
+def test_a_users_script_registers_a_strategy_and_runs_the_real_cli_on_it(tmp_path: Path) -> None:
+    """The recipe for the shell: a script that registers its strategy, then calls `reflection_graph.cli.main`.
+    Run as its own process against an OpenAI-compatible server on loopback (a fake whose critic scores 9 every
+    round, never --threshold 10): `patient` runs every round, where `loop` stops at a plateau (patience 2)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests._fake_openai import fake_openai_server
+
+    script = tmp_path / "my_cli.py"
+    script.write_text(USER_CLI, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with fake_openai_server() as (url, fake):
+
+        def run(strategy: str) -> dict[str, Any]:
+            args = [
+                "run",
+                "Write a line",
+                "--model",
+                "fake",
+                "--base-url",
+                url,
+                "--threshold",
+                "10",
+                "-n",
+                "5",
+            ]
+            proc = subprocess.run(
+                [sys.executable, str(script), *args, "--strategy", strategy, "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=300,
+            )
+            assert proc.returncode == 0, proc.stderr
+            return dict(json.loads(proc.stdout))
+
+        patient, loop = run("patient"), run("loop")
+    assert (patient["stop_reason"], patient["iterations"]) == ("max_iterations", 5)
+    assert (loop["stop_reason"], loop["iterations"]) == ("plateau", 3)
+    assert fake.requests["critique"] == 5 + 3
+
+
 def test_each_strategy_draws_its_own_edges_after_the_critique() -> None:
     for name, after in (("loop", {"generate", "finalize"}), ("self_refine", {"generate", "finalize"})):
         graph = create_reflection_graph(RecordingChatModel(), critic=never_accepting(), strategy=name)
