@@ -127,7 +127,7 @@ def visible_tests(problem: dict[str, Any]) -> str | None:
 
 def visible_critic(problem: dict[str, Any]) -> Any:
     """The critic the loop gets: a `CodeTestCritic` on the visible tests (isolation as `Judge` uses)."""
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     tests = visible_tests(problem)
     return None if tests is None else CodeTestCritic(tests, timeout_s=10, isolation=Judge.isolation)
@@ -176,7 +176,7 @@ class Judge:
             value = 0.0
         else:
             from reflection_graph.critics.base import CritiqueRequest
-            from reflection_graph.critics.tool import CodeTestCritic
+            from reflection_graph.critics.code_tests import CodeTestCritic
 
             critic = CodeTestCritic(tests, timeout_s=10, isolation=self.isolation, entry_point=entry_point)
             verdict = critic.critique(CritiqueRequest(task="", candidate=code))

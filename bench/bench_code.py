@@ -64,7 +64,7 @@ def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
     from reflection_graph._code import with_solution_import
     from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     critic = CodeTestCritic(with_solution_import(row["tests"], row["entry_point"]), timeout_s=10)
     return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
@@ -104,7 +104,7 @@ def loop_variant(
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
     from reflection_graph._code import docstring_tests
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)

@@ -2,19 +2,19 @@
 need no model (tests, rules, and IFEval/IFBench verifiable instructions)."""
 
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
-from reflection_graph.critics.composite import CompositeCritic
-from reflection_graph.critics.instructions import InstructionCritic, InstructionUnavailableError
-from reflection_graph.critics.judge import JudgeCritic
-from reflection_graph.critics.llm import LLMCritic
-from reflection_graph.critics.pairwise import PairwiseCritic
-from reflection_graph.critics.probability import LogprobCritic
-from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
-from reflection_graph.critics.tool import (
+from reflection_graph.critics.code_tests import (
     CodeTestCritic,
     CommandCritic,
     IsolationUnavailableError,
     extract_code,
 )
+from reflection_graph.critics.composite import CompositeCritic
+from reflection_graph.critics.instructions import InstructionCritic, InstructionUnavailableError
+from reflection_graph.critics.judge import JudgeCritic
+from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.logprob import LogprobCritic
+from reflection_graph.critics.pairwise import PairwiseCritic
+from reflection_graph.critics.rules import JSONSchemaCritic, LengthCritic, RequiredTermsCritic, RuleCritic
 
 __all__ = [
     "BaseCritic",

