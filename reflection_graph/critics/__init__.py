@@ -1,7 +1,7 @@
 """Critics: the `Critic` protocol, the LLM critic, the token-probability, pairwise and judge critics, and critics that
 need no model (tests, rules, and IFEval/IFBench verifiable instructions)."""
 
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest
+from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, InlineCritic, ModelCritic
 from reflection_graph.critics.code_tests import (
     CodeTestCritic,
     CommandCritic,
@@ -23,6 +23,7 @@ __all__ = [
     "CompositeCritic",
     "Critic",
     "CritiqueRequest",
+    "InlineCritic",
     "InstructionCritic",
     "InstructionUnavailableError",
     "IsolationUnavailableError",
@@ -31,6 +32,7 @@ __all__ = [
     "LLMCritic",
     "LengthCritic",
     "LogprobCritic",
+    "ModelCritic",
     "PairwiseCritic",
     "RequiredTermsCritic",
     "RuleCritic",

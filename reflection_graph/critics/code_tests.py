@@ -448,22 +448,13 @@ class CommandCritic(BaseCritic):
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Run the command on the candidate in the sandbox."""
-        result = run_sandboxed(
-            self._files(request),
-            self.argv,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            isolation=self.isolation,
-        )
-        return self._interpret(result)
+        return self._interpret(run_sandboxed(self._files(request), self.argv, **self._sandbox_limits()))
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Async twin of `critique` (does not block the event loop)."""
-        result = await arun_sandboxed(
-            self._files(request),
-            self.argv,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            isolation=self.isolation,
+        return self._interpret(
+            await arun_sandboxed(self._files(request), self.argv, **self._sandbox_limits())
         )
-        return self._interpret(result)
+
+    def _sandbox_limits(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "isolation": self.isolation}
