@@ -65,7 +65,7 @@ from reflection_graph.critics.sandbox._plan import (
     _validate,
 )
 
-__all__ = ["SandboxResult", "arun_sandboxed", "run_sandboxed"]
+__all__ = ["SandboxResult", "arun_sandboxed", "arun_together", "run_sandboxed", "run_together"]
 
 _TRUNCATION_NOTE = "\n[... output truncated by the sandbox ...]\n"
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
@@ -511,13 +511,13 @@ def _run_plans(plans: Sequence[_Plan], cancel: threading.Event | None = None) ->
     return [r for r in results if isinstance(r, SandboxResult)]
 
 
-def _run_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+def run_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
     """Several `run_sandboxed` runs at the same time (e.g. a candidate and the process that checks it)."""
     return _run_plans(_plans(runs))
 
 
-async def _arun_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
-    """Async twin of `_run_together`: one worker of the pool for the group, cancelled as one."""
+async def arun_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+    """Async twin of `run_together`: one worker of the pool for the group, cancelled as one."""
     return await _arun_plans(lambda: _plans(runs))
 
 
