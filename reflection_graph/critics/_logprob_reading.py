@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 
 from reflection_graph.critics.base import ModelCritic
@@ -81,26 +80,13 @@ def log_odds(top_logprobs: Mapping[str, float], first: str, second: str) -> floa
 class LogprobReadingCritic(ModelCritic):
     """Base for critics that judge from a chat model's token probabilities (see the module doc).
 
-    Args:
-        model: the judge, a chat model whose replies carry log-probabilities.
-        top_logprobs: how many next-token alternatives to ask for (1 to 20, the OpenAI limit).
-        max_candidate_chars: longer answers are cut (head kept) so the prompts fit a small context window.
-        retries: retries of transient model errors.
-        timeout_s: time limit of one model call, in seconds (None: no limit).
-        name: the critic's name in findings.
+    A subclass checks and sets its reading settings with `_reading(top_logprobs, max_candidate_chars)` after
+    `ModelCritic.__init__`.
     """
 
-    def __init__(
-        self,
-        model: BaseChatModel,
-        *,
-        top_logprobs: int = 20,
-        max_candidate_chars: int = 3000,
-        retries: int = 2,
-        timeout_s: float | None = None,
-        name: str = "critic",
-    ) -> None:
-        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+    def _reading(self, top_logprobs: int, max_candidate_chars: int) -> None:
+        """Check and set how many next-token alternatives to ask for (1 to 20, the OpenAI limit) and how long an
+        answer may be before it is cut (head kept) so the prompts fit a small context window."""
         if not 1 <= top_logprobs <= 20:
             raise ValueError(f"top_logprobs must be between 1 and 20 (the OpenAI limit), got {top_logprobs}")
         if max_candidate_chars < 1:

@@ -201,16 +201,10 @@ class JudgeCritic(LogprobReadingCritic):
         timeout_s: float | None = None,
         name: str = "judge",
     ) -> None:
-        super().__init__(
-            model,
-            top_logprobs=top_logprobs,
-            max_candidate_chars=max_candidate_chars,
-            retries=retries,
-            timeout_s=timeout_s,
-            name=name,
-        )
         if confirm not in get_args(Confirm):
             raise ValueError(f"confirm must be one of {', '.join(get_args(Confirm))}; got {confirm!r}")
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+        self._reading(top_logprobs, max_candidate_chars)
         from reflection_graph.models import critic_model
 
         self.model = critic_model(model)

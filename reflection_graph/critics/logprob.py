@@ -115,14 +115,8 @@ class LogprobCritic(LogprobReadingCritic):
         timeout_s: float | None = None,
         name: str = "logprob",
     ) -> None:
-        super().__init__(
-            model,
-            top_logprobs=top_logprobs,
-            max_candidate_chars=max_candidate_chars,
-            retries=retries,
-            timeout_s=timeout_s,
-            name=name,
-        )
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+        self._reading(top_logprobs, max_candidate_chars)
         if signal not in ("auto", "likelihood", "verdict"):
             raise ValueError(f"signal must be 'auto', 'likelihood' or 'verdict', got {signal!r}")
         embedded = _is_embedded(model)

@@ -65,7 +65,7 @@ from reflection_graph.critics.sandbox._plan import (
     _validate,
 )
 
-__all__ = ["SandboxResult", "arun_sandboxed", "arun_together", "run_sandboxed", "run_together"]
+__all__ = ["SandboxResult", "arun_sandboxed", "run_sandboxed"]
 
 _TRUNCATION_NOTE = "\n[... output truncated by the sandbox ...]\n"
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
