@@ -172,10 +172,10 @@ class JudgeCritic(LogprobReadingCritic):
         confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
             has the fault and whether it is free of it, `"yes"` asks the first question only, `"none"` keeps
             every whole line unchecked.
-        top_logprobs: how many next-token alternatives to read.
-        max_candidate_chars: longer answers are cut (head kept) so the prompts fit a small context window.
-        retries: retries of transient model errors.
-        timeout_s: time limit of one model call, in seconds (None: no limit).
+        top_logprobs: how many next-token alternatives each reading lists (1 to 20).
+        max_candidate_chars: the longest answer a prompt shows; a longer one is cut, its head kept.
+        retries: how often a transient model error is retried.
+        timeout_s: the time limit of one model call in seconds; None for none.
         name: the critic's name in findings.
 
     Example:
