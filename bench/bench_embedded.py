@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
-from _humaneval import commit, load_average  # noqa: E402
+from _raw import commit, load_average  # noqa: E402
 
 TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 
