@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from _common import equal_tokens
 from _raw import RawChat, commit, file_sha256, load_average
 from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key
 
@@ -53,6 +54,7 @@ __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from 
     "Results",
     "cached_model",
     "commit",
+    "equal_tokens",
     "file_sha256",
     "load_average",
     "run_key",
@@ -309,7 +311,8 @@ def run_problem(
             real = int(task_id.rsplit("/", 1)[1]) % VERIFY_EVERY == 0 or "reply" not in raw_done
             SERVED.clear()
             if not real:
-                SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"])
+                finish = "length" if raw_done.get("cut") else "stop"
+                SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"], finish)
             record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else "loop")
             record["first_served"] = not real
         record.update(
@@ -421,12 +424,3 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
         if r["tree"] is not None and r["tree"]["solved"] and not r["raw"]["solved"]
     ]
     return out
-
-
-def equal_tokens(best: dict[int, dict[str, Any]], tokens: float) -> tuple[int, int] | None:
-    """The N on each side of `tokens` (best-of-N's mean tokens at or below it, and at or above it)."""
-    below = [n for n, b in best.items() if b["tokens"] <= tokens]
-    above = [n for n, b in best.items() if b["tokens"] >= tokens]
-    if not below or not above:
-        return None
-    return max(below), min(above)

@@ -56,9 +56,10 @@ class Calls:
                 out.flush()
 
 
-SERVED: dict[str, tuple[str, list[int]]] = {}
-"""Raw's reply and its [prompt, completion] token counts by task, served as the loop's first draft (the same
-greedy call) where the run does not make it again for real (`VERIFY_EVERY`)."""
+SERVED: dict[str, tuple[str, list[int], str]] = {}
+"""Raw's reply, its [prompt, completion] token counts and its finish reason by task, served once as the loop's first draft (the same
+greedy call) where the run does not make it again for real (`VERIFY_EVERY`); an entry still here after a run was
+not served (the draft was made)."""
 VERIFY_EVERY = 5
 """The loop's first draft is made for real on every problem whose number (HumanEval) or position in the run's
 order (IFBench) is a multiple of this, and compared with raw's; on the others it is raw's reply, served: the
@@ -81,17 +82,13 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
                 return super()._generate(messages, stop, run_manager, **kwargs)
             shown = [[m.type, m.text] for m in messages]
             settings = self._sampling(stop, kwargs)
-            served = (
-                SERVED.get(messages[0].text) if len(messages) == 1 and messages[0].type == "human" else None
-            )
-            if (
-                served is not None and settings["temperature"] == 0.0
-            ):  # the plain greedy call raw already made
-                text, (n_in, n_out) = served
+            plain = len(messages) == 1 and messages[0].type == "human" and settings["temperature"] == 0.0
+            served = SERVED.pop(messages[0].text, None) if plain else None
+            if served is not None:  # the plain greedy call raw already made
+                text, (n_in, n_out), finish = served
                 usage = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
-                message = AIMessage(
-                    content=text.strip(), usage_metadata=usage, response_metadata={"served": True}
-                )
+                meta = {"served": True, "finish_reason": finish}  # a reply raw cut at the limit is served cut
+                message = AIMessage(content=text.strip(), usage_metadata=usage, response_metadata=meta)
                 return ChatResult(generations=[ChatGeneration(message=message)])
             key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
             call = calls.get(key)
