@@ -72,7 +72,8 @@ def commit() -> str:
         return done.stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+    return head + ("+" if changed else "")  # the results files a run appends to are not a change of code
 
 
 class RawChat:
@@ -233,6 +234,8 @@ class Calls:
         self.lock = threading.Lock()
         self.calls: dict[str, dict[str, Any]] = {}
         self.hits = self.misses = 0
+        self.replay_only = False
+        """Refuse a call not in the file (`explain` replays a run, it never calls the model)."""
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -296,6 +299,8 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
                 return ChatResult(generations=[ChatGeneration(message=message)])
             key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
             call = calls.get(key)
+            if call is None and calls.replay_only:
+                raise LookupError("a model call that the run did not make (replay only)")
             if call is None:
                 start = time.monotonic()
                 result = super()._generate(messages, stop, run_manager, **kwargs)
@@ -572,6 +577,7 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     )
     records = [r[name] for r in rows for name in ("raw", "loop", "tree") if r[name] is not None]
     out["max_load"] = max((max(x.get("load") or [0.0]) for x in records), default=0.0)
+    out["loaded"] = sum(max(x.get("load") or [0.0]) > 3 for x in records)
     out["commits"] = sorted({str(x.get("commit")) for x in records if x.get("commit")})
     out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
     out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)
@@ -611,3 +617,35 @@ def equal_tokens(best: dict[int, dict[str, Any]], tokens: float) -> tuple[int, i
     if not below or not above:
         return None
     return max(below), min(above)
+
+
+def explain(
+    problem: dict[str, Any], model: Any, judge: Judge, results: Results, run: str, settings: dict[str, Any]
+) -> str | None:
+    """Why the loop did or did not solve a problem where raw fails a visible example: its run replayed from the
+    call file (no model call) and every candidate it made judged on the hidden tests. None where raw passes every
+    visible example, or the run is not in the call file."""
+    from reflection_graph import create_reflection_graph
+
+    raw, loop = results.get(run, problem["task_id"], "raw"), results.get(run, problem["task_id"], "loop")
+    if raw is None or loop is None or raw["visible"] is None or raw["visible"] == 1.0:
+        return None
+    SERVED.clear()
+    if loop.get("first_served"):
+        SERVED[task_of(problem)] = (raw["reply"], raw["usage"])
+    graph = create_reflection_graph(model, critic=visible_critic(problem), focus="code", **settings)
+    try:
+        result = graph.invoke({"task": task_of(problem)})
+    except LookupError:
+        return None
+    made = [s["candidate"] for r in result["trajectory"] for s in (r.get("samples") or [r])]
+    solving = sum(judge.solves(problem, code) for code in made)
+    samples = (results.get(run, problem["task_id"], "samples") or {}).get("candidates", [])
+    sampled = sum(bool(c["solved"]) for c in samples)
+    if loop["solved"]:
+        why = "solved by the loop"
+    elif solving:
+        why = f"lost by selection: {solving} of its {len(made)} candidates pass the hidden tests"
+    else:
+        why = f"never made: none of its {len(made)} candidates passes the hidden tests"
+    return f"{why}; best-of-N samples passing: {sampled} of {len(samples)}"
