@@ -394,6 +394,7 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     )
     records = [r[name] for r in rows for name in ("raw", "loop", "tree") if r[name] is not None]
     out["max_load"] = max((max(x.get("load") or [0.0]) for x in records), default=0.0)
+    out["loaded"] = sum(max(x.get("load") or [0.0]) > 3 for x in records)
     out["commits"] = sorted({str(x.get("commit")) for x in records if x.get("commit")})
     out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
     out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)
@@ -424,3 +425,35 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
         if r["tree"] is not None and r["tree"]["solved"] and not r["raw"]["solved"]
     ]
     return out
+
+
+def explain(
+    problem: dict[str, Any], model: Any, judge: Judge, results: Results, run: str, settings: dict[str, Any]
+) -> str | None:
+    """Why the loop did or did not solve a problem where raw fails a visible example: its run replayed from the
+    call file (no model call) and every candidate it made judged on the hidden tests. None where raw passes every
+    visible example, or the run is not in the call file."""
+    from reflection_graph import create_reflection_graph
+
+    raw, loop = results.get(run, problem["task_id"], "raw"), results.get(run, problem["task_id"], "loop")
+    if raw is None or loop is None or raw["visible"] is None or raw["visible"] == 1.0:
+        return None
+    SERVED.clear()
+    if loop.get("first_served"):
+        SERVED[task_of(problem)] = (raw["reply"], raw["usage"], "length" if raw.get("cut") else "stop")
+    graph = create_reflection_graph(model, critic=visible_critic(problem), focus="code", **settings)
+    try:
+        result = graph.invoke({"task": task_of(problem)})
+    except LookupError:
+        return None
+    made = [s["candidate"] for r in result["trajectory"] for s in (r.get("samples") or [r])]
+    solving = sum(judge.solves(problem, code) for code in made)
+    samples = (results.get(run, problem["task_id"], "samples") or {}).get("candidates", [])
+    sampled = sum(bool(c["solved"]) for c in samples)
+    if loop["solved"]:
+        why = "solved by the loop"
+    elif solving:
+        why = f"lost by selection: {solving} of its {len(made)} candidates pass the hidden tests"
+    else:
+        why = f"never made: none of its {len(made)} candidates passes the hidden tests"
+    return f"{why}; best-of-N samples passing: {sampled} of {len(samples)}"

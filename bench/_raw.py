@@ -35,7 +35,8 @@ def commit() -> str:
         return done.stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+    return head + ("+" if changed else "")  # the results files a run appends to are not a change of code
 
 
 def file_sha256(path: str) -> str:

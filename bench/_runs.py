@@ -32,6 +32,8 @@ class Calls:
         self.lock = threading.Lock()
         self.calls: dict[str, dict[str, Any]] = {}
         self.hits = self.misses = 0
+        self.replay_only = False
+        """Refuse a call not in the file (`explain` replays a run, it never calls the model)."""
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -92,6 +94,8 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
                 return ChatResult(generations=[ChatGeneration(message=message)])
             key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
             call = calls.get(key)
+            if call is None and calls.replay_only:
+                raise LookupError("a model call that the run did not make (replay only)")
             if call is None:
                 start = time.monotonic()
                 result = super()._generate(messages, stop, run_manager, **kwargs)

@@ -29,6 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reflection_graph._examples import prose_examples
 from reflection_graph._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
+from reflection_graph.settings import Settings
 
 __all__ = [
     "CODE_STOP",
@@ -285,13 +286,14 @@ def finish_candidate(task: str, text: str, entry_point: str | None = None) -> st
     return "\n".join([stub.source, *body]) + "\n"
 
 
-def code_defaults(critic: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`settings` with `CODE_TEST_DEFAULTS` under them when the focus is code and the critic runs tests."""
+def code_defaults(critic: Any, settings: Settings) -> Settings:
+    """`settings` with `CODE_TEST_DEFAULTS` under the fields its caller did not set, when the focus is code and
+    the critic runs tests; else `settings` as they are."""
     from reflection_graph.critics.tool import CodeTestCritic
 
-    if settings.get("focus") == "code" and isinstance(critic, CodeTestCritic):
-        return {**CODE_TEST_DEFAULTS, **settings}
-    return dict(settings)
+    if settings.focus == "code" and isinstance(critic, CodeTestCritic):
+        return settings.with_defaults(CODE_TEST_DEFAULTS)
+    return settings
 
 
 def with_solution_import(tests: str, entry_point: str) -> str:

@@ -2,8 +2,10 @@
 
 A run may carry a `Context` (Studio's `context_schema`, `graph.invoke(..., context=Context(...))`) or the same keys
 as a mapping (`configurable`, the agent's context dict). `Overrides.for_run` applies it to what was built:
-- the settings: each non-None per-run field replaces the built one, validated by `Settings` again; then what the
-  strategy forces (reflection_graph/strategies/) is applied again, so a run cannot undo it;
+- the settings: each non-None per-run field replaces the built one (validated by `Settings`); then what the
+  strategy the graph was built with forces (reflection_graph/strategies/) is applied again, so a run cannot undo
+  it. That strategy is the object kept at build time, never looked up by name again: a later
+  `strategies.register(..., replace=True)` or `unregister` changes no graph built before;
 - the models: `generator_model` / `reviser_model` / `critic_model` (with `base_url`) replace the built roles. A
   new generator also replaces the reviser, and the critic when the critic was the default one (built on the
   generator's model), which a `critic_model` or `critique_prompt` rebuilds too. A critic passed in is asked
@@ -22,7 +24,6 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from reflection_graph import strategies
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
 from reflection_graph.critics.judge import JudgeCritic
@@ -30,6 +31,7 @@ from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.probability import LogprobCritic
 from reflection_graph.prompts import CRITIQUE_PROMPT
 from reflection_graph.settings import Settings
+from reflection_graph.strategies import Strategy
 
 ModelLike = Any  # BaseChatModel | str | Callable[[str], str] | None; resolved by reflection_graph.models
 
@@ -134,6 +136,7 @@ class Overrides:
         base_url: the OpenAI-compatible server named when the graph or middleware was built.
         guidelines: critic guidelines, kept when a critic is rebuilt for a run.
         default_critic: the critic was built from the generator's model (a new generator replaces it).
+        strategy: the strategy the graph was built with (what it forces holds for every run); None forces nothing.
     """
 
     def __init__(
@@ -144,8 +147,10 @@ class Overrides:
         base_url: str | None = None,
         guidelines: str | None = None,
         default_critic: bool = False,
+        strategy: Strategy | None = None,
     ) -> None:
         self.settings = settings
+        self.strategy = strategy
         self.roles = roles
         self.base_url = base_url
         self.guidelines = guidelines
@@ -160,7 +165,9 @@ class Overrides:
         ctx = as_context(context)
         if ctx is None:
             return self.settings, self.roles
-        settings = strategies.get(self.settings.strategy).force(ctx.settings(self.settings))
+        settings = ctx.settings(self.settings)
+        if self.strategy is not None:
+            settings = self.strategy.force(settings)
         key = (
             ctx.generator_model,
             ctx.critic_model,

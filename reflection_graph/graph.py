@@ -16,9 +16,13 @@ these calls retried at most `retries` times (transient errors, empty replies). W
 round when nothing fails.
 
 Strategies (reflection_graph/strategies/, one module each) share these nodes and decide the rest: the settings
-they force (also against a run's `Context`), their edges after `critique`, what the next revision starts from and
-which stop rules apply. The `tree` strategy adds a `select` node after each critique that picks the most promising
-candidate so far to revise next: the same calls, so the same `max_model_calls` bound.
+they force (also against a run's `Context`), their edges after `critique`, what the next revision starts from,
+which stop rules apply, and their own bound on model calls (`Strategy.max_model_calls(settings)`). The `tree`
+strategy adds a `select` node after each critique that picks the most promising candidate so far to revise next:
+the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine to it.
+
+Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (the code focus's
+with a `CodeTestCritic`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
 has left (reflection_graph/_budget.py): its reply limit is cut to what is left, and a call without room for a useful
@@ -48,7 +52,7 @@ from reflection_graph._overrides import ModelLike, Overrides, Roles, resolve
 from reflection_graph._overrides import as_critic as _as_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
-from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs, default
+from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
 from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
@@ -64,6 +68,32 @@ def _with_keys(reads: type, extra: type | None) -> type:
     return TypedDict(f"{reads.__name__}With{extra.__name__}", hints, total=False)  # type: ignore[operator]
 
 
+def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[str, Any]) -> Settings:
+    """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (the code
+    focus's with a `CodeTestCritic`, `_code.code_defaults`) for what the caller did not set; what the caller set
+    (`settings`, then `values` over it). The strategy's forced values are applied after, by the strategy.
+
+    Raises:
+        TypeError: `settings` is no `Settings`, or a name in `values` is no setting.
+        ValueError: a value is out of range (validated once, where it enters).
+    """
+    unknown = set(values) - set(Settings.__dataclass_fields__)
+    if unknown:
+        raise TypeError(
+            f"unknown argument(s) {sorted(unknown)}; the settings are {sorted(Settings.__dataclass_fields__)}"
+        )
+    if settings is None:
+        chosen = Settings(**values)
+    elif isinstance(settings, Settings):
+        chosen = settings.apply(values)
+    else:
+        raise TypeError(
+            f"settings must be a reflection_graph.Settings (or pass each setting as a keyword), "
+            f"got {type(settings).__name__}"
+        )
+    return code_defaults(critic, chosen)
+
+
 def build_reflection_graph(
     generator: ModelLike = None,
     *,
@@ -74,15 +104,12 @@ def build_reflection_graph(
     memory: Any = None,
     human_review: bool = False,
     base_url: str | None = None,
-    **settings: Unpack[SettingsKwargs],
+    settings: Settings | None = None,
+    **values: Unpack[SettingsKwargs],
 ) -> StateGraph[ReflectionState, Context, InputState, OutputState]:
-    """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments."""
-    unknown = set(settings) - set(Settings.__dataclass_fields__)
-    if unknown:
-        raise TypeError(
-            f"unknown argument(s) {sorted(unknown)}; the settings are {sorted(Settings.__dataclass_fields__)}"
-        )
-    built = Settings(**code_defaults(critic, settings))
+    """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments. Its nodes
+    keep the strategy object they were wired for, whatever the registry holds later."""
+    built = _layered_settings(critic, settings, values)
     strategy = strategies.get(built.strategy)
     built = strategy.force(built)
     strategy.check(human_review=human_review)
@@ -97,7 +124,12 @@ def build_reflection_graph(
     critic_obj = _as_critic(critic, gen_model, built, base_url=base_url, guidelines=critic_guidelines)
     roles = Roles(gen_model, reviser_model, critic_obj)
     overrides = Overrides(
-        built, roles, base_url=base_url, guidelines=critic_guidelines, default_critic=critic is None
+        built,
+        roles,
+        base_url=base_url,
+        guidelines=critic_guidelines,
+        default_critic=critic is None,
+        strategy=strategy,
     )
     setup = Setup(overrides, strategy, should_refine, memory)
 
@@ -127,7 +159,8 @@ def create_reflection_graph(
     checkpointer: Checkpointer = None,
     store: Any = None,
     name: str = "reflection",
-    **settings: Unpack[SettingsKwargs],
+    settings: Settings | None = None,
+    **values: Unpack[SettingsKwargs],
 ) -> CompiledStateGraph[ReflectionState, Context, InputState, OutputState]:
     """Create a compiled draft -> critique -> revise graph.
 
@@ -148,15 +181,17 @@ def create_reflection_graph(
         checkpointer: passed to `compile` (e.g. `SqliteSaver`, `PostgresSaver`).
         store: passed to `compile` (e.g. `InMemoryStore`, `SqliteStore`, `PostgresStore`).
         name: the compiled graph's name.
-        **settings: any field of `reflection_graph.Settings`, each validated here: `max_iterations` (3),
+        settings: a `reflection_graph.Settings` made ahead (the CLI passes its own), used as it is: the fields
+            it was given count as set, the others as defaults. Keyword settings (`**values`) go over it.
+        **values: any field of `reflection_graph.Settings`, each validated here: `max_iterations` (3),
             `min_iterations` (1), `score_threshold` (None: the critic's verdict decides; set: `score >= threshold`
             accepts and the bar is written into the critic prompt), `min_improvement` (0.5) and `patience` (2)
             for the plateau stop, `stop_on_no_new_issues` (True), `select` ("best" or "last"), `strategy`
-            ("loop", "self_refine" or "tree"), `n_drafts` and `n_revisions` (1: samples per round, best kept),
-            `preserve_correct`, `focus` ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`
-            defaults to `n_drafts=1`, `n_revisions=2`, `max_iterations=3`: `_code.CODE_TEST_DEFAULTS`),
-            `history_window`, `prompts`
-            (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
+            (a name in `reflection_graph.strategies`: "loop", "self_refine", "tree" or one you registered),
+            `n_drafts` and `n_revisions` (1: samples per round, best kept), `preserve_correct`, `focus`
+            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic` defaults to `n_drafts=1`,
+            `n_revisions=2`, `max_iterations=3` where you set none of them: `_code.CODE_TEST_DEFAULTS`, the same
+            from Python, the CLI and a server), `history_window`, `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
             `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 
     Returns:
@@ -166,7 +201,7 @@ def create_reflection_graph(
 
     Raises:
         ValueError: a setting is out of range or a model spec cannot be resolved; the message names the fix.
-        TypeError: an unknown argument.
+        TypeError: an unknown argument, or `settings` is no `Settings`.
 
     Example:
         ```python
@@ -186,9 +221,10 @@ def create_reflection_graph(
         memory=memory,
         human_review=human_review,
         base_url=base_url,
-        **settings,
+        settings=settings,
+        **values,
     )
-    strategy = strategies.get(settings.get("strategy") or default("strategy"))
+    strategy = _nodes.setup_of(builder).strategy  # the object the nodes were wired for, not a new lookup
     steps_per_round = strategy.steps_per_round(human_review=human_review)
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
     # a run may raise max_iterations through its Context, up to MAX_ITERATIONS: the counter is the real bound

@@ -1,28 +1,35 @@
 """Every setting of the loop, declared once: its default, bounds, choices and description.
 
 `Settings` is the single source of truth. From its fields:
-- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments and call
-  `Settings(...)`, whose `__post_init__` validates them when the graph is built;
+- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments (or, the reflection
+  graph, one `Settings` as it is: `settings=`), validated by `Settings` when the graph is built;
 - the runtime `Context` (reflection_graph/context.py) offers the fields marked `runtime=True` as per-run
   overrides, with the same description (Studio shows it);
-- the CLI (reflection_graph/cli.py) turns the fields marked `cli=True` into typer options with typer's own
-  `min`/`max` and choices;
+- the CLI (reflection_graph/cli/) turns the fields marked `cli=True` into typer options with typer's own
+  `min`/`max` and choices, and builds one `Settings` of those given on the command line;
 - `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting or budget the whole run,
   which the agent does itself) with the same names and defaults;
-- `SettingsKwargs` names every field with its type for `**settings: Unpack[SettingsKwargs]` (PEP 692), so editors
+- `SettingsKwargs` names every field with its type for `**values: Unpack[SettingsKwargs]` (PEP 692), so editors
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
-Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy`
-accepts every strategy registered in reflection_graph/strategies/ (its `Literal` names the built-in ones, which
-the CLI offers).
+Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy` is a
+`str` checked against the strategy registry (reflection_graph/strategies/), so a strategy registered from user code
+is a valid value for mypy, the factory and the CLI alike, and adding one touches no line here.
+
+A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code focus's
+with a `CodeTestCritic`, reflection_graph/_code.py) are a layer under those (`with_defaults`), applied the same way
+whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every value is validated once,
+when it enters: a layer or an override validates only the fields it changes (and the checks across fields).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from typing_extensions import TypedDict
@@ -37,13 +44,12 @@ __all__ = [
     "Select",
     "Settings",
     "SettingsKwargs",
-    "Strategy",
+    "allowed_values",
     "choices",
     "setting_fields",
 ]
 
 Select = Literal["best", "last"]
-Strategy = Literal["loop", "self_refine", "tree"]
 Focus = Literal["general", "code", "reasoning", "format"]
 ParseErrorPolicy = Literal["feedback", "raise"]
 PROMPT_ROLES: tuple[str, ...] = ("generate", "critique", "revise")
@@ -70,7 +76,7 @@ def _setting(
     allowed: Any = None,
 ) -> Any:
     """A dataclass field carrying its bounds and description in `metadata` (`allowed`: a function giving the
-    accepted values, when they are more than its `Literal` type names)."""
+    accepted values and a line on each, for a `str` setting whose values are registered, not a `Literal`)."""
     metadata = {
         "allowed": allowed,
         "description": description,
@@ -92,7 +98,9 @@ class Settings:
     """The validated settings a reflection graph is built with.
 
     Fields marked `runtime` can be overridden per run through `Context`; the others shape the graph itself.
-    Construction validates every field (`ValueError` naming the setting and the fix).
+    Construction validates every field (`ValueError` naming the setting and the fix) and remembers the ones
+    passed (`given`); `with_defaults` puts a layer of defaults under them, `apply` and `override` set more.
+    `dataclasses.replace` counts every field as given.
     """
 
     max_iterations: int = _setting(
@@ -132,12 +140,11 @@ class Settings:
     select: Select = _setting(
         "best", "Return the best-scoring candidate (ties go to the later one) or the last one.", runtime=True
     )
-    strategy: Strategy = _setting(
+    strategy: str = _setting(
         "loop",
-        "'loop' runs until accepted, plateau or the limit; 'self_refine' is one draft-feedback-refine pass; "
-        "'tree' expands the most promising candidate so far and drops dead ends, until accepted or the limit.",
+        "How the rounds run: a strategy registered in reflection_graph.strategies.",
         agent=False,
-        allowed=lambda: _strategy_names(),
+        allowed=lambda: _strategies(),
     )
     n_drafts: int = _setting(
         1,
@@ -203,9 +210,13 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(Settings)
-        for f in fields(self):
-            _check(f, getattr(self, f.name), hints[f.name])
+        self._validate(Settings.__dataclass_fields__)
+
+    def _validate(self, names: Any) -> None:
+        """Check the fields `names`, then the rules across fields."""
+        hints = _hints()
+        for name in names:
+            _check(Settings.__dataclass_fields__[name], getattr(self, name), hints[name])
         if self.min_iterations > self.max_iterations:
             raise ValueError(
                 f"min_iterations must be between 1 and max_iterations ({self.max_iterations}), "
@@ -218,14 +229,58 @@ class Settings:
             if not (isinstance(template, str) or callable(template)):
                 raise ValueError(f"prompt {role!r} must be a template string or a callable")
 
-    def override(self, **values: Any) -> Settings:
-        """A copy with the given (non-None) values, validated again."""
-        changes = {name: value for name, value in values.items() if value is not None}
-        return replace(self, **changes) if changes else self
+    @property
+    def given(self) -> frozenset[str]:
+        """The fields the caller set (passed to the constructor, `apply` or `override`); the others hold their
+        default or a default layer's value (`with_defaults`)."""
+        return self._given  # type: ignore[no-any-return,attr-defined]
 
-    def as_kwargs(self) -> dict[str, Any]:
-        """The settings as keyword arguments of `create_reflection_graph`."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def apply(self, values: Mapping[str, Any]) -> Settings:
+        """A copy with `values` set as the caller's own (they join `given`); only they are validated again.
+
+        Raises:
+            TypeError: a name that is no setting.
+            ValueError: a value out of range.
+        """
+        return self._changed(values, given=True)
+
+    def override(self, **values: Any) -> Settings:
+        """A copy with the given non-None values set (a run's `Context`: None means "as built")."""
+        return self.apply({name: value for name, value in values.items() if value is not None})
+
+    def with_defaults(self, defaults: Mapping[str, Any]) -> Settings:
+        """A copy with `defaults` for the fields the caller did not set: a layer under the caller's values (the
+        code focus's defaults with a `CodeTestCritic`); what the caller set always wins."""
+        return self._changed({k: v for k, v in defaults.items() if k not in self.given}, given=False)
+
+    def _changed(self, values: Mapping[str, Any], *, given: bool) -> Settings:
+        unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
+        if unknown:
+            raise TypeError(
+                f"unknown setting(s) {unknown}; the settings are {sorted(Settings.__dataclass_fields__)}"
+            )
+        if not values:
+            return self
+        new = copy.copy(self)
+        for name, value in values.items():
+            object.__setattr__(new, name, value)
+        object.__setattr__(new, "_given", self.given | set(values) if given else self.given)
+        new._validate(values)
+        return new
+
+
+def _remember_given(init: Any) -> Any:
+    """The dataclass's `__init__`, noting first which fields were passed (`Settings.given`)."""
+
+    @functools.wraps(init)
+    def __init__(self: Settings, **values: Any) -> None:
+        object.__setattr__(self, "_given", frozenset(values))
+        init(self, **values)
+
+    return __init__
+
+
+Settings.__init__ = _remember_given(Settings.__init__)  # type: ignore[method-assign]
 
 
 class SettingsKwargs(TypedDict, total=False):
@@ -242,7 +297,7 @@ class SettingsKwargs(TypedDict, total=False):
     patience: int | None
     stop_on_no_new_issues: bool
     select: Select
-    strategy: Strategy
+    strategy: str
     n_drafts: int
     n_revisions: int
     preserve_correct: bool
@@ -284,9 +339,9 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
         if type(None) in get_args(annotation):
             return
         raise ValueError(f"{name} must not be None")
-    allowed = f.metadata["allowed"]() if f.metadata.get("allowed") else choices(annotation)
+    allowed = tuple(f.metadata["allowed"]()) if f.metadata.get("allowed") else choices(annotation)
     if allowed:
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             raise ValueError(f"{name} must be {_one_of(allowed)}, got {value!r}")
         return
     kind = _base_type(annotation)
@@ -318,11 +373,26 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
             raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
 
 
-def _strategy_names() -> tuple[str, ...]:
-    """The registered strategies (reflection_graph/strategies/): the built-in ones and any a user registered."""
+def _strategies() -> dict[str, str]:
+    """The registered strategies (reflection_graph/strategies/), each with its description: the built-in ones
+    and any a user registered, in the order they were registered."""
     from reflection_graph import strategies
 
-    return strategies.names()
+    return {name: strategies.get(name).description for name in strategies.names()}
+
+
+@functools.cache
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(Settings)
+
+
+def allowed_values(name: str) -> dict[str, str]:
+    """The values setting `name` accepts, each with a line on what it does ("" where there is none): a
+    registry's (`strategy`) or its `Literal` type's; {} for a setting that takes a number, a flag or a mapping."""
+    f = Settings.__dataclass_fields__[name]
+    if f.metadata.get("allowed"):
+        return dict(f.metadata["allowed"]())
+    return {value: "" for value in choices(_hints()[name])}
 
 
 def _one_of(allowed: tuple[Any, ...]) -> str:

@@ -1,20 +1,29 @@
-"""Deterministic fake models for unit tests: they record what each role *received*."""
+"""Deterministic fake models for unit tests, each written once here: they record what each role *received*.
+
+- `RecordingChatModel`: replies in order (strings or callables of the messages); `FakeCriticModel` adds
+  structured critiques; `WordModel` / `WordCritic` state their exact token bound.
+- `LogprobModel`: a judge with next-token log-probabilities (OpenAI-style `top_logprobs`) by the prompt, and a
+  written reply otherwise; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs.
+"""
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import Field
 
 from reflection_graph.critique import CritiqueOutput
+from reflection_graph.models.embedded import EmbeddedChatModel
 
 
 def _usage(text: str, prompt: Sequence[BaseMessage]) -> dict[str, int]:
@@ -82,21 +91,25 @@ class FakeCriticModel(RecordingChatModel):
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[Any, Any]:  # type: ignore[override]
-        """Like a provider's structured output: the model's raw reply, then a parse step."""
+        return _structured(self, schema, include_raw)
 
-        def _parse(raw: AIMessage) -> Any:
-            try:
-                parsed: Any = schema.model_validate_json(str(raw.content))
-                error: Exception | None = None
-            except Exception as exc:  # noqa: BLE001
-                parsed, error = None, exc
-            if include_raw:
-                return {"raw": raw, "parsed": parsed, "parsing_error": error}
-            if error is not None:
-                raise error
-            return parsed
 
-        return self | RunnableLambda(_parse, name="parse_structured")
+def _structured(model: BaseChatModel, schema: Any, include_raw: bool) -> Runnable[Any, Any]:
+    """Like a provider's structured output: the model's raw reply, then a step parsing it as `schema`'s JSON."""
+
+    def _parse(raw: AIMessage) -> Any:
+        try:
+            parsed: Any = schema.model_validate_json(str(raw.content))
+            error: Exception | None = None
+        except Exception as exc:  # noqa: BLE001
+            parsed, error = None, exc
+        if include_raw:
+            return {"raw": raw, "parsed": parsed, "parsing_error": error}
+        if error is not None:
+            raise error
+        return parsed
+
+    return model | RunnableLambda(_parse, name="parse_structured")
 
 
 class WordModel(RecordingChatModel):
@@ -238,3 +251,76 @@ def scripted_embedded(
     loaded = _Loaded(llama=ScriptedLlama(script, gate), lock=threading.Lock())
     monkeypatch.setattr(embedded.EmbeddedChatModel, "_loaded", lambda self: loaded)
     return (cls or embedded.EmbeddedChatModel)(model_path=str(gguf), **fields)
+
+
+def _reply(text: str, metadata: Mapping[str, Any] | None = None) -> ChatResult:
+    message = AIMessage(content=text, response_metadata=dict(metadata or {}))
+    return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class LogprobModel(BaseChatModel):
+    """A judge with next-token log-probabilities; records every call's prompt and options (`calls`).
+
+    A call with `logprobs=True` replies with the tokens `top(prompt)` gives (a mapping token -> probability, or
+    None for P(" Yes") = P(" No") = 0.5) as OpenAI-style `top_logprobs`, the first of them as the reply; with
+    `with_logprobs=False` the reply carries none (a server that ignores the option). Any other call replies
+    `written(prompt)` (a string or a callable of the prompt). `error`, when set, is raised by every call.
+    Structured output parses the written reply as the schema's JSON.
+    """
+
+    top: Any = None
+    written: Any = ""
+    with_logprobs: bool = True
+    error: Any = None
+    temperature: float = 0.0  # a judge at temperature 0 already (`critic_model` keeps it as it is)
+    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-logprobs"
+
+    @property
+    def prompts(self) -> list[str]:
+        """The last message of each call."""
+        return [prompt for prompt, _ in self.calls]
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        prompt = str(messages[-1].content)
+        self.calls.append((prompt, {**kw, "stop": stop}))
+        if self.error is not None:
+            raise self.error
+        if not kw.get("logprobs"):
+            return _reply(self.written(prompt) if callable(self.written) else str(self.written))
+        probabilities = dict(self.top(prompt)) if self.top is not None else {" Yes": 0.5, " No": 0.5}
+        top = [{"token": token, "logprob": math.log(p)} for token, p in probabilities.items()]
+        first = top[0]
+        if not self.with_logprobs:
+            return _reply(first["token"])
+        return _reply(first["token"], {"logprobs": {"content": [{**first, "top_logprobs": top}]}})
+
+    def with_structured_output(
+        self, schema: Any, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[Any, Any]:  # type: ignore[override]
+        return _structured(self, schema, include_raw)
+
+
+class EmbeddedLogprobs(EmbeddedChatModel):
+    """The embedded model's call surface without llama.cpp: a scoring call (`logprobs=True` with `score_text`)
+    gets `token_logprobs` as the scored continuation's per-token logprobs; any other call replies `written`.
+    Records every prompt."""
+
+    token_logprobs: list[float] = Field(default_factory=list)
+    written: str = ""
+    prompts: list[str] = Field(default_factory=list)
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        prompt = str(messages[-1].content)
+        self.prompts.append(prompt)
+        if not kw.get("logprobs"):
+            return _reply(self.written)
+        assert prompt.endswith(kw["score_text"]), "the scored text ends the prompt"
+        return _reply(" ", {"prompt_logprobs": list(self.token_logprobs)})

@@ -17,6 +17,7 @@ from reflection_graph._code import (
 from reflection_graph._extract import extract_code, extract_json_object, fenced_blocks, well_formed
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.tool import CodeTestCritic
+from reflection_graph.settings import Settings
 from tests.fakes import RecordingChatModel
 
 STUB = '''def clamp(x: int, low: int, high: int) -> int:
@@ -198,15 +199,13 @@ def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_revision_ro
     from reflection_graph._code import code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
-    assert code_defaults(critic, {"focus": "code"}) == {
-        "focus": "code",
-        "n_drafts": 1,
-        "n_revisions": 2,
-        "max_iterations": 3,
-    }
-    assert code_defaults(critic, {"focus": "code", "n_drafts": 4})["n_drafts"] == 4  # what a user passes wins
-    assert code_defaults(critic, {"focus": "general"}) == {"focus": "general"}
-    assert code_defaults(None, {"focus": "code"}) == {"focus": "code"}
+    layered = code_defaults(critic, Settings(focus="code"))
+    assert layered == Settings(focus="code", n_drafts=1, n_revisions=2, max_iterations=3)
+    assert layered.given == {"focus"}  # a layer under the caller's values, not values the caller set
+    user = code_defaults(critic, Settings(focus="code", n_drafts=4, n_revisions=1))
+    assert (user.n_drafts, user.n_revisions, user.max_iterations) == (4, 1, 3)  # what a user passes wins
+    assert code_defaults(critic, Settings(focus="general")) == Settings(focus="general")
+    assert code_defaults(None, Settings(focus="code")) == Settings(focus="code")
     generator = RecordingChatModel(replies=["return x"])
     result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
     assert len(generator.received) == 1 + 2 + 2 and result["stop_reason"] == "max_iterations"

@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 import reflection_graph
 
@@ -107,3 +110,34 @@ def test_every_module_is_public_by_intent_or_private_by_name() -> None:
     assert public == PUBLIC_MODULES, f"new public module(s) {public - PUBLIC_MODULES}: prefix helpers with _"
     for name in public:
         importlib.import_module(f"reflection_graph.{name}")
+
+
+def test_the_package_metadata_names_its_license_as_an_spdx_expression(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`project.license` is an SPDX string (a TOML table is deprecated and stops building after 2027-02-18), which
+    needs setuptools>=77 to build: the metadata setuptools writes says `License-Expression: MIT`, warning-free."""
+    import shutil
+    import warnings
+
+    from setuptools import build_meta
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parent.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["license"] == "MIT"
+    assert "setuptools>=77" in project["build-system"]["requires"]
+    source = tmp_path / "src"
+    shutil.copytree(
+        root / "reflection_graph", source / "reflection_graph", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, source / name)
+    monkeypatch.chdir(source)  # setuptools builds the project in the working directory
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        name = build_meta.prepare_metadata_for_build_wheel(str(tmp_path))
+    metadata = (tmp_path / name / "METADATA").read_text(encoding="utf-8").splitlines()
+    assert "License-Expression: MIT" in metadata
+    assert not [w for w in caught if "license" in str(w.message).lower()]

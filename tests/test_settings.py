@@ -44,10 +44,19 @@ def test_every_cli_setting_is_an_option_of_run_and_batch() -> None:
     assert CliRunner().invoke(app, ["run", "--help"]).exit_code == 0
 
 
-def test_choices_come_from_the_literal_types() -> None:
+def test_choices_come_from_the_literal_types_and_the_strategy_registry() -> None:
+    from reflection_graph import strategies
+    from reflection_graph.settings import allowed_values
+
     hints = typing.get_type_hints(Settings)
     assert choices(hints["select"]) == ("best", "last")
-    assert choices(hints["strategy"]) == ("loop", "self_refine", "tree")
+    assert hints["strategy"] is str  # no Literal to extend: any registered name type-checks
+    assert tuple(allowed_values("strategy")) == strategies.names() == ("loop", "self_refine", "tree")
+    assert allowed_values("strategy")["tree"] == strategies.get("tree").description
+    with pytest.raises(
+        ValueError, match="strategy must be one of 'loop', 'self_refine' or 'tree', got 'beam'"
+    ):
+        Settings(strategy="beam")
     with pytest.raises(ValueError, match="select must be 'best' or 'last', got 'worst'"):
         Settings(select="worst")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="focus must be one of 'general', 'code', 'reasoning' or 'format'"):
@@ -146,10 +155,12 @@ def test_the_factories_unpack_settings_kwargs(factory: str) -> None:
     from reflection_graph import graph as graph_module
     from reflection_graph.settings import SettingsKwargs
 
-    kwargs = inspect.signature(getattr(graph_module, factory)).parameters["settings"]
-    assert kwargs.kind is inspect.Parameter.VAR_KEYWORD
-    hint = typing.get_type_hints(getattr(graph_module, factory))["settings"]
-    assert hint == Unpack[SettingsKwargs]
+    params = inspect.signature(getattr(graph_module, factory)).parameters
+    assert params["values"].kind is inspect.Parameter.VAR_KEYWORD
+    hints = typing.get_type_hints(getattr(graph_module, factory))
+    assert hints["values"] == Unpack[SettingsKwargs]
+    assert params["settings"].kind is inspect.Parameter.KEYWORD_ONLY  # or one `Settings` object, as it is
+    assert hints["settings"] == Settings | None
 
 
 def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,16 +48,15 @@ def _cell(value: Any) -> str:
 
 def settings_table() -> str:
     """Every setting: name, default, bounds or choices, per run, description."""
-    from reflection_graph.settings import Settings, choices, default, setting_fields
+    from reflection_graph.settings import allowed_values, default, setting_fields
 
-    hints = typing.get_type_hints(Settings)
     rows = [
         "| setting | default | allowed | per run (`Context`) | on the CLI | in the middleware | what it does |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for f in setting_fields():
         meta = f.metadata
-        allowed = ", ".join(f"`{c!r}`" for c in choices(hints[f.name])) or " to ".join(
+        allowed = ", ".join(f"`{c!r}`" for c in allowed_values(f.name)) or " to ".join(
             f"{meta[k]:,}" for k in ("min", "max") if meta[k] is not None
         )
         if meta["min"] is not None and meta["max"] is None:

@@ -38,7 +38,7 @@ from reflection_graph._overrides import Overrides
 from reflection_graph.context import Context
 from reflection_graph.strategies import Strategy
 
-__all__ = ["Node", "Setup", "Step", "make_nodes"]
+__all__ = ["Node", "Setup", "Step", "make_nodes", "setup_of"]
 
 
 @dataclass
@@ -96,3 +96,13 @@ def make_nodes(setup: Setup) -> dict[str, Node]:
         "finalize": (finalize, afinalize),
     }
     return {name: Node(name, setup, func, afunc) for name, (func, afunc) in pairs.items()}
+
+
+def setup_of(graph: Any) -> Setup:
+    """What a reflection graph was built with (its nodes share one `Setup`: the settings and roles as built, the
+    strategy object, the trigger and the memory), from the builder or the compiled graph."""
+    node = graph.nodes["generate"]
+    bound = getattr(node, "bound", None) or node.runnable  # compiled: a PregelNode; builder: a StateNodeSpec
+    if not isinstance(bound, Node):
+        raise TypeError(f"{graph!r} is no reflection graph")
+    return bound._setup

@@ -54,7 +54,8 @@ class GraphOptions:
         tests: test source (checked, importing from `solution`) that judges the candidates through a
             `CodeTestCritic` instead of a critic model, or None.
         isolation: how that critic isolates the generated code (`auto`, `required`, `off`).
-        settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field.
+        settings: the loop's settings (`reflection_graph.Settings`), one CLI option per field; it holds what was
+            given on the command line (`Settings.given`) and is passed to the graph as it is.
     """
 
     model: str | None = None
@@ -167,7 +168,7 @@ def build_graph(
         memory=memory,
         checkpointer=checkpointer,
         store=store,
-        **options.settings.as_kwargs(),
+        settings=options.settings,
     )
 
 

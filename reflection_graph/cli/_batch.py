@@ -19,7 +19,7 @@ from reflection_graph.cli._common import (
     _OneLineErrors,
     app,
 )
-from reflection_graph.cli._options import _MODEL_OPTIONS, _PREFIX, graph_options
+from reflection_graph.cli._options import _MODEL_OPTIONS, given_on_command_line, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.settings import setting_fields
 
@@ -124,14 +124,10 @@ def _server_context(ctx: typer.Context, options: GraphOptions) -> dict[str, Any]
     """
     from reflection_graph.context import Context
 
-    def given(name: str) -> bool:
-        source = ctx.get_parameter_source(name)
-        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
-
     per_run = set(Context.__dataclass_fields__)
     context: dict[str, Any] = {}
     for name in _MODEL_OPTIONS:
-        if not given(name):
+        if not given_on_command_line(ctx, name):
             continue
         if name not in _CONTEXT_MODELS:
             flag = "--" + name.replace("_", "-")
@@ -140,7 +136,7 @@ def _server_context(ctx: typer.Context, options: GraphOptions) -> dict[str, Any]
             )
         context[_CONTEXT_MODELS[name]] = getattr(options, name)
     for f in setting_fields(cli=True):
-        if not given(_PREFIX + f.name):
+        if f.name not in options.settings.given:  # what the server's graph was built with holds
             continue
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         if f.name not in per_run:

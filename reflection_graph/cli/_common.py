@@ -62,7 +62,19 @@ _UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # typer's vendored
 
 
 class _OneLineErrors(TyperCommand):
-    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines)."""
+    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines).
+
+    The options of registered settings (`--strategy`) are given the registry's values and lines whenever the
+    command's parameters are read (to parse or to show help), so a strategy registered after this module was
+    imported is listed too.
+    """
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        from reflection_graph.cli._options import refresh_registered
+
+        params: list[Any] = super().get_params(ctx)
+        refresh_registered(params)
+        return params
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from reflection_graph.cli._common import (
 from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
 from reflection_graph.cli._render import _print_eval
 from reflection_graph.runners._jsonl import atomic_write
+from reflection_graph.settings import Settings
 
 if TYPE_CHECKING:
     from reflection_graph.runners.scorers import Scorer
@@ -151,7 +153,7 @@ def _same_runs(out: Path, options: GraphOptions, fields: dict[str, str]) -> None
         json.dumps(
             {
                 "models": {k: getattr(options, k) for k in _MODEL_OPTIONS},
-                "settings": options.settings.as_kwargs(),
+                "settings": {f.name: getattr(options.settings, f.name) for f in dataclasses.fields(Settings)},
                 "fields": fields,
             },
             default=str,

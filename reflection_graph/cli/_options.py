@@ -1,4 +1,11 @@
-"""The options every graph-building command takes: the models, and one option per setting of `Settings`."""
+"""The options every graph-building command takes: the models, and one option per setting of `Settings`.
+
+The settings a command gets are one `Settings` holding only what was given on the command line (its `given`),
+so the setup's defaults under them (the code focus's with --tests) apply as they do in Python, and the graph
+is built from that object as it is (`create_reflection_graph(settings=...)`). A setting whose values are
+registered (`--strategy`) takes its choices and help from the registry each time a command is parsed, so a
+strategy registered before the CLI runs is offered, listed and accepted.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import typer
 
 from reflection_graph.cli import GraphOptions
 from reflection_graph.cli._common import _fail
-from reflection_graph.settings import Settings, default, setting_fields
+from reflection_graph.settings import Settings, allowed_values, default, setting_fields
 
 _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
     # name: (type, default, help) of the options every graph-building command takes besides the settings
@@ -37,6 +44,40 @@ _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
 _PREFIX = (
     "setting_"  # the settings' parameter names, apart from a command's own (batch has its own --retries)
 )
+_CONTEXT = "graph_options_context"  # the click context, to tell what was given on the command line
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter `name` was given on the command line (or in its environment variable), not defaulted."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _registered(name: str) -> bool:
+    """Whether setting `name` takes its values from a registry (not its `Literal` type)."""
+    return bool(Settings.__dataclass_fields__[name].metadata.get("allowed"))
+
+
+def _help(name: str) -> str:
+    """A setting's help: its description, and for a registered one each value with its line, as registered now."""
+    text = Settings.__dataclass_fields__[name].metadata["description"]
+    if _registered(name):
+        listed = "; ".join(f"'{value}' {line}".strip() for value, line in allowed_values(name).items())
+        text = f"{text} {listed}."
+    return text
+
+
+def _metavar(name: str) -> str:
+    return "<" + "|".join(allowed_values(name)) + ">"
+
+
+def refresh_registered(params: list[Any]) -> None:
+    """Give the options of registered settings (`--strategy`) their help and choices as registered now."""
+    for param in params:
+        name = (param.name or "").removeprefix(_PREFIX)
+        if param.name != name and name in Settings.__dataclass_fields__ and _registered(name):
+            param.help = _help(name)
+            param.metavar = _metavar(name)
 
 
 def _setting_parameters() -> list[inspect.Parameter]:
@@ -48,10 +89,10 @@ def _setting_parameters() -> list[inspect.Parameter]:
         decls = [f"{flag}/--no-{flag[2:]}"] if hints[f.name] is bool else [flag]
         if f.metadata["short"]:
             decls.append(f.metadata["short"])
-        bounds = {k: f.metadata[k] for k in ("min", "max") if f.metadata[k] is not None}
-        option = typer.Option(
-            *decls, help=f.metadata["description"], rich_help_panel="Loop settings", **bounds
-        )
+        bounds: dict[str, Any] = {k: f.metadata[k] for k in ("min", "max") if f.metadata[k] is not None}
+        if _registered(f.name):
+            bounds["metavar"] = _metavar(f.name)  # checked by `Settings` against the registry, as in Python
+        option = typer.Option(*decls, help=_help(f.name), rich_help_panel="Loop settings", **bounds)
         annotation = Annotated[hints[f.name], option]  # type: ignore[valid-type,name-defined]
         params.append(
             inspect.Parameter(
@@ -79,22 +120,29 @@ def _model_parameters() -> list[inspect.Parameter]:
 def graph_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command the model options and one option per setting, passed to it as `options: GraphOptions`.
 
-    The settings' flags, defaults, bounds and help all come from `reflection_graph.Settings`; a value typer's own
-    min/max/choices let through but `Settings` rejects (e.g. --min-iterations above --max-iterations) is reported
-    as a one-line error naming the flag.
+    The settings' flags, defaults, bounds and help all come from `reflection_graph.Settings`; the command gets one
+    `Settings` of the settings given on the command line (the others are its defaults, not counted as set). A value
+    typer's own min/max/choices let through but `Settings` rejects (e.g. --min-iterations above
+    --max-iterations, a --strategy nobody registered) is reported as a one-line error naming the flag.
     """
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)
     own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
-    extra = _model_parameters() + _setting_parameters()
+    # typer passes its context to one parameter: the command's own (`batch` has one), else one added here
+    own_context = next((p.name for p in own if p.annotation is typer.Context), None)
+    extra = [*_model_parameters(), *_setting_parameters()]
+    if own_context is None:
+        extra.append(inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
     names = {f.name for f in setting_fields(cli=True)}
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
+        ctx = kwargs[own_context] if own_context else kwargs.pop(_CONTEXT)
         values = {name: kwargs.pop(_PREFIX + name) for name in names}
+        given = {name: value for name, value in values.items() if given_on_command_line(ctx, _PREFIX + name)}
         models = {name: kwargs.pop(name) for name in _MODEL_OPTIONS}
         try:
-            settings = Settings(**values)
+            settings = Settings(**given)
         except ValueError as exc:
             _fail(_flagged(str(exc)))
         return command(options=GraphOptions(**models, settings=settings), **kwargs)

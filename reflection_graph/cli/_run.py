@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import uuid
@@ -18,7 +17,6 @@ from reflection_graph.cli._common import EXIT_FAILED, _fail, _OneLineErrors, app
 from reflection_graph.cli._options import graph_options
 from reflection_graph.cli._render import _stream_with_display
 from reflection_graph.critics.sandbox import Isolation
-from reflection_graph.settings import default
 
 
 def _resume_input(
@@ -93,8 +91,7 @@ def _code_options(
     options.isolation = isolation
     if tests is not None:
         options.tests = _read_tests(tests, task, entry_point)
-        if options.settings.focus == default("focus"):
-            options.settings = dataclasses.replace(options.settings, focus="code")
+        options.settings = options.settings.with_defaults({"focus": "code"})  # unless --focus was given
 
 
 def _read_tests(path: Path, task: str, entry_point: str | None) -> str:

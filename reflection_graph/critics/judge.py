@@ -1,19 +1,16 @@
 """A judge for instruction-tuned models: its token probabilities decide, its written critique explains.
 
-Asked for a 0-10 JSON score, the embedded Qwen2.5-Coder-1.5B-Instruct ranked the good answer above the bad one in
-9 of 16 pairs written outside this project and gave 7 or more to 12 of the 16 bad answers; asked "A or B?", its
-letter reply was right 59% of the time (it favours A). Read from its next-token probabilities instead, the same
-model ranks answers well (issue 28). `JudgeCritic` reads two things, with no constant fitted to data:
+Asked for a 0-10 JSON score, a small instruction-tuned model such as the embedded Qwen2.5-Coder-1.5B-Instruct
+grades bad answers high and, asked "A or B?" for a letter, favours a position. Read from its next-token
+probabilities instead, the same model ranks answers well (docs/benchmarks.md gives the measured figures).
+`JudgeCritic` reads two things, with no constant fitted to data:
 
 - **preference**, when the request shows an earlier candidate: "Which answer does the task better, A or B?",
   asked with the candidate as A and then as B. In each order the log-odds of the candidate's letter; a judge that
   favours a position adds to one order what it takes from the other, so their sum is free of it.
-  `p_better = sigmoid(sum / 2)`, the candidate's chance of being the better answer. On the 16 outside pairs this
-  ranked 16 of 16.
+  `p_better = sigmoid(sum / 2)`, the candidate's chance of being the better answer.
 - **verdict**: "Is this answer correct, and does it do what the task asks?", `p_yes = P(Yes) / (P(Yes) + P(No))`.
-  It ranks (15 of 16 there) but its level says little: P(Yes) > P(No) for 12 of those 16 bad answers, and here
-  0.92 for "The capital of Canada is Toronto." against 0.93 for Ottawa, 0.93 for "12 + 30 = 52." against 0.94 for
-  42 (asking the opposite question, "does it contain a mistake?", did not separate them either).
+  It ranks, but its level says little: this model says Yes to most bad answers too.
 
 So this judge compares; it does not grade alone. Score: `10 * p_yes` for a candidate with nothing earlier to
 compare with; otherwise the earlier candidate's score moved by the preference, towards 10 by `2p - 1` of the way

@@ -1,14 +1,18 @@
 """Strategies: each way of running the rounds is one module with a `Strategy` subclass, registered here.
 
-A strategy owns the settings it forces, its edges after `critique` and the few questions the nodes ask it
-(reflection_graph/strategies/base.py says which). To add one, write a module like `self_refine.py` and add its
-line below, or register it from your own code:
+A strategy owns the settings it forces, its edges after `critique`, the few questions the nodes ask it and its
+bound on model calls (reflection_graph/strategies/base.py says which). To add one, write a module like
+`self_refine.py` and add its line below, or register it from your own code:
 
 ```python
 from reflection_graph import strategies
 
 strategies.register(MyStrategy())  # then create_reflection_graph(..., strategy="my_strategy")
 ```
+
+Nothing else names it: the `strategy` setting is a `str` checked against this registry, and the CLI's
+`--strategy` takes its choices and help from it when a command runs. A built graph keeps the strategy object it
+was built with, whatever is registered under its name later.
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ strategy's name:
 - `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
 - the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
   `last_revision` (whether a revision is returned without a critique) and `stop_rules` (which of the stop rules
-  of reflection_graph/_rules.py apply after a critique).
+  of reflection_graph/_rules.py apply after a critique);
+- `max_model_calls`: the most model calls one run can make with given settings. The default follows from the
+  answers above (the loop's calls, plus the revision `last_revision` returns uncritiqued); a strategy that calls
+  the models another way says so by overriding it.
 
 Adding a strategy is one module with a `Strategy` subclass and one line in reflection_graph/strategies/__init__.py
 (or `reflection_graph.strategies.register(MyStrategy())` from your own code).
@@ -20,9 +23,9 @@ Adding a strategy is one module with a `Strategy` subclass and one line in refle
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, ClassVar
 
+from reflection_graph._calls import max_model_calls
 from reflection_graph._rules import ALL_STOP_RULES, StopRule
 from reflection_graph.settings import Settings
 
@@ -53,7 +56,7 @@ class Strategy:
         """`settings` with what this strategy forces (validated again); the same settings when it forces nothing
         or they already hold."""
         changes = {k: v for k, v in self.forces.items() if getattr(settings, k) != v}
-        return replace(settings, **changes) if changes else settings
+        return settings.apply(changes) if changes else settings
 
     def check(self, *, human_review: bool) -> None:
         """Refuse build options this strategy cannot honour (`ValueError` naming the fix)."""
@@ -81,6 +84,28 @@ class Strategy:
         """True when the revision made for round `iteration` is returned without a critique (so it may be made
         past the round limit, and ends the run). The loop critiques every revision."""
         return False
+
+    def max_model_calls(self, settings: Settings, *, glean: bool = False, method_fallbacks: int = 0) -> int:
+        """The most model calls one run with `settings` (as forced) and an LLM critic can make; `glean`: the run
+        starts from a given candidate. A true bound: the tests run every strategy against it.
+
+        The default is the loop's count (`reflection_graph.max_model_calls`: drafts, `n_revisions` per later
+        round, one critique per candidate, each retried), plus the `n_revisions` revisions made after the last
+        round when `last_revision` returns them without a critique (`self_refine`).
+        """
+        attempts = 1 + settings.retries
+        bound = max_model_calls(
+            settings.max_iterations,
+            retries=settings.retries,
+            parse_retries=settings.parse_retries,
+            n_drafts=settings.n_drafts,
+            n_revisions=settings.n_revisions,
+            glean=glean,
+            method_fallbacks=method_fallbacks,
+        )
+        if self.last_revision(settings, settings.max_iterations + 1):
+            bound += settings.n_revisions * attempts
+        return bound
 
     def __repr__(self) -> str:
         return f"<strategy {self.name!r}>"

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
 
 from reflection_graph.critics import CritiqueRequest, LLMCritic, LogprobCritic
 from reflection_graph.graph import _as_critic
 from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.settings import Settings
-from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+from tests.fakes import EmbeddedLogprobs, FakeCriticModel, LogprobModel, RecordingChatModel, critique
 
 
 class Refused(Exception):
@@ -27,74 +25,29 @@ class Flaky(ConnectionError):
     """A transient fault: the critic must not treat it as 'no logprobs'."""
 
 
-class LogprobModel(BaseChatModel):
-    """Replies with OpenAI-style next-token logprobs: `yes(prompt)` gives P(Yes); explanations get `problem`.
+def yes_no(yes: Callable[[str], float] | None = None, **kw: Any) -> LogprobModel:
+    """A judge whose P(" Yes") is `yes(prompt)` (0.5 without) against P(" No"); explanations get `PROBLEM`."""
+    top = (lambda prompt: {" Yes": yes(prompt), " No": 1 - yes(prompt)}) if yes is not None else None
+    return LogprobModel(top=top, written=PROBLEM, **kw)
 
-    Records every call's prompt and call options.
-    """
 
-    yes: Any = None
-    problem: str = "The answer names the wrong city."
-    with_logprobs: bool = True
-    error: Any = None
-    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "fake-logprobs"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        prompt = str(messages[-1].content)
-        self.calls.append((prompt, {**kw, "stop": stop}))
-        if self.error is not None:
-            raise self.error
-        if not kw.get("logprobs"):
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.problem))])
-        meta: dict[str, Any] = {}
-        if self.with_logprobs:
-            p = float(self.yes(prompt)) if callable(self.yes) else 0.5
-            top = [
-                {"token": " Yes", "logprob": math.log(p)},
-                {"token": " No", "logprob": math.log(1 - p)},
-            ]
-            meta["logprobs"] = {
-                "content": [{"token": " Yes", "logprob": top[0]["logprob"], "top_logprobs": top}]
-            }
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(content=" Yes", response_metadata=meta))]
-        )
+PROBLEM = "The answer names the wrong city."
 
 
 def _request(candidate: str = "The capital of France is Paris.") -> CritiqueRequest:
     return CritiqueRequest(task="What is the capital of France?", candidate=candidate)
 
 
-class FakeEmbedded(EmbeddedChatModel):
-    """The embedded model's call surface without llama.cpp: the candidate's token logprobs are given."""
-
-    token_logprobs: list[float] = Field(default_factory=list)
-    prompts: list[str] = Field(default_factory=list)
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        self.prompts.append(str(messages[-1].content))
-        if not kw.get("logprobs"):
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="Too rude."))])
-        assert str(messages[-1].content).endswith(kw["score_text"])
-        meta = {"prompt_logprobs": list(self.token_logprobs)}
-        return ChatResult(
-            generations=[ChatGeneration(message=AIMessage(content=" ", response_metadata=meta))]
-        )
+def embedded(**kw: Any) -> EmbeddedLogprobs:
+    """The embedded model's surface with the candidate's token logprobs given; problem lines get "Too rude."."""
+    return EmbeddedLogprobs(written="Too rude.", **kw)
 
 
 # -- the verdict and score math (worked out by hand: nothing is fitted) -----------------------------------------
 
 
 def test_the_verdict_score_is_ten_times_p_yes_and_accepts_from_one_half() -> None:
-    critic = LogprobCritic(LogprobModel())
+    critic = LogprobCritic(yes_no())
     high = critic.verdict({" Yes": math.log(0.8), " No": math.log(0.2)})
     assert (high.signal, high.score, high.accepted) == ("verdict", pytest.approx(8.0), True)
     assert high.p_yes == pytest.approx(0.8) and high.answer_logprob is None
@@ -105,7 +58,7 @@ def test_the_verdict_score_is_ten_times_p_yes_and_accepts_from_one_half() -> Non
 
 
 def test_the_likelihood_score_is_ten_times_the_geometric_mean_token_probability() -> None:
-    critic = LogprobCritic(FakeEmbedded())
+    critic = LogprobCritic(embedded())
     likely = critic.likelihood([math.log(0.5), math.log(0.8)])  # sqrt(0.5 * 0.8) = 0.632...
     assert likely.score == pytest.approx(10 * math.sqrt(0.4)) and likely.accepted
     assert likely.answer_logprob == pytest.approx((math.log(0.5) + math.log(0.8)) / 2)
@@ -120,7 +73,7 @@ def test_the_likelihood_score_is_ten_times_the_geometric_mean_token_probability(
 
 
 def test_the_embedded_model_is_judged_by_likelihood_after_a_plain_task_prompt() -> None:
-    model = FakeEmbedded(token_logprobs=[math.log(0.2), math.log(0.05)])  # sqrt(0.01) = 0.1 -> score 1
+    model = embedded(token_logprobs=[math.log(0.2), math.log(0.05)])  # sqrt(0.01) = 0.1 -> score 1
     critic = LogprobCritic(model)
     assert critic.signal == "likelihood"
     result = critic.critique(_request("The capital of France is Berlin."))
@@ -134,13 +87,13 @@ def test_the_embedded_model_is_judged_by_likelihood_after_a_plain_task_prompt() 
 
 def test_likelihood_needs_the_embedded_model() -> None:
     with pytest.raises(ValueError, match="signal='verdict'"):
-        LogprobCritic(LogprobModel(), signal="likelihood")
-    assert LogprobCritic(LogprobModel()).signal == "verdict"
-    assert LogprobCritic(FakeEmbedded(), signal="verdict").signal == "verdict"
+        LogprobCritic(yes_no(), signal="likelihood")
+    assert LogprobCritic(yes_no()).signal == "verdict"
+    assert LogprobCritic(embedded(), signal="verdict").signal == "verdict"
 
 
 def test_spellings_of_yes_add_up_and_a_missing_no_gets_the_smallest_listed_probability() -> None:
-    critic = LogprobCritic(LogprobModel())
+    critic = LogprobCritic(yes_no())
     verdict = critic.verdict(
         {" Yes": math.log(0.3), "yes": math.log(0.2), "YES.": math.log(0.1), " the": -5.0}
     )
@@ -155,14 +108,14 @@ def test_spellings_of_yes_add_up_and_a_missing_no_gets_the_smallest_listed_proba
 )
 def test_bad_logprobs_raise_a_clear_error(top: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="yes|logprob"):
-        LogprobCritic(LogprobModel()).verdict(top)
+        LogprobCritic(yes_no()).verdict(top)
 
 
 # -- the critic over a model ------------------------------------------------------------------------------------
 
 
 def test_an_accepted_answer_costs_one_call_with_the_logprob_options() -> None:
-    model = LogprobModel(yes=lambda prompt: 0.95 if prompt.endswith("Paris.\nCorrect:") else 0.05)
+    model = yes_no(yes=lambda prompt: 0.95 if prompt.endswith("Paris.\nCorrect:") else 0.05)
     result = LogprobCritic(model).critique(_request())
     assert result.is_acceptable and result.score > 5 and not result.issues
     assert len(model.calls) == 1
@@ -172,7 +125,7 @@ def test_an_accepted_answer_costs_one_call_with_the_logprob_options() -> None:
 
 
 def test_a_rejected_answer_gets_the_problem_line_from_a_second_call() -> None:
-    model = LogprobModel(yes=lambda prompt: 0.05)
+    model = yes_no(yes=lambda prompt: 0.05)
     result = LogprobCritic(model).critique(_request("The capital of France is Berlin."))
     assert not result.is_acceptable and result.score < 5
     assert result.issues == ["The answer names the wrong city."]
@@ -184,13 +137,13 @@ def test_a_rejected_answer_gets_the_problem_line_from_a_second_call() -> None:
 
 
 def test_explain_false_makes_no_second_call() -> None:
-    model = LogprobModel(yes=lambda prompt: 0.05)
+    model = yes_no(yes=lambda prompt: 0.05)
     result = LogprobCritic(model, explain=False).critique(_request("Berlin."))
     assert not result.is_acceptable and result.issues and len(model.calls) == 1
 
 
 def test_the_better_answer_scores_higher_sync_and_async() -> None:
-    model = LogprobModel(yes=lambda prompt: 0.9 if "Paris" in prompt.rsplit("Task:", 1)[-1] else 0.2)
+    model = yes_no(yes=lambda prompt: 0.9 if "Paris" in prompt.rsplit("Task:", 1)[-1] else 0.2)
     critic = LogprobCritic(model, explain=False)
     good, bad = _request(), _request("The capital of France is Berlin.")
     assert critic.critique(good).score > critic.critique(bad).score
@@ -204,7 +157,7 @@ async def _both(critic: LogprobCritic, *requests: CritiqueRequest) -> list[Any]:
 
 
 def test_64_concurrent_critiques_each_get_their_own_verdict() -> None:
-    model = LogprobModel(yes=lambda prompt: 0.9 if "good" in prompt.rsplit("Task:", 1)[-1] else 0.1)
+    model = yes_no(yes=lambda prompt: 0.9 if "good" in prompt.rsplit("Task:", 1)[-1] else 0.1)
     critic = LogprobCritic(model, explain=False)
     requests = [_request(f"answer {i} {'good' if i % 2 else 'bad'}") for i in range(64)]
     results = asyncio.run(_both(critic, *requests))
@@ -212,7 +165,7 @@ def test_64_concurrent_critiques_each_get_their_own_verdict() -> None:
 
 
 def test_context_goes_into_the_prompt_and_long_candidates_are_cut() -> None:
-    critic = LogprobCritic(LogprobModel(), max_candidate_chars=10)
+    critic = LogprobCritic(yes_no(), max_candidate_chars=10)
     prompt = critic.prompt(CritiqueRequest(task="Sum it.", candidate="x" * 50, context="Use base 10."))
     assert "Task: Sum it.\nContext: Use base 10.\nAnswer: xxxxxxxxxx …\nCorrect:" in prompt
 
@@ -221,7 +174,7 @@ def test_context_goes_into_the_prompt_and_long_candidates_are_cut() -> None:
 
 
 def test_a_model_without_logprobs_hands_over_to_the_fallback_for_good() -> None:
-    model = LogprobModel(with_logprobs=False)
+    model = yes_no(with_logprobs=False)
     fallback = LLMCritic(FakeCriticModel(critiques=[critique(score=3), critique(score=9, ok=True)]))
     critic = LogprobCritic(model, fallback=fallback)
     first, second = critic.critique(_request()), asyncio.run(critic.acritique(_request()))
@@ -239,9 +192,9 @@ def test_the_default_fallback_is_an_llm_critic_on_the_same_model() -> None:
 
 def test_a_refused_option_falls_back_but_a_transient_error_is_raised() -> None:
     fallback = LLMCritic(FakeCriticModel(critiques=[critique(score=4)]))
-    refused = LogprobCritic(LogprobModel(error=Refused("logprobs not supported")), fallback=fallback)
+    refused = LogprobCritic(yes_no(error=Refused("logprobs not supported")), fallback=fallback)
     assert refused.critique(_request()).score == 4
-    flaky = LogprobCritic(LogprobModel(error=Flaky("connection reset")), fallback=fallback, retries=0)
+    flaky = LogprobCritic(yes_no(error=Flaky("connection reset")), fallback=fallback, retries=0)
     with pytest.raises(Flaky):
         flaky.critique(_request())
 
@@ -261,14 +214,14 @@ def test_a_refused_option_falls_back_but_a_transient_error_is_raised() -> None:
 )
 def test_bad_settings_raise_when_the_critic_is_built(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        LogprobCritic(LogprobModel(), **kwargs)
+        LogprobCritic(yes_no(), **kwargs)
 
 
 def test_a_non_model_or_a_non_critic_fallback_is_refused() -> None:
     with pytest.raises(TypeError, match="chat model"):
         LogprobCritic(lambda prompt: "yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="fallback"):
-        LogprobCritic(LogprobModel(), fallback="llm")  # type: ignore[arg-type]
+        LogprobCritic(yes_no(), fallback="llm")  # type: ignore[arg-type]
 
 
 # -- the default critic -----------------------------------------------------------------------------------------
