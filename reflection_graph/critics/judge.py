@@ -242,9 +242,9 @@ class JudgeCritic(BaseCritic):
         if timeout_s is not None and timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
         from reflection_graph.critics.probability import _call_options
-        from reflection_graph.models import critic_model
+        from reflection_graph.models import at_temperature_zero
 
-        self.model = critic_model(model)
+        self.model = at_temperature_zero(model)
         self.write = write
         self.confirm: Confirm = confirm
         self.top_logprobs = top_logprobs

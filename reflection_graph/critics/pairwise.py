@@ -26,6 +26,7 @@ from reflection_graph._calls import acall, call
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
+from reflection_graph.models import at_temperature_zero
 from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
 
 __all__ = ["PairwiseCritic", "moved_score"]
@@ -73,8 +74,7 @@ class PairwiseCritic(BaseCritic):
         self.retries = retries
         self.timeout_s = timeout_s
         self.name = name
-        fields = type(model).model_fields
-        self._judge = model.bind(temperature=0.0) if "temperature" in fields else model
+        self._judge = at_temperature_zero(model)
 
     metered = True  # every call goes through reflection_graph/_calls.py
 

@@ -36,6 +36,7 @@ from reflection_graph._calls import acall, call, is_transient
 from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
+from reflection_graph.models import describe
 from reflection_graph.prompts import JUDGE_EXAMPLES, JUDGE_PROMPT, LIKELIHOOD_PROMPT, render_prompt
 
 __all__ = ["LogprobCritic", "Signal", "Verdict"]
@@ -320,9 +321,8 @@ class LogprobCritic(BaseCritic):
 
 
 def _is_embedded(model: BaseChatModel) -> bool:
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
-    return isinstance(model, EmbeddedChatModel)
+    """Whether `model` scores its prompt's own tokens (the embedded model): the likelihood signal needs it."""
+    return describe(model).prompt_scoring
 
 
 def _call_options(model: BaseChatModel, **options: Any) -> dict[str, Any]:
