@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import statistics
 import sys
@@ -34,6 +35,7 @@ __all__ = [
     "FastChat",
     "critique_json",
     "draft_text",
+    "equal_tokens",
     "interleaved",
     "langgraph_reflection_graph",
     "median",
@@ -41,6 +43,7 @@ __all__ = [
     "plain_loop",
     "print_table",
     "require_langgraph_reflection",
+    "wilson",
 ]
 
 Reply = str | Callable[[list[BaseMessage]], str]
@@ -372,6 +375,27 @@ def interleaved(
                 fn()
             out[name].append((clock() - start) / per_rep)
     return out
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of `k` successes in `n` trials (95% with the default `z`); (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def equal_tokens(best: Mapping[int, Mapping[str, Any]], tokens: float) -> tuple[int, int] | None:
+    """The N on each side of `tokens` in best-of-N's mean tokens (`best[n]["tokens"]`): the largest N at or
+    below it and the smallest at or above it; None when the N drawn do not reach it on both sides."""
+    below = [n for n, b in best.items() if b["tokens"] <= tokens]
+    above = [n for n, b in best.items() if b["tokens"] >= tokens]
+    if not below or not above:
+        return None
+    return max(below), min(above)
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

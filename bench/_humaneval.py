@@ -22,7 +22,7 @@ the stub's imports put back when the reply left them out). For each problem, wit
   examples picks raw, whatever the samples are);
 - **tree**: the same graph with `strategy="tree"`.
 
-The package's model calls go through `CachedModel`, a call cache keyed by the GGUF, the messages and the sampling
+The package's model calls go through `CachedModel` (bench/_runs.py, as are the results file and `SERVED`), a call cache keyed by the GGUF, the messages and the sampling
 settings: a call made once (the tree's first revisions are the loop's) is replayed, with its token counts, never
 made twice. Per-problem results go to a JSON Lines file in bench/results/ (one record per problem and variant,
 appended and flushed as soon as it is known, with the 1-minute load average before and after, generated tokens per
@@ -35,13 +35,30 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from _common import equal_tokens
+from _raw import RawChat, commit, file_sha256, load_average
+from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key
+
+__all__ = [  # the shared pieces are re-exported: bench_code.py reads them from here
+    "SERVED",
+    "VERIFY_EVERY",
+    "Calls",
+    "RawChat",
+    "Results",
+    "cached_model",
+    "commit",
+    "equal_tokens",
+    "file_sha256",
+    "load_average",
+    "run_key",
+]
 
 BENCH = Path(__file__).resolve().parent
 CACHE_DIR = BENCH / ".cache"
@@ -57,56 +74,6 @@ TASK = (
 
 def task_of(problem: dict[str, Any]) -> str:
     return TASK.format(prompt=problem["prompt"])
-
-
-def load_average() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def commit() -> str:
-    """The commit of the checkout the benchmark runs from (with `+` when it has uncommitted changes)."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=BENCH, capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-class RawChat:
-    """llama-cpp-python alone, as a user calls it: `Llama(model_path)` and `create_chat_completion`, greedy.
-
-    Its own defaults everywhere except `n_ctx` and `max_tokens` (the package profile's: both sides are cut at the
-    same length) and the AMX guard (a crash work-around of this machine's CPUs, no effect on the figures).
-    """
-
-    def __init__(self, path: str, n_ctx: int, max_tokens: int, threads: int | None) -> None:
-        import llama_cpp
-
-        from reflection_graph.models.embedded import llama_load_guard
-
-        options: dict[str, Any] = {"n_threads": threads} if threads else {}
-        with llama_load_guard(llama_cpp):
-            self.llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False, **options)
-        self.max_tokens = max_tokens
-
-    def complete(self, task: str) -> dict[str, Any]:
-        self.llama.reset()  # a fresh call, as in a new process: nothing reused from the previous problem
-        start = time.monotonic()
-        out = self.llama.create_chat_completion(
-            messages=[{"role": "user", "content": task}], temperature=0.0, max_tokens=self.max_tokens
-        )
-        seconds = time.monotonic() - start
-        usage = out["usage"]
-        return {
-            "text": out["choices"][0]["message"]["content"] or "",
-            "finish_reason": out["choices"][0]["finish_reason"],
-            "prompt_tokens": int(usage["prompt_tokens"]),
-            "completion_tokens": int(usage["completion_tokens"]),
-            "seconds": seconds,
-        }
 
 
 def hidden_tests(problem: dict[str, Any]) -> str:
@@ -127,7 +94,7 @@ def visible_tests(problem: dict[str, Any]) -> str | None:
 
 def visible_critic(problem: dict[str, Any]) -> Any:
     """The critic the loop gets: a `CodeTestCritic` on the visible tests (isolation as `Judge` uses)."""
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     tests = visible_tests(problem)
     return None if tests is None else CodeTestCritic(tests, timeout_s=10, isolation=Judge.isolation)
@@ -176,7 +143,7 @@ class Judge:
             value = 0.0
         else:
             from reflection_graph.critics.base import CritiqueRequest
-            from reflection_graph.critics.tool import CodeTestCritic
+            from reflection_graph.critics.code_tests import CodeTestCritic
 
             critic = CodeTestCritic(tests, timeout_s=10, isolation=self.isolation, entry_point=entry_point)
             verdict = critic.critique(CritiqueRequest(task="", candidate=code))
@@ -203,152 +170,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-# ------------------------------------------------------------------------------------------ the model calls
-
-
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a file, remembered in bench/.cache by path, size and modification time."""
-    stat = os.stat(path)
-    memo = CACHE_DIR / "sha256.json"
-    known = json.loads(memo.read_text()) if memo.exists() else {}
-    tag = f"{os.path.realpath(path)}:{stat.st_size}:{int(stat.st_mtime)}"
-    if tag not in known:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        known[tag] = digest.hexdigest()
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(json.dumps(known, indent=1))
-    return str(known[tag])
-
-
-class Calls:
-    """Model calls already made, by GGUF, messages and sampling settings, on disk (JSON Lines, appended)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.calls: dict[str, dict[str, Any]] = {}
-        self.hits = self.misses = 0
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by a kill
-                    continue
-                self.calls[entry["key"]] = entry["call"]
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self.lock:
-            call = self.calls.get(key)
-            self.hits += call is not None
-            self.misses += call is None
-            return call
-
-    def put(self, key: str, call: dict[str, Any]) -> None:
-        with self.lock:
-            self.calls[key] = call
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as out:
-                out.write(json.dumps({"key": key, "call": call}) + "\n")
-                out.flush()
-
-
-SERVED: dict[str, tuple[str, list[int]]] = {}
-"""Raw's reply by task, served as the loop's first draft (the same greedy call) where the run does not make it
-again for real (`VERIFY_EVERY`)."""
-VERIFY_EVERY = 5
-"""The loop's first draft is made for real on every problem whose number is a multiple of this (and compared with
-raw's); on the others it is raw's reply, served: the package's first draft is the same call
-(tests/models/test_embedded.py checks that byte for byte)."""
-
-
-def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
-    """`base` (an `EmbeddedChatModel`) with `update` applied, whose free-text calls are served from `calls` when
-    the very same call (GGUF, messages, sampling settings) was made before, and recorded when not."""
-    from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
-    cls = type(base)
-
-    class CachedModel(cls):  # type: ignore[misc,valid-type]
-        def _generate(
-            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
-        ) -> ChatResult:
-            if kwargs.get("json_schema") is not None or kwargs.get("logprobs") or "top_logprobs" in kwargs:
-                return super()._generate(messages, stop, run_manager, **kwargs)
-            shown = [[m.type, m.text] for m in messages]
-            settings = self._sampling(stop, kwargs)
-            served = (
-                SERVED.get(messages[0].text) if len(messages) == 1 and messages[0].type == "human" else None
-            )
-            if (
-                served is not None and settings["temperature"] == 0.0
-            ):  # the plain greedy call raw already made
-                text, (n_in, n_out) = served
-                usage = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
-                message = AIMessage(
-                    content=text.strip(), usage_metadata=usage, response_metadata={"served": True}
-                )
-                return ChatResult(generations=[ChatGeneration(message=message)])
-            key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
-            call = calls.get(key)
-            if call is None:
-                start = time.monotonic()
-                result = super()._generate(messages, stop, run_manager, **kwargs)
-                message = result.generations[0].message
-                call = {
-                    "text": message.text,
-                    "usage": dict(message.usage_metadata or {}),
-                    "meta": dict(message.response_metadata or {}),
-                    "seconds": round(time.monotonic() - start, 2),
-                }
-                calls.put(key, call)
-            message = AIMessage(
-                content=call["text"], usage_metadata=call["usage"], response_metadata=call["meta"]
-            )
-            return ChatResult(generations=[ChatGeneration(message=message)])
-
-    fields = {name: getattr(base, name) for name in cls.model_fields}
-    return CachedModel(**{**fields, **update})
-
-
-# ------------------------------------------------------------------------------------------ the results file
-
-
-class Results:
-    """Per-problem results in a JSON Lines file: one record per (run key, problem, variant), appended, flushed
-    and synced as soon as it is known; a line cut by a kill is skipped when read back."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self.records[(record["run"], record["task_id"], record["variant"])] = record
-
-    def get(self, run: str, task_id: str, variant: str) -> dict[str, Any] | None:
-        return self.records.get((run, task_id, variant))
-
-    def put(self, record: dict[str, Any]) -> None:
-        self.records[(record["run"], record["task_id"], record["variant"])] = record
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-
-
-def run_key(identity: dict[str, Any]) -> str:
-    """A short key for a model and its settings (what a cached record is valid for)."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def prompt_probe() -> str:
@@ -490,7 +311,8 @@ def run_problem(
             real = int(task_id.rsplit("/", 1)[1]) % VERIFY_EVERY == 0 or "reply" not in raw_done
             SERVED.clear()
             if not real:
-                SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"])
+                finish = "length" if raw_done.get("cut") else "stop"
+                SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"], finish)
             record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else "loop")
             record["first_served"] = not real
         record.update(
@@ -572,6 +394,7 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     )
     records = [r[name] for r in rows for name in ("raw", "loop", "tree") if r[name] is not None]
     out["max_load"] = max((max(x.get("load") or [0.0]) for x in records), default=0.0)
+    out["loaded"] = sum(max(x.get("load") or [0.0]) > 3 for x in records)
     out["commits"] = sorted({str(x.get("commit")) for x in records if x.get("commit")})
     out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
     out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)
@@ -604,10 +427,33 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     return out
 
 
-def equal_tokens(best: dict[int, dict[str, Any]], tokens: float) -> tuple[int, int] | None:
-    """The N on each side of `tokens` (best-of-N's mean tokens at or below it, and at or above it)."""
-    below = [n for n, b in best.items() if b["tokens"] <= tokens]
-    above = [n for n, b in best.items() if b["tokens"] >= tokens]
-    if not below or not above:
+def explain(
+    problem: dict[str, Any], model: Any, judge: Judge, results: Results, run: str, settings: dict[str, Any]
+) -> str | None:
+    """Why the loop did or did not solve a problem where raw fails a visible example: its run replayed from the
+    call file (no model call) and every candidate it made judged on the hidden tests. None where raw passes every
+    visible example, or the run is not in the call file."""
+    from reflection_graph import create_reflection_graph
+
+    raw, loop = results.get(run, problem["task_id"], "raw"), results.get(run, problem["task_id"], "loop")
+    if raw is None or loop is None or raw["visible"] is None or raw["visible"] == 1.0:
         return None
-    return max(below), min(above)
+    SERVED.clear()
+    if loop.get("first_served"):
+        SERVED[task_of(problem)] = (raw["reply"], raw["usage"], "length" if raw.get("cut") else "stop")
+    graph = create_reflection_graph(model, critic=visible_critic(problem), focus="code", **settings)
+    try:
+        result = graph.invoke({"task": task_of(problem)})
+    except LookupError:
+        return None
+    made = [s["candidate"] for r in result["trajectory"] for s in (r.get("samples") or [r])]
+    solving = sum(judge.solves(problem, code) for code in made)
+    samples = (results.get(run, problem["task_id"], "samples") or {}).get("candidates", [])
+    sampled = sum(bool(c["solved"]) for c in samples)
+    if loop["solved"]:
+        why = "solved by the loop"
+    elif solving:
+        why = f"lost by selection: {solving} of its {len(made)} candidates pass the hidden tests"
+    else:
+        why = f"never made: none of its {len(made)} candidates passes the hidden tests"
+    return f"{why}; best-of-N samples passing: {sampled} of {len(samples)}"

@@ -64,7 +64,7 @@ def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
     from reflection_graph._code import with_solution_import
     from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     critic = CodeTestCritic(with_solution_import(row["tests"], row["entry_point"]), timeout_s=10)
     return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
@@ -104,7 +104,7 @@ def loop_variant(
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
     from reflection_graph._code import docstring_tests
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)
@@ -191,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         "--results", type=Path, default=None, help="humaneval: the results file (JSON Lines)."
     )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="humaneval: after the table, say for each problem where raw fails a visible example whether a "
+        "passing candidate was made and lost by selection, or never made (replays the run's calls, no model call).",
+    )
     parser.add_argument(
         "--variants",
         nargs="+",
@@ -303,6 +309,15 @@ def humaneval(args: argparse.Namespace) -> int:
                     he.run_problem(problem, model, raw, judge, results, run, settings, args.samples, wanted)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
     report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
+    if args.explain:
+        calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
+        calls.replay_only = True
+        model = he.cached_model(base, calls, identity["gguf_sha256"])
+        print("## where raw fails a visible example: why the loop did or did not solve it (its run replayed)")
+        for problem in chosen:
+            why = he.explain(problem, model, he.Judge(), results, run, settings)
+            if why is not None:
+                print(f"- {problem['task_id']}: {why}")
     return 0
 
 
@@ -435,7 +450,8 @@ def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) 
     print(
         f"the loop's first draft is raw's code on {s['first_same']} of {s['first_checked']} problems made for real; "
         f"replies cut by the reply limit: raw {s['cut']['raw']}, loop {s['cut']['loop']}, tree {s['cut']['tree']}, "
-        f"samples {s['cut']['samples']}; highest 1-minute load average {s['max_load']:.2f}; commits "
+        f"samples {s['cut']['samples']}; highest 1-minute load average {s['max_load']:.2f} ({s['loaded']} records "
+        f"measured above 3: their seconds are not comparable; greedy and seeded replies do not depend on it); commits "
         f"{', '.join(s['commits']) or '-'}"
     )
     print(f"loop solves, raw does not: {', '.join(s['loop_gained']) or 'none'}")

@@ -30,6 +30,7 @@ With `--seeds N` each run gets its own `--seed` and its final answer is checked 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
-from _humaneval import commit, load_average  # noqa: E402
+from _raw import commit, load_average  # noqa: E402
 
 TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 
@@ -198,19 +199,52 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))
     import email_rules
 
+    from reflection_graph._placeholders import placeholders
     from reflection_graph.cli import build_graph
+    from reflection_graph.critics.judge import WORSE, WRONG
 
     record = {"task": TASK, "role": "Data Engineer", "company": "Acme"}
-    rows, passed = [], 0
+    rows, passed, totals = [], 0, [0, 0, 0, 0]
     for seed in range(args.seeds):
-        start = time.perf_counter()
+        load_before, start = load_average(), time.perf_counter()
         result = build_graph(dataclasses.replace(options, seed=seed)).invoke({"task": TASK})
+        wall = time.perf_counter() - start
         answer = result["candidate"]
         ok = email_rules.real_email(record, answer)
         passed += ok
         failed = [k for k, v in email_rules.checks(record, answer).items() if not v]
+        # every round's critique lines, as a person reads them (rules written here, not the critic's own)
+        rounds = result["trajectory"]
+        lines = [
+            x
+            for r in rounds
+            for x in [*(r["critique"] or {}).get("issues", []), *(r["critique"] or {}).get("suggestions", [])]
+        ]
+        broken = [
+            x
+            for x in lines
+            if not re.search(r"[.!?][\"')\]]*$", x.strip()) or re.search(r"[^\x00-\u024f]", x)
+        ]
+        invented = [
+            issue
+            for r in rounds
+            if email_rules.real_email(record, r["candidate"])
+            for issue in (r["critique"] or {}).get("issues", [])
+            if issue not in (WORSE, WRONG) and "placeholder" not in issue
+        ]
+        holes = placeholders(answer)
+        for i, n in enumerate((len(lines), len(broken), len(invented), int(bool(holes)))):
+            totals[i] += n
         rows.append(
-            [seed, "yes" if ok else "no", ", ".join(failed) or "-", round(time.perf_counter() - start, 1)]
+            [
+                seed,
+                "yes" if ok else "no",
+                ", ".join(failed) or "-",
+                round(wall, 1),
+                f"{len(lines)}/{len(broken)}/{len(invented)}",
+                "yes" if holes else "no",
+                f"{load_before} -> {load_average()}",
+            ]
         )
         print(" | ".join(map(str, rows[-1])), flush=True)
         if args.verbose:
@@ -220,9 +254,22 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
                 f"\n[critique: score {critique.get('score')}, issues {critique.get('issues')}]\n",
                 flush=True,
             )
-    print_table(["seed", "real email", "failed checks", "wall s"], rows)
+    print_table(
+        [
+            "seed",
+            "real email",
+            "failed checks",
+            "wall s",
+            "critique lines/broken/invented",
+            "placeholder",
+            "load 1-min",
+        ],
+        rows,
+    )
     print(
-        f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py)"
+        f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py); "
+        f"critique lines {totals[0]}, cut or not Latin {totals[1]}, a fault shown on a round whose email passes "
+        f"the email rules {totals[2]}; final answers with a placeholder {totals[3]}; commit {commit()}"
     )
     return 0
 

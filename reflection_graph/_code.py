@@ -289,7 +289,7 @@ def finish_candidate(task: str, text: str, entry_point: str | None = None) -> st
 def code_defaults(critic: Any, settings: Settings) -> Settings:
     """`settings` with `CODE_TEST_DEFAULTS` under the fields its caller did not set, when the focus is code and
     the critic runs tests; else `settings` as they are."""
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     if settings.focus == "code" and isinstance(critic, CodeTestCritic):
         return settings.with_defaults(CODE_TEST_DEFAULTS)
@@ -335,7 +335,7 @@ def resolve_tests(
                 "'from solution import <function>' to the tests or pass 'entry_point'"
             )
         tests = with_solution_import(tests, name)
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     CodeTestCritic(tests)  # no test function, a syntax error: a clear ValueError now
     return tests

@@ -28,7 +28,7 @@ from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
 from reflection_graph.critics.judge import JudgeCritic
 from reflection_graph.critics.llm import LLMCritic
-from reflection_graph.critics.probability import LogprobCritic
+from reflection_graph.critics.logprob import LogprobCritic
 from reflection_graph.models import at_temperature_zero, describe
 from reflection_graph.prompts import CRITIQUE_PROMPT
 from reflection_graph.settings import Settings

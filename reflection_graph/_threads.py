@@ -86,6 +86,14 @@ def _producer_thread(produce: Callable[[Emit], None], emit: Emit, finish: Callab
     threading.Thread(target=target, name="reflection-graph-stream", daemon=True).start()
 
 
+def _unpacked(entry: tuple[Any, BaseException | None]) -> Any:
+    """The item of a queue entry; at the end marker, the producer's exception is raised (or the marker returned)."""
+    item, error = entry
+    if item is _END and error is not None:
+        raise error
+    return item
+
+
 def stream_in_thread(produce: Callable[[Emit], None]) -> Iterator[Any]:
     """Yield the items `produce(emit)` emits, in order, while it runs in its own daemon thread.
 
@@ -108,12 +116,7 @@ def stream_in_thread(produce: Callable[[Emit], None]) -> Iterator[Any]:
 
     _producer_thread(produce, emit, items.put)
     try:
-        while True:
-            item, error = items.get()
-            if item is _END:
-                if error is not None:
-                    raise error
-                return
+        while (item := _unpacked(items.get())) is not _END:
             yield item
     finally:
         listening.clear()
@@ -143,12 +146,7 @@ async def astream_detached(produce: Callable[[Emit], None]) -> AsyncIterator[Any
 
     _producer_thread(produce, emit, put)
     try:
-        while True:
-            item, error = await items.get()
-            if item is _END:
-                if error is not None:
-                    raise error
-                return
+        while (item := _unpacked(await items.get())) is not _END:
             yield item
     finally:
         listening.clear()

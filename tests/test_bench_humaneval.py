@@ -56,9 +56,9 @@ def test_a_resumed_run_makes_only_the_records_it_lacks(he: Any, tmp_path: Path, 
     results = he.Results(tmp_path / "r.jsonl")
     results.put(_record("HumanEval/40", "raw", solved=True, visible=1.0, tokens=5))
     problem = {"task_id": "HumanEval/40"}
-    he.run_problem(problem, None, None, results, "r1", {}, samples=2)
+    he.run_problem(problem, None, None, None, results, "r1", {}, samples=2)
     assert made == ["loop", "samples", "tree"]
-    he.run_problem(problem, None, None, he.Results(tmp_path / "r.jsonl"), "r1", {}, samples=2)
+    he.run_problem(problem, None, None, None, he.Results(tmp_path / "r.jsonl"), "r1", {}, samples=2)
     assert made == ["loop", "samples", "tree"], "everything was recorded: nothing runs again"
 
 

@@ -9,8 +9,8 @@ from langchain_core.runnables import RunnableConfig
 
 from reflection_graph import create_reflection_graph
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.critics.composite import CompositeCritic
-from reflection_graph.critics.tool import CodeTestCritic
 from reflection_graph.critique import Critique
 from tests.fakes import RecordingChatModel
 

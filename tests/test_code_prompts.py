@@ -16,7 +16,7 @@ from reflection_graph._code import (
 )
 from reflection_graph._extract import extract_code, extract_json_object, fenced_blocks, well_formed
 from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critics.tool import CodeTestCritic
+from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.settings import Settings
 from tests.fakes import RecordingChatModel
 

@@ -7,7 +7,7 @@ import pytest
 from reflection_graph._code import docstring_tests
 from reflection_graph._examples import prose_examples
 from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critics.tool import CodeTestCritic
+from reflection_graph.critics.code_tests import CodeTestCritic
 
 ARROWS = '''def scale(values, factor):
     """Multiply every value by factor.

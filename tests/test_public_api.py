@@ -81,7 +81,7 @@ def test_top_level_all_is_small_and_holds_what_most_users_need() -> None:
 def test_every_public_module_has_one_sorted_importable_all() -> None:
     modules = _public_modules()
     assert {m.__name__ for m in modules} >= {
-        "reflection_graph.critics.tool",
+        "reflection_graph.critics.code_tests",
         "reflection_graph.models.embedded",
     }
     for module in modules:

@@ -155,7 +155,7 @@ def build_graph(
     options.validate()
     generator, critic, reviser = _role_models(options)
     if options.tests is not None:
-        from reflection_graph.critics.tool import CodeTestCritic
+        from reflection_graph.critics.code_tests import CodeTestCritic
 
         if critic is not None:
             raise BadInput("--tests and --critic cannot be combined: the tests are the critic")

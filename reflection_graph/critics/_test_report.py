@@ -1,7 +1,7 @@
 """Reading a test run back: the runner's signed events, and the critique they add up to.
 
-`_parse_events` checks each event line against the run's secret and its sequence number and requires one result
-per expected test; `_judge` turns the run, the sandbox's own report (timeout, memory, exit status) and ruff's
+`parse_events` checks each event line against the run's secret and its sequence number and requires one result
+per expected test; `judge_run` turns the run, the sandbox's own report (timeout, memory, exit status) and ruff's
 findings into a `Critique`: failing tests are `major`, anything that stops the tests from running is `critical`,
 ruff's findings are `minor`; the score is 10 * passed / total (0 when the tests could not run).
 """
@@ -20,8 +20,10 @@ from reflection_graph.critics._test_plan import VerdictSource
 from reflection_graph.critics.sandbox import SandboxResult
 from reflection_graph.critique import Critique, Finding
 
+__all__ = ["Limits", "judge_run", "parse_events", "tail"]
 
-def _tail(text: str, limit: int = 400) -> str:
+
+def tail(text: str, limit: int = 400) -> str:
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
 
@@ -63,7 +65,7 @@ def _verified_events(channel: bytes, secret: bytes) -> tuple[list[dict[str, Any]
     return events, None
 
 
-def _parse_events(channel: bytes, secret: bytes, expected: Sequence[str]) -> _Run:
+def parse_events(channel: bytes, secret: bytes, expected: Sequence[str]) -> _Run:
     """Rebuild the run from the signed events; require exactly one result per test function in `expected`."""
     run = _Run(passed=[], failures=[])
     assert run.passed is not None and run.failures is not None
@@ -121,7 +123,7 @@ def _failure_text(event: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class _Limits:
+class Limits:
     """What the findings name: the code's file, the time limit and the memory limit."""
 
     entrypoint: str
@@ -137,7 +139,7 @@ class _Limits:
         return f"{self.memory_mb} MB" if self.memory_mb else "available"
 
 
-def _load_findings(run: _Run, limits: _Limits, suggestions: list[str]) -> list[Finding]:
+def _load_findings(run: _Run, limits: Limits, suggestions: list[str]) -> list[Finding]:
     """A syntax error or a failed import (of the code, or of the tests with it): critical."""
     if run.syntax_error is not None:
         err = run.syntax_error
@@ -161,7 +163,7 @@ def _load_findings(run: _Run, limits: _Limits, suggestions: list[str]) -> list[F
     return [Finding(message=message, severity="critical", source="tests")]
 
 
-def _test_findings(run: _Run, limits: _Limits, suggestions: list[str]) -> list[Finding]:
+def _test_findings(run: _Run, limits: Limits, suggestions: list[str]) -> list[Finding]:
     """One finding per failing test: `major`, or `critical` when it ran out of memory."""
     found = []
     for event in run.failures or []:
@@ -185,9 +187,7 @@ def _where(run: _Run) -> str:
     return " while importing the code" if run.collected is None else ""
 
 
-def _stop_findings(
-    run: _Run, result: SandboxResult, limits: _Limits, suggestions: list[str]
-) -> list[Finding]:
+def _stop_findings(run: _Run, result: SandboxResult, limits: Limits, suggestions: list[str]) -> list[Finding]:
     """Why the run stopped before its end: the time limit, the memory limit, or the code ending it; tests not run."""
     found = []
     loaded = run.syntax_error is None and run.import_error is None
@@ -206,7 +206,7 @@ def _stop_findings(
             "Avoid unbounded allocations (growing lists or strings, huge ranges materialised)."
         )
     elif not run.done and run.tampered is None and loaded:
-        detail = _tail(result.stderr) or "no error output"
+        detail = tail(result.stderr) or "no error output"
         if run.gone and run.gone != "its process ended":
             detail = f"{run.gone}; {detail}"
         message = f"the test run ended early{where} (exit status {result.returncode}): {detail}"
@@ -225,7 +225,7 @@ def _ruff_findings(result: SandboxResult, suggestions: list[str]) -> list[Findin
     try:
         items = json.loads(result.stdout or "[]")
     except json.JSONDecodeError:
-        message = f"ruff could not run: {_tail(result.stderr) or 'no output'}"
+        message = f"ruff could not run: {tail(result.stderr) or 'no output'}"
         return [Finding(message=message, severity="minor", source="ruff")]
     found: list[Finding] = []
     for item in items if isinstance(items, list) else []:
@@ -243,11 +243,11 @@ def _ruff_findings(result: SandboxResult, suggestions: list[str]) -> list[Findin
     return found
 
 
-def _judge(
+def judge_run(
     run: _Run,
     result: SandboxResult,
     ruff: SandboxResult | None,
-    limits: _Limits,
+    limits: Limits,
     expected: Sequence[str],
     verdict_source: VerdictSource,
 ) -> Critique:

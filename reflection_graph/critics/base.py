@@ -1,4 +1,10 @@
-"""The `Critic` protocol every critic implements, and a base class with a threaded async default.
+"""The `Critic` protocol every critic implements, and the bases a new critic starts from.
+
+- `BaseCritic`: implement `critique`; `acritique` runs it in a worker thread.
+- `ModelCritic`: a critic that judges with a chat model: the model at temperature 0, the package's call layer with
+  the critic's retries and time limit (`_call` / `_acall`), a copy for a run with another model (`for_run`).
+- `InlineCritic`: a critic with cheap checks and no model call (rules, verifiable instructions): `acritique` runs
+  `critique` inline.
 
 A critic needs two methods, `critique` and `acritique`, and a `name`. What else it needs from the graph, it says
 itself (`BaseCritic` has the defaults), so a new critic, the package's or your own, works without edits elsewhere:
@@ -15,15 +21,30 @@ itself (`BaseCritic` has the defaults), so a new critic, the package's or your o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
+from typing_extensions import Self, TypedDict, Unpack
 
-from reflection_graph._calls import acall, call
+from reflection_graph._calls import acall, call, is_transient
 from reflection_graph._threads import run_detached
 from reflection_graph.critique import Critique
+from reflection_graph.models import at_temperature_zero
 
-__all__ = ["BaseCritic", "Critic", "CritiqueRequest", "acall_model", "call_model", "for_run", "is_metered"]
+__all__ = [
+    "BaseCritic",
+    "CallLimits",
+    "Critic",
+    "CritiqueRequest",
+    "InlineCritic",
+    "ModelCritic",
+    "acall_model",
+    "call_model",
+    "for_run",
+    "is_metered",
+    "is_refusal",
+]
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,125 @@ class BaseCritic:
         return None if model is not None else self
 
 
+class InlineCritic(BaseCritic):
+    """Base for critics whose checks are cheap and call no model (rules, verifiable instructions): subclasses
+    implement `critique`, and `acritique` runs it inline instead of in a worker thread."""
+
+    metered = True  # no model calls
+
+    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
+        """Same as `critique`; the checks are cheap, so they run inline."""
+        return self.critique(request, config)
+
+
+class ModelCritic(BaseCritic):
+    """Base for critics that judge with a chat model.
+
+    It checks and holds `model`, `retries`, `timeout_s` and `name`, and gives its subclasses:
+    - `_call` / `_acall`: one model call through the package's call layer (retries, time limit, the run's budget,
+      usage per role), so the critic is `metered`;
+    - `_at_temperature_zero(**options)`: the model at temperature 0 (where it allows it), bound to `options`;
+    - `_with(model, **changes)`: a copy built from the same keyword arguments, with `changes`;
+    - `for_run`: the copy for a run with another model or critique prompt. A subclass that takes a critique
+      prompt names its argument in `prompt_argument`; one that hands some candidates to another critic (by
+      default an `LLMCritic` on the same model) names that argument in `stand_in_argument`, and that critic
+      is adapted too.
+
+    Args:
+        model: the judge (a LangChain chat model; any runnable where `chat_model_only` is False).
+        retries: retries of transient model errors.
+        timeout_s: time limit of one model call, in seconds (None: no limit).
+        name: the critic's name in findings.
+    """
+
+    metered = True  # every call goes through reflection_graph/_calls.py
+    chat_model_only: ClassVar[bool] = True
+    prompt_argument: ClassVar[str | None] = None
+    stand_in_argument: ClassVar[str | None] = None
+    _arguments: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        critic = super().__new__(cls)
+        critic._arguments = (args[1:], kwargs)  # what `_with` builds a copy from (the model aside)
+        return critic
+
+    def __init__(
+        self,
+        model: BaseChatModel | Runnable[Any, Any],
+        *,
+        retries: int = 2,
+        timeout_s: float | None = None,
+        name: str = "critic",
+    ) -> None:
+        if self.chat_model_only and not isinstance(model, BaseChatModel):
+            raise TypeError(f"{type(self).__name__} needs a LangChain chat model, got {type(model).__name__}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
+        self.model = model
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.name = name
+
+    def for_run(self, *, model: Any = None, prompt: Any = None) -> Self:
+        """This critic judging with another `model` and/or with another critique `prompt` (None: keep). A
+        critic that takes no prompt ignores one; its stand-in critic, if it has one, gets both."""
+        changes: dict[str, Any] = {}
+        if prompt is not None and self.prompt_argument is not None:
+            changes[self.prompt_argument] = prompt
+        if self.stand_in_argument is not None and (model is not None or prompt is not None):
+            stand_in = for_run(getattr(self, self.stand_in_argument), model=model, prompt=prompt)
+            changes[self.stand_in_argument] = stand_in or self._llm_critic(model)
+        return self if model is None and not changes else self._with(model, **changes)
+
+    def _with(self, model: Any = None, **changes: Any) -> Self:
+        """A copy of this critic built from the same arguments with `changes`, on `model` (None: this one's)."""
+        args, kwargs = self._arguments
+        settings = {key: value for key, value in kwargs.items() if key != "model"}
+        return type(self)(self.model if model is None else model, *args, **{**settings, **changes})
+
+    def _stand_in(self, critic: Critic | None, argument: str) -> Critic:
+        """`critic` (checked), or by default an `LLMCritic` on this critic's model with its limits."""
+        if critic is None:
+            return self._llm_critic(self.model)
+        if not isinstance(critic, Critic):
+            raise TypeError(f"{argument} must be a Critic, got {type(critic).__name__}")
+        return critic
+
+    def _llm_critic(self, model: Any) -> Critic:
+        from reflection_graph.critics.llm import LLMCritic  # llm.py builds on this module
+
+        return LLMCritic(model, retries=self.retries, timeout_s=self.timeout_s)
+
+    def _at_temperature_zero(self, **options: Any) -> Runnable[Any, Any]:
+        """The model at temperature 0 (`models.at_temperature_zero`: where it allows it) bound to `options`;
+        OpenAI-compatible clients also get `max_tokens` in the request body (see reflection_graph/models)."""
+        model = at_temperature_zero(self.model)
+        fields = type(model).model_fields if isinstance(model, BaseChatModel) else {}
+        if "extra_body" in fields and "max_tokens" in options:
+            body = dict(getattr(model, "extra_body", None) or {})
+            body["max_tokens"] = options["max_tokens"]
+            options["extra_body"] = body
+        return model.bind(**options) if options else model
+
+    def _call(self, runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None) -> Any:
+        """`runnable.invoke(value, config)` through the call layer, with this critic's retries and time limit."""
+        return call(runnable, value, config, retries=self.retries, timeout_s=self.timeout_s)
+
+    async def _acall(self, runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None) -> Any:
+        """Async twin of `_call`."""
+        return await acall(runnable, value, config, retries=self.retries, timeout_s=self.timeout_s)
+
+
+def is_refusal(exc: BaseException, *also: type[BaseException]) -> bool:
+    """A server that refuses what was asked (HTTP 400/404/422/500/501, `NotImplementedError`, or one of the
+    exception types `also`), not a transient fault worth a retry."""
+    if is_transient(exc):
+        return False
+    if isinstance(exc, (NotImplementedError, *also)):
+        return True
+    return getattr(exc, "status_code", None) in (400, 404, 422, 500, 501)
+
+
 def is_metered(critic: Any) -> bool:
     """Whether `critic` declares that its model calls go through the package's call layer."""
     return bool(getattr(critic, "metered", False))
@@ -97,27 +237,24 @@ def for_run(critic: Critic, *, model: Any = None, prompt: Any = None) -> Critic 
     return None if model is not None else critic
 
 
+class CallLimits(TypedDict, total=False):
+    """The limits of one model call: `retries` of transient errors (default 2), `timeout_s` in seconds (None)."""
+
+    retries: int
+    timeout_s: float | None
+
+
 def call_model(
-    model: Runnable[Any, Any],
-    value: Any,
-    config: RunnableConfig | None = None,
-    *,
-    retries: int = 2,
-    timeout_s: float | None = None,
+    model: Runnable[Any, Any], value: Any, config: RunnableConfig | None = None, **limits: Unpack[CallLimits]
 ) -> Any:
     """`model.invoke(value, config)` through the package's call layer: retried on transient errors, admitted by
     the run's budget (its reply limit cut to what is left) and recorded in the critique's usage. A critic whose
     calls all go through here sets `metered = True`."""
-    return call(model, value, config, retries=retries, timeout_s=timeout_s)
+    return call(model, value, config, **limits)
 
 
 async def acall_model(
-    model: Runnable[Any, Any],
-    value: Any,
-    config: RunnableConfig | None = None,
-    *,
-    retries: int = 2,
-    timeout_s: float | None = None,
+    model: Runnable[Any, Any], value: Any, config: RunnableConfig | None = None, **limits: Unpack[CallLimits]
 ) -> Any:
     """Async twin of `call_model`."""
-    return await acall(model, value, config, retries=retries, timeout_s=timeout_s)
+    return await acall(model, value, config, **limits)

@@ -31,7 +31,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding
 
 __all__ = [
@@ -343,7 +343,7 @@ _DETAILS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
 }
 
 
-class InstructionCritic(BaseCritic):
+class InstructionCritic(InlineCritic):
     """Judge a candidate against verifiable instructions with IFEval's and IFBench's own checkers.
 
     Each instruction is one check. One `major` finding per instruction not followed, its message the instruction
@@ -505,7 +505,3 @@ class InstructionCritic(BaseCritic):
             checks_passed=passed,
             checks_total=total,
         )
-
-    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        """Same as `critique`; the checkers are cheap, so they run inline."""
-        return self.critique(request, config)

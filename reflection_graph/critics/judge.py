@@ -55,7 +55,7 @@ critic when the generator is the embedded model running an instruction-tuned GGU
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
@@ -63,7 +63,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._calls import acall, call
 from reflection_graph._placeholders import introduced_placeholders
 from reflection_graph.critics._faults import (
     UNREAD,
@@ -73,8 +72,9 @@ from reflection_graph.critics._faults import (
     usable,
     written,
 )
-from reflection_graph.critics.base import BaseCritic, CritiqueRequest
-from reflection_graph.critics.pairwise import _best, moved_score
+from reflection_graph.critics._logprob_reading import LogprobReadingCritic, log_odds, next_token_logprobs
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.pairwise import best_earlier, moved_score
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
@@ -131,34 +131,6 @@ class Judgement:
     placeholders: tuple[str, ...] = ()
 
 
-def log_odds(top_logprobs: Mapping[str, float], first: str, second: str) -> float:
-    """`log P(first) - log P(second)` for the next token, from its listed alternatives (token text -> logprob).
-
-    Tokens are matched after stripping spaces and punctuation, case-insensitively, and several spellings of one
-    word add up. A word not listed gets the smallest listed probability (an upper bound for it). When neither is
-    listed the reply says nothing either way: 0.
-
-    Raises:
-        ValueError: a logprob that is not a number <= 0.
-    """
-    mass = {first.lower(): 0.0, second.lower(): 0.0}
-    listed = []
-    for token, logprob in top_logprobs.items():
-        if not isinstance(logprob, (int, float)) or math.isnan(logprob) or logprob > 0:
-            raise ValueError(f"logprob of {token!r} must be a number <= 0, got {logprob!r}")
-        if math.isinf(logprob):
-            continue
-        listed.append(logprob)
-        word = str(token).strip().strip(".,:;!\"'*").lower()
-        if word in mass:
-            mass[word] += math.exp(logprob)
-    a, b = mass[first.lower()], mass[second.lower()]
-    if not a and not b:
-        return 0.0
-    floor = math.exp(min(listed))
-    return math.log(a or floor) - math.log(b or floor)
-
-
 def preference(as_a: float, as_b: float) -> float:
     """The candidate's chance of being the better answer, from the log-odds of its own letter in each order.
 
@@ -187,7 +159,7 @@ _Ask = tuple[Runnable[Any, Any], list[BaseMessage]]
 _Steps = Generator[_Ask, Any, Any]
 
 
-class JudgeCritic(BaseCritic):
+class JudgeCritic(LogprobReadingCritic):
     """Judge a candidate from an instruction-tuned model's token probabilities, with a checked written critique.
 
     See the module doc for the readings, the score, the acceptance rule (nothing fitted) and the calls it makes.
@@ -200,10 +172,10 @@ class JudgeCritic(BaseCritic):
         confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
             has the fault and whether it is free of it, `"yes"` asks the first question only, `"none"` keeps
             every whole line unchecked.
-        top_logprobs: how many next-token alternatives to read.
-        max_candidate_chars: longer answers are cut (head kept) so the prompts fit a small context window.
-        retries: retries of transient model errors.
-        timeout_s: time limit of one model call, in seconds (None: no limit).
+        top_logprobs: how many next-token alternatives each reading lists (1 to 20).
+        max_candidate_chars: the longest answer a prompt shows; a longer one is cut, its head kept.
+        retries: how often a transient model error is retried.
+        timeout_s: the time limit of one model call in seconds; None for none.
         name: the critic's name in findings.
 
     Example:
@@ -217,8 +189,6 @@ class JudgeCritic(BaseCritic):
         ```
     """
 
-    metered = True  # every call goes through reflection_graph/_calls.py
-
     def __init__(
         self,
         model: BaseChatModel,
@@ -231,47 +201,24 @@ class JudgeCritic(BaseCritic):
         timeout_s: float | None = None,
         name: str = "judge",
     ) -> None:
-        if not isinstance(model, BaseChatModel):
-            raise TypeError(f"JudgeCritic needs a LangChain chat model, got {type(model).__name__}")
         if confirm not in get_args(Confirm):
             raise ValueError(f"confirm must be one of {', '.join(get_args(Confirm))}; got {confirm!r}")
-        if not 1 <= top_logprobs <= 20:
-            raise ValueError(f"top_logprobs must be between 1 and 20 (the OpenAI limit), got {top_logprobs}")
-        if max_candidate_chars < 1:
-            raise ValueError(f"max_candidate_chars must be >= 1, got {max_candidate_chars}")
-        if timeout_s is not None and timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
-        from reflection_graph.critics.probability import _call_options
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+        self._reading(top_logprobs, max_candidate_chars)
         from reflection_graph.models import at_temperature_zero
 
         self.model = at_temperature_zero(model)
         self.write = write
         self.confirm: Confirm = confirm
-        self.top_logprobs = top_logprobs
-        self.max_candidate_chars = max_candidate_chars
-        self.retries = retries
-        self.timeout_s = timeout_s
-        self.name = name
-        self._reader = self.model.bind(
-            **_call_options(self.model, max_tokens=1, logprobs=True, top_logprobs=top_logprobs)
-        )
+        self._reader = self._one_token_reader()
         self._writer: Runnable[Any, Any] = self.model.with_structured_output(
             WrittenCritique, include_raw=True
         )
 
-    def for_run(self, *, model: Any = None, prompt: Any = None) -> JudgeCritic:
-        """This critic judging with another `model`. It asks its own questions, so a critique `prompt` is not
-        used (the default critic with a critique prompt is an `LLMCritic`, which takes one)."""
-        return self if model is None else self._with(model=model)
-
     # -- prompts ---------------------------------------------------------------------------------------------
-    def _text(self, text: str) -> str:
-        text = text.strip() or "(empty answer)"
-        return text if len(text) <= self.max_candidate_chars else text[: self.max_candidate_chars] + " …"
-
     def _values(self, request: CritiqueRequest) -> dict[str, str]:
         context = f"Context:\n{request.context.strip()}\n" if request.context else ""
-        return {"task": request.task.strip(), "context": context, "candidate": self._text(request.candidate)}
+        return {"task": request.task.strip(), "context": context, "candidate": self._cut(request.candidate)}
 
     def verdict_messages(self, request: CritiqueRequest) -> list[BaseMessage]:
         """The yes/no question about `request.candidate`."""
@@ -280,7 +227,7 @@ class JudgeCritic(BaseCritic):
     def preference_messages(self, request: CritiqueRequest, other: str) -> list[list[BaseMessage]]:
         """The comparison of `request.candidate` with `other`: the candidate as A, then as B."""
         values = self._values(request)
-        mine, theirs = values["candidate"], self._text(other)
+        mine, theirs = values["candidate"], self._cut(other)
         return [
             [HumanMessage(render_prompt(CHAT_PREFERENCE_PROMPT, {**values, "a": mine, "b": theirs}))],
             [HumanMessage(render_prompt(CHAT_PREFERENCE_PROMPT, {**values, "a": theirs, "b": mine}))],
@@ -302,16 +249,13 @@ class JudgeCritic(BaseCritic):
 
     # -- readings --------------------------------------------------------------------------------------------
     def _top(self, reply: Any) -> dict[str, float]:
-        meta = getattr(reply, "response_metadata", None) or {}
-        content = (meta.get("logprobs") or {}).get("content") or []
-        if not content or not content[0].get("top_logprobs"):
+        top = next_token_logprobs(reply)
+        if top is None:
             raise ValueError(
                 f"JudgeCritic needs next-token logprobs, and {type(self.model).__name__} returned none; use the "
                 "embedded model, a server that returns logprobs, or LLMCritic"
             )
-        return {
-            str(t.get("token", "")): float(t.get("logprob", -math.inf)) for t in content[0]["top_logprobs"]
-        }
+        return top
 
     def _yes(self, reply: Any) -> float:
         return log_odds(self._top(reply), "yes", "no")
@@ -319,7 +263,7 @@ class JudgeCritic(BaseCritic):
     def _judgement_steps(self, request: CritiqueRequest) -> _Steps:
         """The readings of `request.candidate`, one question at a time (see `_run`); returns a `Judgement`."""
         p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
-        reference = _best(request)
+        reference = best_earlier(request)
         if reference is None:
             placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
             return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed))
@@ -336,7 +280,7 @@ class JudgeCritic(BaseCritic):
         tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
         p_yes_earlier = None
         if tie and p_yes > 0.5 and not placed:  # a tie is no evidence: the verdicts must settle it
-            if self._text(earlier) == self._text(request.candidate):
+            if self._cut(earlier) == self._cut(request.candidate):
                 p_yes_earlier = p_yes  # an unchanged answer: the same reading, no call
             else:
                 other = CritiqueRequest(task=request.task, candidate=earlier, context=request.context)
@@ -416,7 +360,7 @@ class JudgeCritic(BaseCritic):
         try:
             while True:
                 runnable, messages = steps.send(reply)
-                reply = call(runnable, messages, config, **self._limits())
+                reply = self._call(runnable, messages, config)
         except StopIteration as done:
             return done.value
 
@@ -426,7 +370,7 @@ class JudgeCritic(BaseCritic):
         try:
             while True:
                 runnable, messages = steps.send(reply)
-                reply = await acall(runnable, messages, config, **self._limits())
+                reply = await self._acall(runnable, messages, config)
         except StopIteration as done:
             return done.value
 
@@ -441,9 +385,7 @@ class JudgeCritic(BaseCritic):
 
     def p_yes(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> float:
         """The verdict alone: `P(Yes) / (P(Yes) + P(No))` for `request.candidate` (one call)."""
-        return _sigmoid(
-            self._yes(call(self._reader, self.verdict_messages(request), config, **self._limits()))
-        )
+        return _sigmoid(self._yes(self._call(self._reader, self.verdict_messages(request), config)))
 
     def p_better(self, request: CritiqueRequest, other: str, config: RunnableConfig | None = None) -> float:
         """The comparison alone: the chance that `request.candidate` does the task better than `other` (two
@@ -455,16 +397,14 @@ class JudgeCritic(BaseCritic):
     ) -> tuple[float, float]:
         """The comparison's two readings (two calls): the log-odds of the candidate's letter with it as A, then as
         B. Both positive: it won in both orders; of opposite signs: a tie (the position decided)."""
-        as_a, as_b = (
-            call(self._reader, m, config, **self._limits()) for m in self.preference_messages(request, other)
-        )
+        as_a, as_b = (self._call(self._reader, m, config) for m in self.preference_messages(request, other))
         return log_odds(self._top(as_a), "A", "B"), log_odds(self._top(as_b), "B", "A")
 
     def faults(
         self, request: CritiqueRequest, config: RunnableConfig | None = None
     ) -> WrittenCritique | None:
         """The written critique alone, as the model wrote it (one call; None when it cannot be read)."""
-        return written(call(self._writer, self.critique_messages(request), config, **self._limits()))
+        return written(self._call(self._writer, self.critique_messages(request), config))
 
     def usable_faults(self, request: CritiqueRequest, critique: WrittenCritique) -> list[Fault]:
         """The faults of a written critique kept as whole lines in the task's script (no call)."""
@@ -483,19 +423,3 @@ class JudgeCritic(BaseCritic):
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         return cast(Critique, await self._arun(self._critique_steps(request), config))
-
-    def _with(self, model: Any = None, **changes: Any) -> JudgeCritic:
-        """A copy of this critic with `changes` to its settings (and another `model`)."""
-        settings = {
-            "write": self.write,
-            "confirm": self.confirm,
-            "top_logprobs": self.top_logprobs,
-            "max_candidate_chars": self.max_candidate_chars,
-            "retries": self.retries,
-            "timeout_s": self.timeout_s,
-            "name": self.name,
-        }
-        return JudgeCritic(self.model if model is None else model, **{**settings, **changes})
-
-    def _limits(self) -> dict[str, Any]:
-        return {"retries": self.retries, "timeout_s": self.timeout_s}

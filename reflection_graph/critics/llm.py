@@ -27,8 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._budget import BudgetExhausted
-from reflection_graph._calls import acall, call, is_transient
-from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.base import CritiqueRequest, ModelCritic, is_refusal
 from reflection_graph.critique import (
     Critique,
     CritiqueOutput,
@@ -52,7 +51,7 @@ _Outcome = tuple[Any, "Exception | None"]
 _FALLBACK_ORDER: tuple[StructuredMethod, ...] = ("function_calling", "text")
 
 
-class LLMCritic(BaseCritic):
+class LLMCritic(ModelCritic):
     """Judge a candidate with a chat model.
 
     Args:
@@ -91,9 +90,7 @@ class LLMCritic(BaseCritic):
             raise ValueError(f"method must be one of {', '.join(get_args(StructuredMethod))}; got {method!r}")
         if parse_retries < 0:
             raise ValueError(f"parse_retries must be >= 0, got {parse_retries}")
-        if timeout_s is not None and timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
-        self.model = model
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
         self.prompt = prompt
         self.system = system
         self.guidelines = guidelines
@@ -105,28 +102,9 @@ class LLMCritic(BaseCritic):
         )
         self.parse_retries = parse_retries
         self.on_parse_error: ParseErrorPolicy = on_parse_error
-        self.retries = retries
-        self.timeout_s = timeout_s
-        self.name = name
 
-    metered = True  # every call goes through reflection_graph/_calls.py
-
-    def for_run(self, *, model: Any = None, prompt: Any = None) -> LLMCritic:
-        """This critic on another `model` and/or with another `prompt` (None: keep), all else the same."""
-        if model is None and prompt is None:
-            return self
-        return LLMCritic(
-            model if model is not None else self.model,
-            prompt=prompt if prompt is not None else self.prompt,
-            system=self.system,
-            guidelines=self.guidelines,
-            method=self.method,
-            parse_retries=self.parse_retries,
-            on_parse_error=self.on_parse_error,
-            retries=self.retries,
-            timeout_s=self.timeout_s,
-            name=self.name,
-        )
+    chat_model_only = False  # any runnable that takes messages
+    prompt_argument = "prompt"  # for_run: a run's critique prompt replaces `prompt`
 
     # -- prompt -------------------------------------------------------------------------------------------
     def messages(self, request: CritiqueRequest) -> list[BaseMessage]:
@@ -212,7 +190,7 @@ class LLMCritic(BaseCritic):
                 if error is not None:
                     if attempt > 0 and isinstance(error, BudgetExhausted):
                         return self._fail(last_error)  # no budget to ask again: the reply we have decides
-                    if not _is_refusal(error) or len(self._order) == 1:
+                    if not is_refusal(error) or len(self._order) == 1:
                         raise error
                     self._drop_method(method)
                     continue
@@ -228,7 +206,7 @@ class LLMCritic(BaseCritic):
         finished, target = False, next(steps)
         while not finished:
             try:
-                outcome: _Outcome = (call(target, messages, config, **self._limits()), None)
+                outcome: _Outcome = (self._call(target, messages, config), None)
             except Exception as exc:
                 outcome = (None, exc)
             finished, target = _advance(steps, outcome)
@@ -239,16 +217,13 @@ class LLMCritic(BaseCritic):
         target = next(steps)
         while True:
             try:
-                reply = await acall(target, messages, config, **self._limits())
+                reply = await self._acall(target, messages, config)
             except Exception as exc:
                 done, target = _advance(steps, (None, exc))
             else:
                 done, target = _advance(steps, (reply, None))
             if done:
                 return cast(Critique, target)
-
-    def _limits(self) -> dict[str, Any]:
-        return {"retries": self.retries, "timeout_s": self.timeout_s}
 
     def _target(self, method: StructuredMethod) -> Runnable[Any, Any]:
         runnable = self._runnable(method) if method != "text" else None
@@ -270,15 +245,6 @@ def _advance(steps: Generator[Any, _Outcome, Critique], outcome: _Outcome) -> tu
         return False, steps.send(outcome)
     except StopIteration as stop:
         return True, stop.value
-
-
-def _is_refusal(exc: BaseException) -> bool:
-    """A server that refuses a structured-output method (HTTP 400/404/422/500/501), not a transient fault."""
-    if is_transient(exc):
-        return False
-    if isinstance(exc, NotImplementedError):
-        return True
-    return getattr(exc, "status_code", None) in (400, 404, 422, 500, 501)
 
 
 def _message_text(message: Any) -> str:

@@ -22,19 +22,16 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph._calls import acall, call
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
-from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.base import Critic, CritiqueRequest, ModelCritic
 from reflection_graph.critique import Critique
-from reflection_graph.models import at_temperature_zero
 from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
 
-__all__ = ["PairwiseCritic", "moved_score"]
+__all__ = ["PairwiseCritic", "best_earlier", "moved_score"]
 
 _CHOICE = re.compile(r"\b(A|B)\b")
 
 
-class PairwiseCritic(BaseCritic):
+class PairwiseCritic(ModelCritic):
     """Score a candidate by comparing it with the best earlier candidate, in both orders.
 
     Args:
@@ -64,36 +61,12 @@ class PairwiseCritic(BaseCritic):
         timeout_s: float | None = None,
         name: str = "pairwise",
     ) -> None:
-        if not isinstance(model, BaseChatModel):
-            raise TypeError(f"PairwiseCritic needs a LangChain chat model, got {type(model).__name__}")
-        if first is not None and not isinstance(first, Critic):
-            raise TypeError(f"first must be a Critic, got {type(first).__name__}")
-        self.model = model
-        self.first: Critic = first or LLMCritic(model, retries=retries, timeout_s=timeout_s)
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+        self.first: Critic = self._stand_in(first, "first")
         self.prompt = prompt
-        self.retries = retries
-        self.timeout_s = timeout_s
-        self.name = name
-        self._judge = at_temperature_zero(model)
+        self._judge = self._at_temperature_zero()
 
-    metered = True  # every call goes through reflection_graph/_calls.py
-
-    def for_run(self, *, model: Any = None, prompt: Any = None) -> PairwiseCritic:
-        """This critic judging with another `model`; a critique `prompt` goes to `first` (the critic of a first
-        candidate), whose model is swapped too."""
-        if model is None and prompt is None:
-            return self
-        first = for_run(self.first, model=model, prompt=prompt) or LLMCritic(
-            model, retries=self.retries, timeout_s=self.timeout_s
-        )
-        return PairwiseCritic(
-            model if model is not None else self.model,
-            first=first,
-            prompt=self.prompt,
-            retries=self.retries,
-            timeout_s=self.timeout_s,
-            name=self.name,
-        )
+    stand_in_argument = "first"  # for_run: a new model or critique prompt goes to `first` too
 
     def _messages(self, request: CritiqueRequest, a: str, b: str) -> list[HumanMessage]:
         context = f"Context: {request.context.strip()}\n" if request.context else ""
@@ -120,21 +93,21 @@ class PairwiseCritic(BaseCritic):
         )
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        reference = _best(request)
+        reference = best_earlier(request)
         if reference is None:
             return self.first.critique(request, config)
         replies = [
-            call(self._judge, messages, config, retries=self.retries, timeout_s=self.timeout_s).text
+            self._call(self._judge, messages, config).text
             for messages in self._both_orders(request, reference)
         ]
         return self._result(request, reference, replies)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        reference = _best(request)
+        reference = best_earlier(request)
         if reference is None:
             return await self.first.acritique(request, config)
         replies = [
-            (await acall(self._judge, messages, config, retries=self.retries, timeout_s=self.timeout_s)).text
+            (await self._acall(self._judge, messages, config)).text
             for messages in self._both_orders(request, reference)
         ]
         return self._result(request, reference, replies)
@@ -161,7 +134,7 @@ def moved_score(base: float, p: float) -> float:
     return base + (p - 0.5) * 2 * ((10 - base) if p >= 0.5 else base)
 
 
-def _best(request: CritiqueRequest) -> Mapping[str, Any] | None:
+def best_earlier(request: CritiqueRequest) -> Mapping[str, Any] | None:
     """The highest-scoring earlier candidate shown to the critic (the later one on a tie), or None."""
     best = None
     for entry in request.history:

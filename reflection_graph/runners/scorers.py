@@ -162,7 +162,7 @@ async def _json_schema(record: dict[str, Any], candidate: str) -> float:
 
 async def _tests(record: dict[str, Any], candidate: str) -> float:
     from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.tool import CodeTestCritic
+    from reflection_graph.critics.code_tests import CodeTestCritic
 
     tests = record.get("tests")
     if not isinstance(tests, str):

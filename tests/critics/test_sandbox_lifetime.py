@@ -20,6 +20,7 @@ import pytest
 
 from reflection_graph.critics.sandbox import _isolation, run_sandboxed
 from reflection_graph.critics.sandbox._kill import _PidsCgroup
+from tests.critics.test_code_tests_critic import _alive_with
 from tests.critics.test_hostile_code import (  # noqa: F401  (isolation: a fixture)
     ISOLATED,
     RETURN_MARGIN_S,
@@ -27,7 +28,6 @@ from tests.critics.test_hostile_code import (  # noqa: F401  (isolation: a fixtu
     _processes_with,
     isolation,
 )
-from tests.critics.test_tool_critic import _alive_with
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = [sys.executable, "-I", "main.py"]

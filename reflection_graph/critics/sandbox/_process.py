@@ -511,13 +511,13 @@ def _run_plans(plans: Sequence[_Plan], cancel: threading.Event | None = None) ->
     return [r for r in results if isinstance(r, SandboxResult)]
 
 
-def _run_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+def run_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
     """Several `run_sandboxed` runs at the same time (e.g. a candidate and the process that checks it)."""
     return _run_plans(_plans(runs))
 
 
-async def _arun_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
-    """Async twin of `_run_together`: one worker of the pool for the group, cancelled as one."""
+async def arun_together(runs: Sequence[Mapping[str, Any]]) -> list[SandboxResult]:
+    """Async twin of `run_together`: one worker of the pool for the group, cancelled as one."""
     return await _arun_plans(lambda: _plans(runs))
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critics.code_tests import CodeTestCritic, CommandCritic, extract_code
 from reflection_graph.critics.sandbox import arun_sandboxed, run_sandboxed
-from reflection_graph.critics.tool import CodeTestCritic, CommandCritic, extract_code
 from tests.critics.test_hostile_code import RETURN_MARGIN_S, require_isolation
 
 PY = [sys.executable, "-I", "main.py"]

@@ -46,7 +46,7 @@ from langchain_core.runnables import RunnableConfig
 
 from reflection_graph._extract import extract_code
 from reflection_graph.critics._test_plan import VerdictSource, plan_tests
-from reflection_graph.critics._test_report import _judge, _Limits, _parse_events, _tail
+from reflection_graph.critics._test_report import Limits, judge_run, parse_events, tail
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.sandbox import (
     Isolation,
@@ -56,7 +56,7 @@ from reflection_graph.critics.sandbox import (
     check_isolation,
     run_sandboxed,
 )
-from reflection_graph.critics.sandbox._process import _arun_together, _run_together
+from reflection_graph.critics.sandbox._process import arun_together, run_together
 from reflection_graph.critique import Critique, Finding
 
 __all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extract_code"]
@@ -299,12 +299,12 @@ class CodeTestCritic(BaseCritic):
     def _interpret(
         self, tests: SandboxResult, candidate: SandboxResult | None, ruff: SandboxResult | None, secret: bytes
     ) -> Critique:
-        run = _parse_events(tests.channel, secret, self.test_names)
+        run = parse_events(tests.channel, secret, self.test_names)
         result = tests
         if candidate is not None:  # how the candidate's process ended is what the findings report
             result = dataclasses.replace(candidate, timed_out=candidate.timed_out or tests.timed_out)
-        limits = _Limits(self.entrypoint, self.timeout_s, self.memory_mb)
-        return _judge(run, result, ruff, limits, self.test_names, self.verdict_source)
+        limits = Limits(self.entrypoint, self.timeout_s, self.memory_mb)
+        return judge_run(run, result, ruff, limits, self.test_names, self.verdict_source)
 
     # -- the Critic protocol --------------------------------------------------------------------------------
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
@@ -314,9 +314,9 @@ class CodeTestCritic(BaseCritic):
             return self._no_code()
         job = self._job(code)
         runs = [job.tests] if job.candidate is None else [job.candidate, job.tests]
-        results = _run_together(runs)
+        results = run_together(runs)
         ruff_job = self._ruff_job(code)
-        ruff = _run_together([ruff_job])[0] if ruff_job is not None else None
+        ruff = run_together([ruff_job])[0] if ruff_job is not None else None
         return self._interpret(results[-1], results[0] if job.candidate else None, ruff, job.secret)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
@@ -329,7 +329,7 @@ class CodeTestCritic(BaseCritic):
         ruff_job = self._ruff_job(code)
         groups = [runs] + ([[ruff_job]] if ruff_job is not None else [])
         # return_exceptions: on cancellation, wait until every run has killed its processes and removed its dir
-        outcomes = await asyncio.gather(*(_arun_together(g) for g in groups), return_exceptions=True)
+        outcomes = await asyncio.gather(*(arun_together(g) for g in groups), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -428,7 +428,7 @@ class CommandCritic(BaseCritic):
                 checks_total=1,
             )
         else:
-            output = _tail(result.stdout + "\n" + result.stderr) or "no output"
+            output = tail(result.stdout + "\n" + result.stderr) or "no output"
             finding = Finding(
                 message=f"the check failed (exit status {result.returncode}): {output}",
                 severity="major",
@@ -448,22 +448,13 @@ class CommandCritic(BaseCritic):
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Run the command on the candidate in the sandbox."""
-        result = run_sandboxed(
-            self._files(request),
-            self.argv,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            isolation=self.isolation,
-        )
-        return self._interpret(result)
+        return self._interpret(run_sandboxed(self._files(request), self.argv, **self._sandbox_limits()))
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Async twin of `critique` (does not block the event loop)."""
-        result = await arun_sandboxed(
-            self._files(request),
-            self.argv,
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            isolation=self.isolation,
+        return self._interpret(
+            await arun_sandboxed(self._files(request), self.argv, **self._sandbox_limits())
         )
-        return self._interpret(result)
+
+    def _sandbox_limits(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "isolation": self.isolation}

