@@ -8,7 +8,7 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
   plus `USEFUL_REPLY_TOKENS` (or the call's own smaller reply limit, e.g. one token for a log-probability judge)
   exceed `token_budget` (the rule is `reflection_graph._rules.budget_refusal`, a pure function);
 - otherwise it is *admitted with its reply limit cut* to what is left: the call's reply-limit option
-  (`max_tokens`, or the model's own name for it, `_estimate.REPLY_LIMITS`) is set to the largest value whose
+  (`max_tokens`, or the model's own name for it, `ModelFacts.reply_limit_option`) is set to the largest value whose
   bound still fits (never above the model's own limit). The calls of one step share what is left (`split`): a
   `generate` step's samples get half of it between them (the other half is for their critiques, so a round can
   finish), a `critique` step's critiques all of it; a call whose share is too small for a useful reply may take
@@ -19,9 +19,10 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
 - its time limit is at most the seconds left (an async call is cancelled there; a sync one is abandoned), and a
   call stopped by that limit is a refusal too.
 
-So `token_budget` holds for every model with a reply limit, by the package's count: the embedded model (its exact
-`token_bound`), LangChain chat models with `max_tokens` (with usage reported: off only by the prompt estimate's
-error; without: counted by the estimate), and plain callables (`CallableChatModel` cuts a reply at its limit, by
+So `token_budget` holds for every model with a reply limit, by the package's count (what a model can do is
+`reflection_graph.models.profile.describe`): the embedded model (its exact `token_bound`), LangChain chat models
+with `max_tokens` (with usage reported: off only by the prompt estimate's error; without: counted by the
+estimate), and plain callables (`CallableChatModel` cuts a reply at its limit, by
 the same estimate). A model with no reply-limit option at all cannot be cut: it is admitted when its prompt and a
 useful reply fit, and its one reply may run past the budget (by at most that reply's length).
 """
@@ -38,8 +39,9 @@ from typing import Any
 from langchain_core.runnables import Runnable
 
 from reflection_graph import _rules
-from reflection_graph._estimate import REPLY_LIMITS, call_bound, chat_model, with_option
+from reflection_graph._estimate import call_bound, chat_model, with_option
 from reflection_graph._usage import run_usage
+from reflection_graph.models.profile import REPLY_LIMITS, ModelFacts, describe
 from reflection_graph.settings import Settings
 
 __all__ = [
@@ -61,19 +63,18 @@ log-probability judge, needs only that). A call whose prompt leaves less than th
 _clock = time.perf_counter
 
 
-def _limit_key(model: Any, options: Mapping[str, Any]) -> str | None:
-    """The call option that limits a reply of `model` (bound, or a field of the model), or None."""
-    fields = getattr(type(model), "model_fields", {})
-    return next((name for name in REPLY_LIMITS if name in options or name in fields), None)
+def _limit_key(facts: ModelFacts, options: Mapping[str, Any]) -> str | None:
+    """The call option that limits a reply of a model with `facts` (bound, or the model's own), or None."""
+    return next((name for name in REPLY_LIMITS if name in options or name == facts.reply_limit_option), None)
 
 
-def _own_limit(model: Any, key: str, options: Mapping[str, Any]) -> Any:
-    """The reply limit `model` itself puts on a call: a grammar-constrained JSON call of the embedded model has its
-    own, `structured_max_tokens` (a JSON critique needs more room than a free-text reply: cut to the text limit,
-    it may not close); any other call the model's `key` field."""
-    if options.get("json_schema") is not None and getattr(model, "structured_max_tokens", None):
-        return model.structured_max_tokens
-    return getattr(model, key, None)
+def _own_limit(facts: ModelFacts, key: str, options: Mapping[str, Any]) -> int | None:
+    """The reply limit a model itself puts on a call: a grammar-constrained JSON call of the embedded model has its
+    own (`structured_reply_limit`: a JSON critique needs more room than a free-text reply: cut to the text limit,
+    it may not close); any other call the model's own reply limit, when `key` is its option."""
+    if options.get("json_schema") is not None and facts.structured_reply_limit:
+        return facts.structured_reply_limit
+    return facts.reply_limit if key == facts.reply_limit_option else None
 
 
 def plan_call(runnable: Runnable[Any, Any], value: Any, left: int) -> tuple[Runnable[Any, Any], int, int]:
@@ -81,12 +82,12 @@ def plan_call(runnable: Runnable[Any, Any], value: Any, left: int) -> tuple[Runn
     fit where it has one; the tokens to reserve for it; the least tokens it needs, a prompt and a useful reply).
     The call fits when the least it needs is at most `left`."""
     model, options = chat_model(runnable)
-    key = _limit_key(model, options)
+    facts = describe(model)
+    key = _limit_key(facts, options)
     if key is None:  # no reply limit to cut: the model's exact bound, else a prompt and a useful reply
-        exact = callable(getattr(model, "token_bound", None))
-        need = call_bound(runnable, value, None if exact else USEFUL_REPLY_TOKENS)
+        need = call_bound(runnable, value, None if facts.bounds_calls else USEFUL_REPLY_TOKENS)
         return runnable, need, need
-    own = options.get(key) or _own_limit(model, key, options)
+    own = options.get(key) or _own_limit(facts, key, options)
     limit = int(own) if own else None
     low = min(USEFUL_REPLY_TOKENS, limit) if limit else USEFUL_REPLY_TOKENS
     need = call_bound(runnable, value, low, key)

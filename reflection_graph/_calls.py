@@ -47,7 +47,7 @@ from tenacity import (
 
 from reflection_graph._budget import current_budget
 from reflection_graph._usage import call_usage, current_meter
-from reflection_graph.models import critic_model
+from reflection_graph.models import at_temperature_zero
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -90,14 +90,14 @@ def sampled(runnable: Runnable[Any, Any], index: int, *, greedy: bool = False) -
     `SAMPLE_TEMPERATURE`, where it has those fields (anything else unchanged).
 
     Index 0 is the model itself, or with `greedy` (a first round's drafts) the plain greedy call a user would make
-    without the loop: the model copied at temperature 0 with its own stop rules, seed and budget
-    (`critic_model`'s rule: a model without a temperature field, such as a plain callable, is itself). So the
+    without the loop: `at_temperature_zero(model)`, its own stop rules, seed and budget kept (a model without a
+    temperature field, such as a plain callable, is itself). So the
     loop's first draft is never worse than no loop, whatever temperature the model samples its others at.
     """
     if not isinstance(runnable, BaseChatModel):
         return runnable
     if index == 0:
-        return critic_model(runnable) if greedy else runnable
+        return at_temperature_zero(runnable) if greedy else runnable
     fields = type(runnable).model_fields
     update: dict[str, Any] = {}
     if "seed" in fields:

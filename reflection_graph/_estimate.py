@@ -4,7 +4,7 @@
   it is.
 - **Estimated**: a model that reports no usage (a plain callable `fn(prompt) -> str`, a LangChain model without
   `usage_metadata`) is counted by `estimate_usage`: the prompt and the reply text, each by the model's own
-  tokenizer where the model has one (`count_tokens(text) -> int`: the embedded model), else one token per
+  tokenizer where the model has one (`models.profile.count_tokens`: the embedded model), else one token per
   `CHARS_PER_TOKEN` characters, rounded up. Such a call's tokens are also added to the usage's
   `estimated_tokens`, so a report says how much of it is an estimate.
 
@@ -17,7 +17,7 @@
   may have used up to 1/(1 - 0.55), about 2.2 times, as many real tokens in the worst case measured (code in
   indented Python, which the estimate undercounts most), about 1.35 times on average for code.
 - **Bound**: `call_bound(runnable, value, reply)` is the most tokens one call can use when its reply is limited to
-  `reply` tokens: the model's own `token_bound(messages, **options)` where it has one (the embedded model counts
+  `reply` tokens: the model's own bound (`models.profile.token_bound`) where it has one (the embedded model counts
   the prompt with its tokenizer and knows how many completions a call may make), else the prompt's estimate plus
   `reply`.
 """
@@ -36,6 +36,8 @@ from langchain_core.runnables import Runnable, RunnableParallel, RunnableSequenc
 from langchain_core.runnables.base import RunnableBindingBase
 from pydantic import BaseModel
 
+from reflection_graph.models.profile import CHARS_PER_TOKEN, REPLY_LIMITS, count_tokens, token_bound
+
 __all__ = [
     "CHARS_PER_TOKEN",
     "ESTIMATE_ERROR",
@@ -49,13 +51,9 @@ __all__ = [
     "with_option",
 ]
 
-CHARS_PER_TOKEN = 4
-"""The estimate of a model without a tokenizer of its own: one token per this many characters, rounded up."""
 ESTIMATE_ERROR = (-0.55, 0.35)
 """The range of the character estimate's relative error, (estimate - true) / true, against the Gemma 3 and Qwen2.5
 tokenizers on the texts named in the module doc (measured: -0.54 to +0.10 on code, -0.45 to +0.33 on prose)."""
-REPLY_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
-"""The names chat models give their reply limit (OpenAI, Anthropic; OpenAI's newer name; Google; Ollama)."""
 
 
 def chat_model(runnable: Any) -> tuple[BaseChatModel | None, dict[str, Any]]:
@@ -121,10 +119,8 @@ def prompt_messages(value: Any) -> list[BaseMessage] | None:
 
 def text_tokens(model: Any, text: str) -> int:
     """The tokens of `text`: the model's own count (`count_tokens`), else `CHARS_PER_TOKEN` characters a token."""
-    count = getattr(model, "count_tokens", None)
-    if callable(count):
-        return int(count(text))
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    counted = count_tokens(model, text)
+    return counted if counted is not None else math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def _prompt_text(value: Any) -> str:
@@ -139,10 +135,10 @@ def call_bound(runnable: Runnable[Any, Any], value: Any, reply: int | None, key:
     model, options = chat_model(runnable)
     if key is not None and reply is not None:
         options = {**options, key: reply}
-    bound = getattr(model, "token_bound", None)
     messages = prompt_messages(value)
-    if callable(bound) and messages is not None:
-        return int(bound(messages, **options))
+    bound = token_bound(model, messages, **options) if messages is not None else None
+    if bound is not None:
+        return bound
     return text_tokens(model, _prompt_text(value)) + int(reply or 0)
 
 

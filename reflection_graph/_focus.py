@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from reflection_graph._code import code_messages, finish_candidate
 from reflection_graph._extract import well_formed
-from reflection_graph.models.profile import chat_prompted
+from reflection_graph.models import describe
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -40,10 +40,11 @@ def _code(settings: Settings, role: str) -> bool:
 
 def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:
     """The messages of a first draft for `model` (`lessons`: recalled from memory, or '')."""
-    if settings.prompts.get("generate") is None and chat_prompted(model):
+    chat = describe(model).chat_template
+    if settings.prompts.get("generate") is None and chat:
         return [HumanMessage(plain_request(state["task"], state.get("context"), lessons))]
     if _code(settings, "generate"):
-        found = code_messages(state["task"], state.get("context"), chat=chat_prompted(model))
+        found = code_messages(state["task"], state.get("context"), chat=chat)
         if found is not None:
             return found
     template = settings.prompts.get("generate")
@@ -61,9 +62,10 @@ def revision(
     model: Any,
 ) -> list[BaseMessage]:
     """The messages of a revision of `previous` by `model` that answers `critique` (`history`: earlier rounds)."""
+    chat = describe(model).chat_template
     if _code(settings, "revise"):
         task, context = state["task"], state.get("context")
-        found = code_messages(task, context, candidate=previous, critique=critique, chat=chat_prompted(model))
+        found = code_messages(task, context, candidate=previous, critique=critique, chat=chat)
         if found is not None:
             return found
     return revise_messages(
@@ -75,7 +77,7 @@ def revision(
         focus=settings.focus,
         preserve_correct=settings.preserve_correct,
         template=settings.prompts.get("revise"),
-        chat=chat_prompted(model),
+        chat=chat,
     )
 
 

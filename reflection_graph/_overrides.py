@@ -29,6 +29,7 @@ from reflection_graph.critics.base import Critic, for_run
 from reflection_graph.critics.judge import JudgeCritic
 from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critics.logprob import LogprobCritic
+from reflection_graph.models import at_temperature_zero, describe
 from reflection_graph.prompts import CRITIQUE_PROMPT
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import Strategy
@@ -82,20 +83,18 @@ def as_critic(
 ) -> Critic:
     """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
 
-    With no critic given and the embedded model as the generator, and neither critic guidelines nor a critique
-    prompt override, the critic reads the model's token probabilities (see bench/bench_critic.py): a `JudgeCritic`
-    on an instruction-tuned GGUF (the bundled Qwen2.5-Coder, or a `local:` file with a chat template), whose
-    comparison ranks good above bad where its JSON scores do not; a `LogprobCritic` on a base model (Gemma 3
-    270M), whose answer likelihood ranks far better than its JSON verdicts. Every other case gets an `LLMCritic`.
+    With no critic given, and neither critic guidelines nor a critique prompt override, the generator's model
+    judges with its default critic (`describe(model).default_critic`): the embedded model reads its token
+    probabilities (see bench/bench_critic.py), a `JudgeCritic` on an instruction-tuned GGUF (the bundled
+    Qwen2.5-Coder, or a `local:` file with a chat template), whose comparison ranks good above bad where its JSON
+    scores do not, a `LogprobCritic` on a base model (Gemma 3 270M), whose answer likelihood ranks far better than
+    its JSON verdicts. Every other case gets an `LLMCritic`.
 
     Raises:
         ValueError: `critic` is neither a `Critic`, a chat model, a model spec nor a callable.
     """
     if isinstance(critic, Critic):
         return critic
-    from reflection_graph.models import critic_model
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
     if critic is None and generator is not None:
         model = generator
     elif isinstance(critic, (str, BaseChatModel)) or callable(critic) or critic is None:
@@ -106,12 +105,15 @@ def as_critic(
     else:
         raise ValueError(critic_help(critic))
     plain = guidelines is None and not settings.prompts.get("critique")
-    if critic is None and isinstance(model, EmbeddedChatModel) and plain:
-        if _instruction_tuned(model):
-            return JudgeCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
-        return LogprobCritic(critic_model(model), retries=settings.retries, timeout_s=settings.timeout_s)
+    kind = describe(model).default_critic if critic is None and plain else "llm"
+    if kind == "judge":
+        return JudgeCritic(at_temperature_zero(model), retries=settings.retries, timeout_s=settings.timeout_s)
+    if kind == "logprob":
+        return LogprobCritic(
+            at_temperature_zero(model), retries=settings.retries, timeout_s=settings.timeout_s
+        )
     return LLMCritic(
-        critic_model(model),
+        at_temperature_zero(model),
         prompt=settings.prompts.get("critique", CRITIQUE_PROMPT),
         guidelines=guidelines,
         parse_retries=settings.parse_retries,
@@ -119,12 +121,6 @@ def as_critic(
         retries=settings.retries,
         timeout_s=settings.timeout_s,
     )
-
-
-def _instruction_tuned(model: Any) -> bool:
-    """Whether the embedded `model` can judge (its profile says so: an instruction-tuned model with a chat
-    template); a bundled model is known by name, a GGUF file by its metadata."""
-    return bool(model.uses_chat_template)
 
 
 class Overrides:
@@ -183,8 +179,6 @@ class Overrides:
             return settings, self._cache[key]
 
     def _roles(self, ctx: Context, settings: Settings) -> Roles:
-        from reflection_graph.models import critic_model
-
         built, url = self.roles, ctx.base_url or self.base_url
         generator = resolve(ctx.generator_model, "generator", url) if ctx.generator_model else None
         reviser = resolve(ctx.reviser_model, "reviser", url) if ctx.reviser_model else generator
@@ -194,7 +188,9 @@ class Overrides:
         if self.default_critic and (ctx.critic_model or generator is not None or new_prompt):
             critic = self._critic(ctx.critic_model or None, generator or built.generator, settings, url)
         elif ctx.critic_model or new_prompt:  # the critic says how it takes another model or prompt
-            model = critic_model(resolve(ctx.critic_model, "critic", url)) if ctx.critic_model else None
+            model = (
+                at_temperature_zero(resolve(ctx.critic_model, "critic", url)) if ctx.critic_model else None
+            )
             adapted = for_run(critic, model=model, prompt=prompt if new_prompt else None)
             critic = adapted if adapted is not None else self._critic(model, None, settings, url)
         return Roles(generator or built.generator, reviser or built.reviser, critic)

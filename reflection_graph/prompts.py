@@ -35,6 +35,7 @@ __all__ = [
     "CHAT_VERDICT_PROMPT",
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
+    "CUE_LINES",
     "FOCUS_CUES",
     "FOCUS_PROMPTS",
     "GENERATE_PROMPT",
@@ -54,6 +55,18 @@ __all__ = [
     "render_prompt",
     "revise_messages",
 ]
+
+CUE_LINES: tuple[str, ...] = (
+    "Task:",
+    "Draft:",
+    "Candidate answer:",
+    "Critique of the previous answer:",
+    "Revised answer:",
+    "JSON verdict:",
+)
+"""The section and cue lines of the completion-style templates below. A model that writes one again on a line of its
+own has finished its answer and starts the next prompt: the embedded model stops there (`DEFAULT_STOP` of
+reflection_graph/models/_prompting.py for a base model; through a chat template, the cue its prompt ends with)."""
 
 PromptOverride = str | Callable[[Mapping[str, Any]], str]
 """A prompt override: a template string with the placeholders above, or a callable that gets them as a dict."""

@@ -30,6 +30,7 @@ from typing_extensions import Self, TypedDict, Unpack
 from reflection_graph._calls import acall, call, is_transient
 from reflection_graph._threads import run_detached
 from reflection_graph.critique import Critique
+from reflection_graph.models import at_temperature_zero
 
 __all__ = [
     "BaseCritic",
@@ -121,7 +122,7 @@ class ModelCritic(BaseCritic):
     It checks and holds `model`, `retries`, `timeout_s` and `name`, and gives its subclasses:
     - `_call` / `_acall`: one model call through the package's call layer (retries, time limit, the run's budget,
       usage per role), so the critic is `metered`;
-    - `_at_temperature_zero(**options)`: the model bound to temperature 0 (where it has one) and to `options`;
+    - `_at_temperature_zero(**options)`: the model at temperature 0 (where it allows it), bound to `options`;
     - `_with(model, **changes)`: a copy built from the same keyword arguments, with `changes`;
     - `for_run`: the copy for a run with another model or critique prompt. A subclass that takes a critique
       prompt names its argument in `prompt_argument`; one that hands some candidates to another critic (by
@@ -194,16 +195,15 @@ class ModelCritic(BaseCritic):
         return LLMCritic(model, retries=self.retries, timeout_s=self.timeout_s)
 
     def _at_temperature_zero(self, **options: Any) -> Runnable[Any, Any]:
-        """The model bound to temperature 0 (where it has a temperature) and to `options`; OpenAI-compatible
-        clients also get `max_tokens` in the request body (see reflection_graph/models)."""
-        fields = type(self.model).model_fields if isinstance(self.model, BaseChatModel) else {}
+        """The model at temperature 0 (`models.at_temperature_zero`: where it allows it) bound to `options`;
+        OpenAI-compatible clients also get `max_tokens` in the request body (see reflection_graph/models)."""
+        model = at_temperature_zero(self.model)
+        fields = type(model).model_fields if isinstance(model, BaseChatModel) else {}
         if "extra_body" in fields and "max_tokens" in options:
-            body = dict(getattr(self.model, "extra_body", None) or {})
+            body = dict(getattr(model, "extra_body", None) or {})
             body["max_tokens"] = options["max_tokens"]
             options["extra_body"] = body
-        if "temperature" in fields:
-            options["temperature"] = 0.0
-        return self.model.bind(**options) if options else self.model
+        return model.bind(**options) if options else model
 
     def _call(self, runnable: Runnable[Any, Any], value: Any, config: RunnableConfig | None) -> Any:
         """`runnable.invoke(value, config)` through the call layer, with this critic's retries and time limit."""

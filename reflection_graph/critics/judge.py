@@ -205,9 +205,9 @@ class JudgeCritic(LogprobReadingCritic):
             raise ValueError(f"confirm must be one of {', '.join(get_args(Confirm))}; got {confirm!r}")
         super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
         self._reading(top_logprobs, max_candidate_chars)
-        from reflection_graph.models import critic_model
+        from reflection_graph.models import at_temperature_zero
 
-        self.model = critic_model(model)
+        self.model = at_temperature_zero(model)
         self.write = write
         self.confirm: Confirm = confirm
         self._reader = self._one_token_reader()

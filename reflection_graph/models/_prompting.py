@@ -12,18 +12,18 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from reflection_graph.prompts import CUE_LINES
+
+_CUE_STOPS = tuple(f"\n{cue}" for cue in CUE_LINES)
 DEFAULT_STOP: tuple[str, ...] = (
-    "\nTask:",
-    "\n\n\n",
-    "\nDraft:",
-    "\nCandidate answer:",
-    "\nCritique of the previous answer:",
-    "\nRevised answer:",
-    "\nJSON verdict:",
+    _CUE_STOPS[0],
+    "\n\n\n",  # after `\nTask:`: llama-cpp-python cuts a reply at the first listed stop it holds
+    *_CUE_STOPS[1:],
     "<end_of_turn>",
     "<start_of_turn>",
 )
-"""Stop sequences for free text: a base model that has finished an answer tends to start the next prompt."""
+"""Stop sequences for free text: a base model that has finished an answer tends to start the next prompt (the
+package's cue lines, `prompts.CUE_LINES`, each on a new line), or a new turn."""
 
 
 def messages_to_prompt(messages: list[BaseMessage]) -> str:

@@ -35,16 +35,15 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from reflection_graph._estimate import CHARS_PER_TOKEN
 from reflection_graph._threads import run_detached
 from reflection_graph.critique import (
     CritiqueOutput,
     extract_json_object,
     parse_critique,
 )
-from reflection_graph.models._bundled import BUNDLED, BundledModel
 from reflection_graph.models._structured import validate_reply
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
+from reflection_graph.models.profile import CHARS_PER_TOKEN, PROFILES, at_temperature_zero
 
 MODEL_ENV_VAR = "REFLECTION_GRAPH_MODEL"
 """Environment variable naming the default model spec used when no spec is passed."""
@@ -61,9 +60,6 @@ _SPEC_HELP = (
     "use 'embedded', 'embedded:<bundled model>', 'local:/path.gguf', 'provider:model' (e.g. 'openai:gpt-4o-mini') "
     "or pass base_url"
 )
-
-# OpenAI reasoning models refuse any temperature other than the default.
-_NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
 class CallableChatModel(BaseChatModel):
@@ -225,13 +221,13 @@ def _embedded_spec(spec: str, temperature: float | None) -> EmbeddedChatModel:
     if spec == "embedded":
         return EmbeddedChatModel(**extra)
     name = spec.split(":", 1)[1].strip()
-    if name not in BUNDLED:
+    if name not in PROFILES:
         raise ValueError(
             f"unknown embedded model {name!r} in spec {spec!r}: use "
-            + ", ".join(f"'embedded:{b}'" for b in BUNDLED)
+            + ", ".join(f"'embedded:{b}'" for b in PROFILES)
             + ", or 'embedded' for the default"
         )
-    return EmbeddedChatModel(model=cast(BundledModel, name), **extra)
+    return EmbeddedChatModel(model=name, **extra)
 
 
 def _init_chat_model(spec: str, api_key: str | None, temperature: float | None) -> BaseChatModel:
@@ -358,19 +354,5 @@ def supports_structured_output(model: BaseChatModel) -> bool:
     )
 
 
-def critic_model(model: BaseChatModel) -> BaseChatModel:
-    """Return a copy of `model` set to temperature 0, where the model allows it.
-
-    Rules: models with a `temperature` field (the embedded model, `ChatOpenAI` and most provider classes) are
-    copied with `temperature=0`; OpenAI reasoning models (`o1`, `o3`, `o4`, `gpt-5` ...) and models without a
-    temperature field (such as `CallableChatModel`) are returned unchanged. The input model is never mutated.
-    """
-    fields = type(model).model_fields
-    if "temperature" not in fields:
-        return model
-    name = str(getattr(model, "model_name", "") or getattr(model, "model", "") or "")
-    if name.startswith(_NO_TEMPERATURE_PREFIXES):
-        return model
-    if getattr(model, "temperature", None) == 0:
-        return model
-    return model.model_copy(update={"temperature": 0.0})
+critic_model = at_temperature_zero
+"""The critic's model: `at_temperature_zero` (reflection_graph/models/profile.py) under the name it had first."""

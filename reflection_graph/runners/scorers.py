@@ -187,14 +187,14 @@ async def _tests(record: dict[str, Any], candidate: str) -> float:
 def _judge(model_spec: str) -> ScoreFn:
     from reflection_graph.critics.base import CritiqueRequest
     from reflection_graph.critics.llm import LLMCritic
-    from reflection_graph.models import critic_model, resolve_model
+    from reflection_graph.models import at_temperature_zero, resolve_model
 
     if not model_spec.strip():
         raise ValueError(
             "scorer 'judge:' needs a model spec, e.g. judge:embedded or judge:openai:gpt-4o-mini"
         )
     judge = LLMCritic(
-        critic_model(resolve_model(model_spec.strip(), role="critic")),
+        at_temperature_zero(resolve_model(model_spec.strip(), role="critic")),
         guidelines=JUDGE_RUBRIC,
         on_parse_error="raise",
         name="judge",

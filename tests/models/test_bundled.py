@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph.models import _bundled, resolve_model
+from reflection_graph.models import _bundled, profile, resolve_model
 from reflection_graph.models._bundled import BundledModelError, Part, assemble
 from reflection_graph.models.embedded import EmbeddedChatModel
 
@@ -419,26 +419,26 @@ def test_a_missing_qwen_part_is_refused_before_anything_is_loaded(
 
 
 def test_embedded_means_qwen_when_its_parts_are_installed_else_gemma(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_bundled.EMBEDDED_ENV_VAR, raising=False)
+    monkeypatch.delenv(profile.EMBEDDED_ENV_VAR, raising=False)
     monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): True)
-    assert _bundled.default_embedded() == "qwen2.5-coder-1.5b"
+    assert profile.default_embedded() == "qwen2.5-coder-1.5b"
     for model in (EmbeddedChatModel(), resolve_model(None), resolve_model("embedded")):
         assert isinstance(model, EmbeddedChatModel) and model.model == "qwen2.5-coder-1.5b"
     monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): False)
-    assert _bundled.default_embedded() == "gemma-3-270m"
+    assert profile.default_embedded() == "gemma-3-270m"
     assert EmbeddedChatModel().model == "gemma-3-270m"
 
 
 def test_the_environment_names_the_default_bundled_model_and_a_spec_overrides_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(_bundled.EMBEDDED_ENV_VAR, "gemma-3-270m")
+    monkeypatch.setenv(profile.EMBEDDED_ENV_VAR, "gemma-3-270m")
     monkeypatch.setattr(_bundled, "qwen_installed", lambda parts=(): True)
     assert EmbeddedChatModel().model == "gemma-3-270m"
     model = resolve_model("embedded:qwen2.5-coder-1.5b", role="critic")
     assert isinstance(model, EmbeddedChatModel)
     assert model.model == "qwen2.5-coder-1.5b" and model.temperature == 0.0
-    monkeypatch.setenv(_bundled.EMBEDDED_ENV_VAR, "llama-7b")
+    monkeypatch.setenv(profile.EMBEDDED_ENV_VAR, "llama-7b")
     with pytest.raises(ValueError, match="REFLECTION_GRAPH_EMBEDDED='llama-7b' is not a bundled model"):
         EmbeddedChatModel()
 

