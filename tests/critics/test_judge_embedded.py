@@ -58,6 +58,11 @@ def _after(candidate: str, earlier: str) -> CritiqueRequest:
     return CritiqueRequest(task=TASK, candidate=candidate, history=({"candidate": earlier, "score": 5.0},))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met (issue 37): no fault is invented on the good email, but the two-way check also drops the "
+    "off-task email's real fault (no thanks): Qwen's judge says Yes to both questions",
+)
 def test_no_fault_is_invented_on_a_good_email_and_the_real_one_is_named_on_a_bad_one(
     judge: JudgeCritic,
 ) -> None:

