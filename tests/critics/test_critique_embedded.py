@@ -3,7 +3,7 @@
 
 - Fixed emails, one critique each (a few calls): the README task's good email gets no fault shown; a rude email
   that does not thank gets a real fault named; every line is a whole English sentence.
-- The README's job: see tests/models/test_embedded.py (seeds 0 and 1) and `bench/bench_embedded.py --seeds N`.
+- The README's job: see tests/models/test_embedded.py (seed 0) and `bench/bench_embedded.py --seeds N`.
 """
 
 from __future__ import annotations
@@ -73,5 +73,5 @@ def test_a_rude_email_gets_a_real_fault_named_in_whole_lines(judge: JudgeCritic)
     assert not any(_broken(line) for line in [*result.issues, *result.suggestions]), result
 
 
-# The README's job (seeds 0 and 1) is checked line by line in tests/models/test_embedded.py, on the runs its
+# The README's job (seed 0) is checked line by line in tests/models/test_embedded.py, on the run its
 # README test makes anyway; `bench/bench_embedded.py --seeds N` reports the same checks over N seeds.

