@@ -192,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
     parser.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="humaneval: report only problems whose every record was measured at or below this load average.",
+    )
+    parser.add_argument(
         "--explain",
         action="store_true",
         help="humaneval: after the table, say for each problem where raw fails a visible example whether a "
@@ -308,7 +314,16 @@ def humaneval(args: argparse.Namespace) -> int:
                 for problem in chosen[start : start + 10]:
                     he.run_problem(problem, model, raw, judge, results, run, settings, args.samples, wanted)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
-    report(he, results, run, identity, chosen, _ids(args.dev) if args.dev else [], args.samples + 1)
+    report(
+        he,
+        results,
+        run,
+        identity,
+        chosen,
+        _ids(args.dev) if args.dev else [],
+        args.samples + 1,
+        args.max_load,
+    )
     if args.explain:
         calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
         calls.replay_only = True
@@ -329,16 +344,27 @@ def report(
     chosen: list[dict[str, Any]],
     dev: list[int],
     max_n: int,
+    max_load: float | None = None,
 ) -> None:
-    """The table of the problems of `chosen` that have every variant recorded under `run`."""
+    """The table of the problems of `chosen` that have every variant recorded under `run` (with `max_load`, only
+    those whose every record was measured at or below that 1-minute load average)."""
     from reflection_graph.runners.humaneval import task_number
 
-    rows = []
+    rows, dropped = [], []
     for problem in chosen:
         records = {v: results.get(run, problem["task_id"], v) for v in he.VARIANTS}
-        row = he._row({k: v for k, v in records.items() if v is not None})
+        present = {k: v for k, v in records.items() if v is not None}
+        loads = [x for r in present.values() for x in (r.get("load") or [])]
+        if max_load is not None and present and (not loads or max(loads) > max_load):
+            dropped.append(problem["task_id"])
+            continue
+        row = he._row(present)
         if row is not None:
             rows.append(row)
+    if dropped:
+        print(
+            f"left out: {len(dropped)} problems with a record measured above load {max_load}: {', '.join(dropped)}"
+        )
     settings = identity["settings"]
     print(
         f"HumanEval (OpenAI, Chen et al. 2021; problems 40-163 only), model {identity['model']} "
