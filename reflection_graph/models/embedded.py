@@ -63,7 +63,7 @@ from reflection_graph.models.profile import (
     bundled_model_path,
     default_embedded,
     default_model_path,
-    profile_defaults,
+    with_profile_defaults,
 )
 from reflection_graph.prompts import CUE_LINES
 
@@ -171,24 +171,7 @@ class EmbeddedChatModel(BaseChatModel):
     @classmethod
     def _profile(cls, data: Any) -> Any:
         """Fill every call default the user did not give from the model's profile (`models.profile`)."""
-        if not isinstance(data, dict):
-            return data
-        model, path = data.get("model"), data.get("model_path")
-        if model is None and path is None:
-            model = default_embedded()
-        if model is not None and model not in PROFILES:
-            return data  # `_check_model` names the bundled models
-        if model is None:
-            if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)):
-                return data  # `_check_path` says what is wrong
-            template = has_chat_template(os.path.expanduser(path))
-        else:
-            template = False
-        filled = dict(data)
-        for key, value in profile_defaults(model, template).items():
-            if filled.get(key) is None:
-                filled[key] = value
-        return filled
+        return with_profile_defaults(data, has_chat_template)
 
     @model_validator(mode="after")
     def _pick_model(self) -> EmbeddedChatModel:

@@ -212,6 +212,29 @@ def profile_defaults(model: str | None, has_template: bool) -> dict[str, Any]:
     return (INSTRUCT if has_template else BASE).defaults()
 
 
+def with_profile_defaults(data: Any, has_template: Callable[[str], bool]) -> Any:
+    """`EmbeddedChatModel`'s input with every call default the user did not give (None counts as not given) filled
+    from its model's profile: a bundled model's by name, a GGUF file's by `has_template(path)`. Input that names an
+    unknown model or a missing file is returned as is, for the field validators to say what is wrong."""
+    if not isinstance(data, dict):
+        return data
+    model, path = data.get("model"), data.get("model_path")
+    if model is None and path is None:
+        model = default_embedded()
+    if model is not None and model not in PROFILES:
+        return data
+    template = False
+    if model is None:
+        if not isinstance(path, str) or not os.path.isfile(os.path.expanduser(path)):
+            return data
+        template = has_template(os.path.expanduser(path))
+    filled = dict(data)
+    for key, value in profile_defaults(model, template).items():
+        if filled.get(key) is None:
+            filled[key] = value
+    return filled
+
+
 # -- any model ---------------------------------------------------------------------------------------------------
 
 
