@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import equal_tokens
-from _raw import RawChat, commit, file_sha256, load_average
+from _raw import RawChat, commit, embedded_model, file_sha256, load_average
 from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key
 
 __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from here
@@ -54,6 +54,7 @@ __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from 
     "Results",
     "cached_model",
     "commit",
+    "embedded_model",
     "equal_tokens",
     "file_sha256",
     "load_average",

@@ -2,6 +2,7 @@
 
 - `RawChat`: llama-cpp-python alone, `Llama(model_path)` and one greedy `create_chat_completion` of the user's
   words: the raw baseline of bench_code.py (`--set humaneval`) and bench_instructions.py;
+- `embedded_model`: the package's embedded model for a spec, with the bench's overrides, and its GGUF file;
 - `commit`, `load_average`, `file_sha256`: the provenance every record carries (the checkout's commit, the
   1-minute load average, the GGUF's digest).
 """
@@ -16,10 +17,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RawChat", "commit", "file_sha256", "load_average"]
+__all__ = ["RawChat", "commit", "embedded_model", "file_sha256", "load_average"]
 
 BENCH = Path(__file__).resolve().parent
 CACHE_DIR = BENCH / ".cache"
+
+
+def embedded_model(spec: str, **update: Any) -> tuple[Any, str] | None:
+    """The package's model for `spec` with `update` applied (None values left out), and its GGUF file; None (the
+    reason printed) when the spec is not an embedded GGUF model."""
+    import sys
+
+    from reflection_graph.models import resolve_model
+
+    base = resolve_model(spec)
+    path = getattr(base, "resolved_model_path", None)
+    if path is None:
+        print(
+            f"--model {spec!r} is not an embedded GGUF model; use an embedded or local: spec", file=sys.stderr
+        )
+        return None
+    return base.model_copy(update={k: v for k, v in update.items() if v is not None}), str(path)
 
 
 def load_average() -> float:

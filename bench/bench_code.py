@@ -263,7 +263,6 @@ def humaneval(args: argparse.Namespace) -> int:
     import _humaneval as he
 
     from reflection_graph._code import CODE_TEST_DEFAULTS
-    from reflection_graph.models import resolve_model
     from reflection_graph.runners.humaneval import problems
 
     try:
@@ -275,18 +274,10 @@ def humaneval(args: argparse.Namespace) -> int:
     settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
     results = he.Results(results_path)
-    update = {
-        k: v for k, v in (("max_tokens", args.max_tokens), ("n_threads", args.threads)) if v is not None
-    }
-    base = resolve_model(args.model)
-    path = getattr(base, "resolved_model_path", None)
-    if path is None:
-        print(
-            f"--model {args.model!r} is not an embedded GGUF model; use an embedded or local: spec",
-            file=sys.stderr,
-        )
+    found = he.embedded_model(args.model, max_tokens=args.max_tokens, n_threads=args.threads)
+    if found is None:
         return 2
-    base = base.model_copy(update=update)
+    base, path = found
     identity = {
         "model": args.model,
         "gguf_sha256": he.file_sha256(path),

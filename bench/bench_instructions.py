@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import equal_tokens, print_table, wilson  # noqa: E402
-from _raw import RawChat, commit, file_sha256, load_average  # noqa: E402
+from _raw import RawChat, commit, embedded_model, file_sha256, load_average  # noqa: E402
 from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -430,24 +430,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from reflection_graph._calls import SAMPLE_TEMPERATURE
-    from reflection_graph.models import resolve_model
     from reflection_graph.runners.ifbench import prompts
 
     development = prompts()
     rows, excluded = split_rows(development)
     chosen = in_order(rows)[: args.limit]
-    base = resolve_model(args.model)
-    path = getattr(base, "resolved_model_path", None)
-    if path is None:
-        print(
-            f"--model {args.model!r} is not an embedded GGUF model; use an embedded or local: spec",
-            file=sys.stderr,
-        )
+    found = embedded_model(args.model, max_tokens=args.max_tokens, n_threads=args.threads)
+    if found is None:
         return 2
-    if args.max_tokens is not None:
-        base = base.model_copy(update={"max_tokens": args.max_tokens})
-    if args.threads is not None:
-        base = base.model_copy(update={"n_threads": args.threads})
+    base, path = found
     identity = {
         "version": VERSION,
         "model": args.model,
