@@ -3,7 +3,8 @@
 - `RecordingChatModel`: replies in order (strings or callables of the messages); `FakeCriticModel` adds
   structured critiques; `WordModel` / `WordCritic` state their exact token bound.
 - `LogprobModel`: a judge with next-token log-probabilities (OpenAI-style `top_logprobs`) by the prompt, and a
-  written reply otherwise; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs.
+  written reply otherwise, or answering `JudgeCritic`'s questions (verdict, A or B, has it this fault) by the
+  answers asked about; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs.
 """
 
 from __future__ import annotations
@@ -258,17 +259,64 @@ def _reply(text: str, metadata: Mapping[str, Any] | None = None) -> ChatResult:
     return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-class LogprobModel(BaseChatModel):
-    """A judge with next-token log-probabilities; records every call's prompt and options (`calls`).
+HAS, FREE = "Does this answer have this fault: ", "Is this answer free of this fault: "
+"""The cues of `JudgeCritic`'s fault questions: does the answer have the fault, is it free of it."""
 
-    A call with `logprobs=True` replies with the tokens `top(prompt)` gives (a mapping token -> probability, or
-    None for P(" Yes") = P(" No") = 0.5) as OpenAI-style `top_logprobs`, the first of them as the reply; with
-    `with_logprobs=False` the reply carries none (a server that ignores the option). Any other call replies
+
+def answer_of(prompt: str) -> str:
+    """The answer in a one-answer question (the question follows the last blank line)."""
+    return prompt.split("Answer:\n", 1)[1].rsplit("\n\n", 1)[0]
+
+
+def answers_of(prompt: str) -> tuple[str, str]:
+    """Answers A and B in a comparison."""
+    a = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:\n", 1)[0]
+    b = prompt.split("Answer B:\n", 1)[1].rsplit("\n\n", 1)[0]
+    return a, b
+
+
+def fault_of(prompt: str) -> str:
+    """The fault asked about in a has-it / is-it-free-of-it question."""
+    for cue in (HAS, FREE):
+        if cue in prompt:
+            return prompt.split(cue, 1)[1].split("\nReply with", 1)[0]
+    raise ValueError("not a fault question")
+
+
+def _logistic(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def _logit(p: float) -> float:
+    return math.log(p) - math.log(1 - p)
+
+
+class LogprobModel(BaseChatModel):
+    """A judge with next-token log-probabilities; records every call's prompt and options (`calls`), the options
+    with the temperature the call ran at (a bound option, else the called model's own: a critic may call a copy
+    of it at another temperature, which shares `calls`).
+
+    A call with `logprobs=True` lists next-token alternatives as OpenAI-style `top_logprobs` and replies with the
+    first; with `with_logprobs=False` the reply carries none (a server that ignores the option). The alternatives
+    (token -> probability) are `top(prompt)` when given; else, when any of `yes`, `better`, `fault` is given, the
+    answer to `JudgeCritic`'s question (`judged`); else P(" Yes") = P(" No") = 0.5. Any other call replies
     `written(prompt)` (a string or a callable of the prompt). `error`, when set, is raised by every call.
     Structured output parses the written reply as the schema's JSON.
+
+    `JudgeCritic`'s questions are answered by the answers they ask about:
+    - `yes(answer)`: P(Yes) to "is it correct?" (the verdict);
+    - `better(a, b)`: the judge's unbiased chance that A is better, to which `bias` is added in log-odds (a judge
+      that favours A; `better=lambda a, b: 0.5` with a large `bias` answers by position alone);
+    - `fault(answer, issue)`: the unbiased chance that `answer` has the fault `issue`; to "does it have it?" and to
+      "is it free of it?" the judge adds `yes_bias` to Yes in log-odds (a judge that says Yes to anything).
     """
 
     top: Any = None
+    yes: Any = None
+    better: Any = None
+    bias: float = 1.5
+    fault: Any = None
+    yes_bias: float = 0.0
     written: Any = ""
     with_logprobs: bool = True
     error: Any = None
@@ -284,16 +332,51 @@ class LogprobModel(BaseChatModel):
         """The last message of each call."""
         return [prompt for prompt, _ in self.calls]
 
+    def kinds(self) -> list[str]:
+        """The kind of each call so far, by `JudgeCritic`'s questions: verdict, A-or-B, has, free, or written (a
+        call without logprobs)."""
+        out = []
+        for prompt, options in self.calls:
+            if not options.get("logprobs"):
+                out.append("written")
+            elif "A or B" in prompt:
+                out.append("A-or-B")
+            elif HAS in prompt:
+                out.append("has")
+            elif FREE in prompt:
+                out.append("free")
+            else:
+                out.append("verdict")
+        return out
+
+    def judged(self, prompt: str) -> dict[str, float]:
+        """The next-token alternatives to `JudgeCritic`'s question in `prompt` (token -> probability)."""
+        if "A or B" in prompt:
+            p_a = _logistic(_logit(self.better(*answers_of(prompt))) + self.bias)
+            return {"A": p_a * 0.9, "B": (1 - p_a) * 0.9, "Answer": 0.05}
+        if HAS in prompt or FREE in prompt:
+            p = float(self.fault(answer_of(prompt), fault_of(prompt)))
+            p = p if HAS in prompt else 1 - p
+            p = _logistic(_logit(min(max(p, 1e-6), 1 - 1e-6)) + self.yes_bias)
+        else:
+            p = float(self.yes(answer_of(prompt)))
+        return {"Yes": p * 0.8, "No": (1 - p) * 0.8, " yes": p * 0.1}
+
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
         prompt = str(messages[-1].content)
-        self.calls.append((prompt, {**kw, "stop": stop}))
+        self.calls.append((prompt, {"temperature": self.temperature, **kw, "stop": stop}))
         if self.error is not None:
             raise self.error
         if not kw.get("logprobs"):
             return _reply(self.written(prompt) if callable(self.written) else str(self.written))
-        probabilities = dict(self.top(prompt)) if self.top is not None else {" Yes": 0.5, " No": 0.5}
+        if self.top is not None:
+            probabilities = dict(self.top(prompt))
+        elif any(f is not None for f in (self.yes, self.better, self.fault)):
+            probabilities = self.judged(prompt)
+        else:
+            probabilities = {" Yes": 0.5, " No": 0.5}
         top = [{"token": token, "logprob": math.log(p)} for token, p in probabilities.items()]
         first = top[0]
         if not self.with_logprobs:

@@ -15,7 +15,7 @@ import pytest
 
 from reflection_graph._placeholders import placeholders
 from reflection_graph.critics import JudgeCritic
-from tests.critics._judge_fake import JudgeModel, answer_of
+from tests.fakes import LogprobModel, answer_of
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -52,7 +52,7 @@ def test_a_case_without_a_match_rule_is_refused(bench: Any, tmp_path: Path) -> N
         bench.load_cases(path)
 
 
-def _fake(cases: list[dict[str, Any]]) -> JudgeModel:
+def _fake(cases: list[dict[str, Any]]) -> LogprobModel:
     """A judge that writes one invented fault for every answer, and the first real fault too for a bad one; it
     confirms only the real ones. Its `before` critique is a line cut mid-sentence."""
     by_answer = {c["answer"]: c for c in cases}
@@ -68,7 +68,9 @@ def _fake(cases: list[dict[str, Any]]) -> JudgeModel:
     def fault(answer: str, issue: str) -> float:
         return 0.9 if any(f["fault"] == issue for f in by_answer[answer]["faults"]) else 0.1
 
-    return JudgeModel(yes=lambda a: 0.9, better=lambda a, b: 0.5, written=written, fault=fault, yes_bias=3.0)
+    return LogprobModel(
+        yes=lambda a: 0.9, better=lambda a, b: 0.5, written=written, fault=fault, yes_bias=3.0
+    )
 
 
 def test_a_run_is_resumed_and_the_figures_count_claims_faults_and_broken_lines(

@@ -13,7 +13,7 @@ import pytest
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
 from reflection_graph.critics.judge import FIRST, NO_FAULT, WrittenCritique, log_odds, preference
 from reflection_graph.critics.pairwise import moved_score
-from tests.critics._judge_fake import JudgeModel, answer_of, answers_of
+from tests.fakes import LogprobModel, answer_of, answers_of
 
 TASK = "What is the capital of France?"
 GOOD, BAD = "The capital of France is Paris.", "The capital of France is Berlin."
@@ -28,13 +28,13 @@ def _model(
     written: Callable[[str], str] | None = None,
     fault: Callable[[str, str], float] = lambda answer, issue: 0.9 if "Berlin" in answer else 0.1,
     **kw: Any,
-) -> JudgeModel:
+) -> LogprobModel:
     def faults(prompt: str) -> str:
         if "Berlin" in _answer(prompt):
             return '{"faults": [{"issue": "Berlin is the capital of Germany.", "fix": "Say Paris."}]}'
         return '{"faults": []}'
 
-    return JudgeModel(yes=yes, better=better, written=written or faults, fault=fault, **kw)
+    return LogprobModel(yes=yes, better=better, written=written or faults, fault=fault, **kw)
 
 
 def _p_yes(p: float) -> float:

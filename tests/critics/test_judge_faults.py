@@ -13,8 +13,7 @@ import pytest
 from reflection_graph import create_reflection_graph
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
 from reflection_graph.critics.judge import NO_FAULT, TIE
-from tests.critics._judge_fake import JudgeModel, answer_of
-from tests.fakes import RecordingChatModel
+from tests.fakes import LogprobModel, RecordingChatModel, answer_of
 
 TASK = "Write a short email to Dana at Northwind declining the Data Analyst offer. Thank her."
 GOOD = (
@@ -30,9 +29,9 @@ def _written(*faults: tuple[str, str]) -> str:
     return json.dumps({"faults": [{"issue": issue, "fix": fix} for issue, fix in faults]})
 
 
-def _judge(faults: str, *, real: tuple[str, ...] = (REAL,), yes_bias: float = 0.0, **kw: Any) -> JudgeModel:
+def _judge(faults: str, *, real: tuple[str, ...] = (REAL,), yes_bias: float = 0.0, **kw: Any) -> LogprobModel:
     """A judge that writes `faults` for every answer and holds as real only the faults in `real` of RUDE."""
-    return JudgeModel(
+    return LogprobModel(
         yes=lambda answer: 0.9 if answer == GOOD else 0.6,
         better=lambda a, b: 0.8 if a == GOOD else 0.2 if b == GOOD else 0.5,
         written=lambda prompt: faults,
@@ -162,9 +161,9 @@ def test_a_placeholder_the_earlier_answer_or_the_task_held_is_not_brought_in() -
 
 
 # -- a tie is not a win ------------------------------------------------------------------------------------------
-def _positional(yes: Any = lambda answer: 0.9) -> JudgeModel:
+def _positional(yes: Any = lambda answer: 0.9) -> LogprobModel:
     """A judge that answers "A" by position alone (no preference, +4 log-odds to A) and says Yes to everything."""
-    return JudgeModel(
+    return LogprobModel(
         yes=yes, better=lambda a, b: 0.5, bias=4.0, written=lambda prompt: _written(), fault=lambda a, i: 0.1
     )
 

@@ -22,15 +22,7 @@ def judge_by(chooser: Callable[[str, str], str]) -> LogprobModel:
         b = prompt.split("Answer B:\n", 1)[1].split("\n\nWhich answer", 1)[0]
         return chooser(a, b)
 
-    return _Judge(written=written, temperature=0.7)
-
-
-class _Judge(LogprobModel):
-    """Records each call's temperature: a bound option, else the temperature of the model that was called (the
-    critic may call a copy of it, which shares `calls`)."""
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
-        return super()._generate(messages, stop, run_manager, **{"temperature": self.temperature, **kw})
+    return LogprobModel(written=written, temperature=0.7)
 
 
 def temperatures(judge: LogprobModel) -> list[Any]:
