@@ -1,7 +1,8 @@
 """Deterministic fake models for unit tests, each written once here: they record what each role *received*.
 
 - `RecordingChatModel`: replies in order (strings or callables of the messages); `FakeCriticModel` adds
-  structured critiques; `WordModel` / `WordCritic` state their exact token bound.
+  structured critiques; `WordModel` / `WordCritic` state their exact token bound; `SeededModel` replies by its
+  seed (the loop's samples); `ScriptedToolModel` calls tools.
 - `LogprobModel`: a judge with next-token log-probabilities (OpenAI-style `top_logprobs`) by the prompt, and a
   written reply otherwise, or answering `JudgeCritic`'s questions (verdict, A or B, has it this fault) by the
   answers asked about; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs.
@@ -9,8 +10,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,20 +37,24 @@ def _usage(text: str, prompt: Sequence[BaseMessage]) -> dict[str, int]:
 
 
 class RecordingChatModel(GenericFakeChatModel):
-    """Replies with `replies` in order (strings, or callables of the received messages) and records each prompt."""
+    """Replies with `replies` in order (strings, `AIMessage`s, exceptions to raise, or callables of the received
+    messages returning one of those) and records each prompt. `uses_chat_template` says it is prompted through a
+    chat template, as an instruction-tuned GGUF is (`models.profile.describe` reads it)."""
 
     replies: list[Any] = Field(default_factory=list)
     received: list[list[BaseMessage]] = Field(default_factory=list)
     messages: Iterator[AIMessage | str] = Field(default_factory=lambda: iter(()))
+    uses_chat_template: bool = False
+
+    def _reply_to(self, messages: list[BaseMessage], index: int) -> Any:
+        """The scripted reply to call `index` (from 0): the last reply repeats; none scripted is `draft N`."""
+        return self.replies[min(index, len(self.replies) - 1)] if self.replies else f"draft {index + 1}"
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
-        from langchain_core.outputs import ChatGeneration
-
         self.received.append(list(messages))
-        index = len(self.received) - 1
-        reply = self.replies[min(index, len(self.replies) - 1)] if self.replies else f"draft {index + 1}"
+        reply = self._reply_to(messages, len(self.received) - 1)
         if callable(reply):
             reply = reply(messages)
         if isinstance(reply, BaseException):
@@ -73,26 +80,69 @@ class FakeCriticModel(RecordingChatModel):
 
     critiques: list[Any] = Field(default_factory=list)
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        from langchain_core.outputs import ChatGeneration
-
-        self.received.append(list(messages))
-        index = len(self.received) - 1
+    def _reply_to(self, messages: list[BaseMessage], index: int) -> Any:
         item = self.critiques[min(index, len(self.critiques) - 1)]
         if callable(item) and not isinstance(item, type):
             item = item(messages)
-        if isinstance(item, BaseException):
-            raise item
-        text = item if isinstance(item, str) else CritiqueOutput.model_validate(item).model_dump_json()
-        message = AIMessage(content=text, usage_metadata=_usage(text, messages))  # type: ignore[arg-type]
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        if isinstance(item, (BaseException, str)):
+            return item
+        return CritiqueOutput.model_validate(item).model_dump_json()
 
     def with_structured_output(
         self, schema: Any, *, include_raw: bool = False, **kwargs: Any
     ) -> Runnable[Any, Any]:  # type: ignore[override]
         return _structured(self, schema, include_raw)
+
+
+class SeededModel(RecordingChatModel):
+    """A sampling model whose reply shows which sample it is: `reply_of(seed, temperature, prompt)`, by default
+    `sample seed=S t=T`. The loop draws sample i as a copy at seed + i (`_calls.sampled`), which shares
+    `received`. Each call first waits `delay_s` (`asyncio.sleep` when called async)."""
+
+    seed: int = 0
+    temperature: float = 0.0
+    delay_s: float = 0.0
+    reply_of: Any = None
+
+    def _reply_to(self, messages: list[BaseMessage], index: int) -> Any:
+        if self.reply_of is None:
+            return f"sample seed={self.seed} t={self.temperature}"
+        return self.reply_of(self.seed, self.temperature, str(messages[-1].content))
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        time.sleep(self.delay_s)
+        return super()._generate(messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        await asyncio.sleep(self.delay_s)
+        return super()._generate(messages)
+
+
+class ScriptedToolModel(BaseChatModel):
+    """A tool-calling fake (as `FakeToolCallingModel` in LangChain's tests): replies with `script` in order."""
+
+    script: list[AIMessage]
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    bound_tools: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-model"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        reply = self.script[len(self.received) - 1]
+        return ChatResult(generations=[ChatGeneration(message=reply.model_copy())])
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedToolModel:  # type: ignore[override]
+        self.bound_tools = [getattr(t, "name", str(t)) for t in tools]
+        return self
 
 
 def _structured(model: BaseChatModel, schema: Any, include_raw: bool) -> Runnable[Any, Any]:

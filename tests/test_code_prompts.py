@@ -219,20 +219,15 @@ def test_a_stub_may_import_before_its_docstring() -> None:
     assert finish_candidate(stub, "return math.pi * r * r") == stub + "    return math.pi * r * r\n"
 
 
-class ChatTemplateModel(RecordingChatModel):
-    """A fake model that says it is prompted through a chat template (as an instruction-tuned GGUF is)."""
-
-    uses_chat_template: bool = True
-
-
 def test_a_chat_template_model_gets_the_task_as_it_is_and_revises_in_the_conversation() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
-    generator = ChatTemplateModel(
+    generator = RecordingChatModel(
+        uses_chat_template=True,
         replies=[
             "```python\ndef clamp(x: int, low: int, high: int) -> int:\n    return x\n```\nThis returns x.",
             "```python\ndef clamp(x: int, low: int, high: int) -> int:\n    return max(low, min(x, high))\n```",
-        ]
+        ],
     )
     critic = CodeTestCritic(docstring_tests(STUB), isolation="off")
     graph = create_reflection_graph(generator, critic=critic, focus="code", n_drafts=1, n_revisions=1)
@@ -250,14 +245,6 @@ def test_a_chat_template_model_gets_the_task_as_it_is_and_revises_in_the_convers
     assert code_messages(STUB, None) == [HumanMessage(STUB)], "a completion-style model keeps the bare stub"
 
 
-class _ChatPrompted(RecordingChatModel):
-    """A fake of a model prompted through its chat template (the embedded Qwen)."""
-
-    @property
-    def uses_chat_template(self) -> bool:
-        return True
-
-
 def test_a_chat_prompted_model_revises_in_a_conversation_not_from_the_worked_example() -> None:
     """Through its chat template an instruction-tuned model copied the completion-style revision prompt whole
     (`Task:`, `Previous answer:`, ...); it gets the task, its own answer, then the review instead."""
@@ -267,7 +254,9 @@ def test_a_chat_prompted_model_revises_in_a_conversation_not_from_the_worked_exa
     from reflection_graph.prompts import CHAT_REVISE_PROMPT
     from tests.fakes import FakeCriticModel, critique
 
-    generator = _ChatPrompted(replies=["Dear Ana, no.", "Dear Ana, thank you, but I must decline."])
+    generator = RecordingChatModel(
+        uses_chat_template=True, replies=["Dear Ana, no.", "Dear Ana, thank you, but I must decline."]
+    )
     critic = FakeCriticModel(
         critiques=[critique(3.0, issues=["It is curt."]), critique(9.0, ok=True, issues=[])]
     )

@@ -13,14 +13,11 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
-from pydantic import Field
 
 from reflection_graph import Context
 from reflection_graph.critics import (
@@ -34,7 +31,7 @@ from reflection_graph.critics import (
 )
 from reflection_graph.critique import Critique
 from reflection_graph.middleware import CRITIQUE_MESSAGE_PREFIX, ReflectionMiddleware
-from tests.fakes import FakeCriticModel, RecordingChatModel, critique
+from tests.fakes import FakeCriticModel, RecordingChatModel, ScriptedToolModel, critique
 
 MODES = ["sync", "async"]
 
@@ -55,29 +52,6 @@ def ai_texts(out: dict[str, Any]) -> list[str]:
 
 def human_text(received: Sequence[BaseMessage]) -> str:
     return "\n".join(m.text for m in received if isinstance(m, HumanMessage))
-
-
-class ScriptedToolModel(BaseChatModel):
-    """A tool-calling fake (as `FakeToolCallingModel` in LangChain's tests): replies with `script` in order."""
-
-    script: list[AIMessage]
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-    bound_tools: list[str] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-tool-model"
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        self.received.append(list(messages))
-        reply = self.script[len(self.received) - 1]
-        return ChatResult(generations=[ChatGeneration(message=reply.model_copy())])
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedToolModel:  # type: ignore[override]
-        self.bound_tools = [getattr(t, "name", str(t)) for t in tools]
-        return self
 
 
 # -- the loop ---------------------------------------------------------------------------------------------------

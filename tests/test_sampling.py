@@ -4,46 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage
 
 from reflection_graph import create_reflection_graph, max_model_calls
-from tests.fakes import FakeCriticModel, RecordingChatModel, critique
-
-
-class SeededModel(RecordingChatModel):
-    """Replies with its own seed and temperature, so each sample is visible in the trajectory."""
-
-    seed: int = 0
-    temperature: float = 0.0
-    delay_s: float = 0.0
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> Any:
-        time.sleep(self.delay_s)
-        self.replies = [f"sample seed={self.seed} t={self.temperature}"]
-        return super()._generate(messages)
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> Any:
-        await asyncio.sleep(self.delay_s)
-        self.replies = [f"sample seed={self.seed} t={self.temperature}"]
-        return super()._generate(messages)
-
-
-class SlowCritic(FakeCriticModel):
-    delay_s: float = 0.0
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> Any:
-        await asyncio.sleep(self.delay_s)
-        return self._generate(messages)
+from tests.fakes import FakeCriticModel, SeededModel, critique
 
 
 def by_seed(scores: dict[int, float], ok_at: float = 11) -> Any:
@@ -137,7 +104,7 @@ def test_with_a_threshold_the_sync_search_stops_at_the_first_passing_draft() -> 
 
 def test_with_a_threshold_the_async_search_cancels_the_critiques_still_running() -> None:
     gen = SeededModel(seed=0)
-    crit = SlowCritic(critiques=[by_seed({0: 9.0}, ok_at=8)], delay_s=0.0)
+    crit = FakeCriticModel(critiques=[by_seed({0: 9.0}, ok_at=8)])
     started: list[int] = []
     cancelled: list[int] = []
     finished: list[int] = []

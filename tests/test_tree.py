@@ -6,31 +6,24 @@ import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage
 
 from reflection_graph import create_reflection_graph, max_model_calls
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.strategies.tree import nodes, pick
-from tests.fakes import RecordingChatModel
+from tests.fakes import SeededModel
 
 
-class TreeModel(RecordingChatModel):
+def _named(seed: int, temperature: float, prompt: str) -> str:
     """Drafts are named by seed (`d0`, `d1`, ...); a revision of X with seed s is `X.s`."""
+    if "Previous answer:\n" in prompt:
+        parent = prompt.split("Previous answer:\n", 1)[1].split("\n", 1)[0].strip()
+        return f"{parent}.{seed}"
+    return f"d{seed}"
 
-    seed: int = 0
-    temperature: float = 0.0
 
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> Any:
-        prompt = str(messages[-1].content)
-        if "Previous answer:\n" in prompt:
-            parent = prompt.split("Previous answer:\n", 1)[1].split("\n", 1)[0].strip()
-            self.replies = [f"{parent}.{self.seed}"]
-        else:
-            self.replies = [f"d{self.seed}"]
-        return super()._generate(messages)
+def tree_model() -> SeededModel:
+    return SeededModel(reply_of=_named)
 
 
 class TableCritic(BaseCritic):
@@ -60,7 +53,7 @@ SCORES = {"d0": 2.0, "d1": 6.0, "d2": 5.0, "d1.0": 3.0, "d1.1": 0.0, "d2.0": 10.
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_the_tree_backs_off_from_a_dead_end_and_expands_the_runner_up(mode: str) -> None:
-    model, critic = TreeModel(), TableCritic(SCORES)
+    model, critic = tree_model(), TableCritic(SCORES)
     graph = create_reflection_graph(model, critic=critic, strategy="tree", n_drafts=3, n_revisions=2)
     run = graph.invoke if mode == "sync" else (lambda x: asyncio.run(graph.ainvoke(x)))
     result = run({"task": "t"})
@@ -80,7 +73,7 @@ def test_the_tree_backs_off_from_a_dead_end_and_expands_the_runner_up(mode: str)
 
 
 def test_the_loop_at_the_same_budget_keeps_revising_the_dead_end() -> None:
-    model, critic = TreeModel(), TableCritic(SCORES)
+    model, critic = tree_model(), TableCritic(SCORES)
     graph = create_reflection_graph(
         model, critic=critic, n_drafts=3, n_revisions=2, patience=None, stop_on_no_new_issues=False
     )
@@ -89,7 +82,7 @@ def test_the_loop_at_the_same_budget_keeps_revising_the_dead_end() -> None:
 
 
 def test_the_tree_stops_at_its_round_budget_and_returns_the_best_candidate() -> None:
-    model, critic = TreeModel(), TableCritic({"d0": 4.0, "d0.0": 6.0, "d0.0.0": 5.0})
+    model, critic = tree_model(), TableCritic({"d0": 4.0, "d0.0": 6.0, "d0.0.0": 5.0})
     result = create_reflection_graph(model, critic=critic, strategy="tree", max_iterations=4).invoke(
         {"task": "t"}
     )
@@ -131,10 +124,10 @@ def test_a_repeated_candidate_is_not_a_new_node() -> None:
 
 
 def test_the_tree_is_a_graph_with_a_select_node_and_refuses_human_review() -> None:
-    graph = create_reflection_graph(TreeModel(), critic=TableCritic({}), strategy="tree")
+    graph = create_reflection_graph(tree_model(), critic=TableCritic({}), strategy="tree")
     assert {"generate", "critique", "select", "finalize"} <= set(graph.get_graph().nodes)
     with pytest.raises(ValueError, match="human_review"):
-        create_reflection_graph(TreeModel(), critic=TableCritic({}), strategy="tree", human_review=True)
+        create_reflection_graph(tree_model(), critic=TableCritic({}), strategy="tree", human_review=True)
 
 
 @pytest.mark.embedded
