@@ -5,7 +5,8 @@
   seed (the loop's samples); `ScriptedToolModel` calls tools.
 - `LogprobModel`: a judge with next-token log-probabilities (OpenAI-style `top_logprobs`) by the prompt, and a
   written reply otherwise, or answering `JudgeCritic`'s questions (verdict, A or B, has it this fault) by the
-  answers asked about; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs.
+  answers asked about; `EmbeddedLogprobs`: the embedded model's call surface with given per-token logprobs;
+  `EmbeddedWholeReplies`: the embedded model with its JSON and logprob calls answered by one scripted reply.
 """
 
 from __future__ import annotations
@@ -457,3 +458,20 @@ class EmbeddedLogprobs(EmbeddedChatModel):
             return _reply(self.written)
         assert prompt.endswith(kw["score_text"]), "the scored text ends the prompt"
         return _reply(" ", {"prompt_logprobs": list(self.token_logprobs)})
+
+
+class EmbeddedWholeReplies(EmbeddedChatModel):
+    """The embedded model with JSON and log-probability calls answered by one scripted whole reply (their real
+    paths need the real model); other calls take the model's own path (with `scripted_embedded(cls=...)`, a
+    `ScriptedLlama`)."""
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if kwargs.get("json_schema") is not None or kwargs.get("top_logprobs") is not None:
+            meta = {"finish_reason": "stop", "model_name": "x", "logprobs": {"content": []}}
+            usage = {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14}
+            text = '{"score": 7, "note": "a whole reply"}'
+            message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)  # type: ignore[arg-type]
+            return ChatResult(generations=[ChatGeneration(message=message)])
+        return super()._generate(messages, stop, run_manager, **kwargs)

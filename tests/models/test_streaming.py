@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from reflection_graph.models._prompting import DEFAULT_STOP, _clean, _clean_prefix
 from reflection_graph.models.embedded import EmbeddedChatModel
-from tests.fakes import EOG, ScriptedLlama, scripted_embedded
+from tests.fakes import EOG, EmbeddedWholeReplies, ScriptedLlama, scripted_embedded
 
 pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
 
@@ -219,26 +218,11 @@ def test_the_event_loop_runs_while_the_model_streams(scripted: Callable[..., Emb
     assert pieces >= 30 and ticks >= 20  # the loop kept ticking through a 0.4 s call
 
 
-class _WholeReplies(EmbeddedChatModel):
-    """JSON and log-probability calls answered by a scripted reply (their real paths need the real model)."""
-
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        if kwargs.get("json_schema") is not None or kwargs.get("top_logprobs") is not None:
-            meta = {"finish_reason": "stop", "model_name": "x", "logprobs": {"content": []}}
-            usage = {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14}
-            text = '{"score": 7, "note": "a whole reply"}'
-            message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)  # type: ignore[arg-type]
-            return ChatResult(generations=[ChatGeneration(message=message)])
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
 @pytest.mark.parametrize("options", [{"json_schema": {"type": "object"}}, {"top_logprobs": 5}])
 def test_json_and_logprob_calls_come_as_one_chunk(
     scripted: Callable[..., EmbeddedChatModel], options: dict[str, Any]
 ) -> None:
-    model = scripted(["unused", EOG], cls=_WholeReplies)
+    model = scripted(["unused", EOG], cls=EmbeddedWholeReplies)
     chunks = list(model.stream(PROMPT, **options))
     whole = model.invoke(PROMPT, **options)
     assert len(chunks) == 1 and chunks[0].text == whole.text == '{"score": 7, "note": "a whole reply"}'
