@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -50,6 +50,12 @@ def _check_job_limits(concurrency: int, timeout: float | None, retries: int) -> 
         _fail(f"--timeout must be > 0 seconds, got {timeout:g}")
     if retries < 0:
         _fail(f"--retries must be >= 0, got {retries}")
+
+
+# The job options `batch` and `eval` share, declared once (checked by `_check_job_limits`).
+Concurrency = Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")]
+RecordTimeout = Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")]
+RecordRetries = Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")]
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

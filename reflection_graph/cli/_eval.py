@@ -15,6 +15,9 @@ from reflection_graph.cli import GraphOptions, _batch_job
 from reflection_graph.cli._common import (
     EXIT_FAILED,
     TOTAL_BUDGET_HELP,
+    Concurrency,
+    RecordRetries,
+    RecordTimeout,
     _check_job_limits,
     _fail,
     _OneLineErrors,
@@ -55,9 +58,9 @@ def eval_command(
             help="KEY=FIELD: take a record key from another field (repeatable), e.g. --field task=prompt.",
         ),
     ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Records run at once (>= 1).")] = 4,
-    timeout: Annotated[float | None, typer.Option(help="Seconds per record attempt (default: none).")] = None,
-    retries: Annotated[int, typer.Option(help="Extra attempts in this run for a failing record.")] = 0,
+    concurrency: Concurrency = 4,
+    timeout: RecordTimeout = None,
+    retries: RecordRetries = 0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     budget: Annotated[
