@@ -151,8 +151,9 @@ async def test_gathered_async_saves_keep_max_entries_and_every_lesson(backend: s
         assert sorted(lesson.text for lesson in await memory.asearch(TASK_A)) == sorted(lessons)
 
 
-async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp_path: Path) -> None:
-    """Concurrent `ainvoke` runs of the graph (as a batch runs them) save through one SqliteStore."""
+def _lesson_graph(memory: ReflexionMemory) -> Any:
+    """A one-round graph on `memory` whose drafts are numbered (`draft number N`) and whose critique of each
+    suggests `Improve draft number N further.`: every run saves a lesson of its own."""
     import re
 
     from reflection_graph.graph import create_reflection_graph
@@ -169,15 +170,20 @@ async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp
             "score": 5,
         }
 
+    return create_reflection_graph(
+        RecordingChatModel(replies=[lambda _: f"draft number {next(drafts)}"]),
+        critic=FakeCriticModel(critiques=[critique]),
+        max_iterations=1,
+        memory=memory,
+    )
+
+
+async def test_concurrent_graph_runs_on_sqlite_keep_the_cap_and_every_lesson(tmp_path: Path) -> None:
+    """Concurrent `ainvoke` runs of the graph (as a batch runs them) save through one SqliteStore."""
     with _sqlite(tmp_path) as store:
         store.setup()
         memory = ReflexionMemory(store, max_entries=10, top_k=20)
-        graph = create_reflection_graph(
-            RecordingChatModel(replies=[lambda _: f"draft number {next(drafts)}"]),
-            critic=FakeCriticModel(critiques=[critique]),
-            max_iterations=1,
-            memory=memory,
-        )
+        graph = _lesson_graph(memory)
         results = await asyncio.gather(
             *(graph.ainvoke({"task": f"Describe planet number {i} orbiting star{i}"}) for i in range(30))
         )
@@ -194,22 +200,8 @@ async def test_batch_with_memory_on_sqlite_keeps_the_cap_and_every_lesson(
 ) -> None:
     """`arun_batch` runs records concurrently through one graph whose memory is on a SqliteStore."""
     import json
-    import re
 
-    from reflection_graph.graph import create_reflection_graph
     from reflection_graph.runners.batch import arun_batch
-    from tests.fakes import FakeCriticModel, RecordingChatModel
-
-    drafts = itertools.count()
-
-    def critique(messages: list[Any]) -> dict[str, Any]:
-        draft = re.findall(r"draft number \d+", str(messages[-1].content))[-1]
-        return {
-            "issues": [],
-            "suggestions": [f"Improve {draft} further."],
-            "is_acceptable": False,
-            "score": 5,
-        }
 
     async def run_batch(name: str, records: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
         in_path, out_path = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.out.jsonl"
@@ -221,12 +213,7 @@ async def test_batch_with_memory_on_sqlite_keeps_the_cap_and_every_lesson(
     with _sqlite(tmp_path) as store:
         store.setup()
         memory = ReflexionMemory(store, max_entries=10, top_k=20)
-        graph = create_reflection_graph(
-            RecordingChatModel(replies=[lambda _: f"draft number {next(drafts)}"]),
-            critic=FakeCriticModel(critiques=[critique]),
-            max_iterations=1,
-            memory=memory,
-        )
+        graph = _lesson_graph(memory)
         await run_batch(
             "planets", [{"id": f"p{i}", "task": f"Describe planet {i} of star{i}"} for i in range(30)]
         )
