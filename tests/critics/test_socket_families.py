@@ -18,9 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reflection_graph.critics import CodeTestCritic
-from reflection_graph.critics.base import CritiqueRequest
-from tests.critics.test_hostile_code import ISOLATED, REPORT_TESTS, isolation  # noqa: F401  (a fixture)
+from tests.critics.test_hostile_code import ISOLATED, REPORT_TESTS, isolation, judge  # noqa: F401  (a fixture)
 
 AF_NETLINK, AF_VSOCK = 16, 40
 FAMILIES = range(64)  # every family Linux has (AF_MAX is 46 on 6.x) and some it may add
@@ -64,11 +62,6 @@ PROBER = textwrap.dedent(
 )
 
 
-def _judge(candidate: str, isolation: str):  # type: ignore[no-untyped-def]  # noqa: F811
-    critic = CodeTestCritic(REPORT_TESTS, timeout_s=20, isolation=isolation)  # type: ignore[arg-type]
-    return critic.critique(CritiqueRequest(task="add", candidate=candidate))
-
-
 def _made_here(family: int) -> bool:
     """Whether this process (not sandboxed) can make a socket of `family`."""
     for kind in KINDS:
@@ -82,7 +75,7 @@ def _made_here(family: int) -> bool:
 
 @pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
 def test_only_internet_sockets_can_be_made(isolation: str) -> None:  # noqa: F811
-    critique = _judge(PROBER, isolation)
+    critique = judge(PROBER, isolation, tests=REPORT_TESTS, timeout_s=20)
     said = " ".join(critique.issues)
     if (
         isolation == "off"
@@ -142,7 +135,7 @@ def _binder(port: int) -> str:
 
 @pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
 def test_the_hosts_vsock_address_space_is_out_of_reach(isolation: str, vsock_listener: int) -> None:  # noqa: F811
-    said = " ".join(_judge(_binder(vsock_listener), isolation).issues)
+    said = " ".join(judge(_binder(vsock_listener), isolation, tests=REPORT_TESTS, timeout_s=20).issues)
     if isolation == "off":  # the control: the port the listener holds is in use, the same address space
         assert f"vsock blocked OSError {errno.EADDRINUSE}" in said, said
     else:

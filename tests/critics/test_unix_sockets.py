@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph.critics import CodeTestCritic
-from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.sandbox._isolation import _HIDDEN_DIRS
-from tests.critics.test_hostile_code import ISOLATED, REPORT_TESTS, ROOT, isolation  # noqa: F401  (a fixture)
+from tests.critics.test_hostile_code import ISOLATED, REPORT_TESTS, ROOT, isolation, judge  # noqa: F401  (a fixture)
 
 
 class _Listener:
@@ -115,17 +113,12 @@ def _caller(path: Path) -> str:
     )
 
 
-def _judge(candidate: str, isolation: str):  # type: ignore[no-untyped-def]  # noqa: F811
-    critic = CodeTestCritic(REPORT_TESTS, timeout_s=20, isolation=isolation)  # type: ignore[arg-type]
-    return critic.critique(CritiqueRequest(task="add", candidate=candidate))
-
-
 @pytest.mark.parametrize("isolation", ["off", *ISOLATED], indirect=True)
 def test_a_socket_file_outside_the_run_dir_cannot_be_reached(isolation: str, socket_dir: Path) -> None:  # noqa: F811
     stream = _Listener(socket_dir / "stream", socket.SOCK_STREAM)
     dgram = _Listener(socket_dir / "dgram", socket.SOCK_DGRAM)
     try:
-        critique = _judge(_caller(socket_dir), isolation)
+        critique = judge(_caller(socket_dir), isolation, tests=REPORT_TESTS, timeout_s=20)
     finally:
         stream.close()
         dgram.close()
