@@ -172,27 +172,22 @@ def minimal_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, roun
 
     judge = critic.with_structured_output(CritiqueOutput)
 
-    def generate(state: _MinimalState) -> dict[str, Any]:
+    def prompt(state: _MinimalState) -> list[HumanMessage]:
         task = state["task"]
         if state.get("critique") is None:
-            prompt = f"Task: {task}\nWrite the answer."
-        else:
-            prompt = (
+            return [HumanMessage(f"Task: {task}\nWrite the answer.")]
+        return [
+            HumanMessage(
                 f"Task: {task}\nPrevious answer:\n{state['candidate']}\n"
                 f"Feedback: {state['critique']['feedback']}\nRevise it."
             )
-        return {"candidate": str(generator.invoke([HumanMessage(prompt)]).content)}
+        ]
+
+    def generate(state: _MinimalState) -> dict[str, Any]:
+        return {"candidate": str(generator.invoke(prompt(state)).content)}
 
     async def agenerate(state: _MinimalState) -> dict[str, Any]:
-        task = state["task"]
-        if state.get("critique") is None:
-            prompt = f"Task: {task}\nWrite the answer."
-        else:
-            prompt = (
-                f"Task: {task}\nPrevious answer:\n{state['candidate']}\n"
-                f"Feedback: {state['critique']['feedback']}\nRevise it."
-            )
-        return {"candidate": str((await generator.ainvoke([HumanMessage(prompt)])).content)}
+        return {"candidate": str((await generator.ainvoke(prompt(state))).content)}
 
     def critique(state: _MinimalState) -> dict[str, Any]:
         msg = HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")
