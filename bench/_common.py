@@ -166,28 +166,29 @@ class _MinimalState(TypedDict, total=False):
     iterations: int
 
 
+def _minimal_prompt(state: _MinimalState) -> list[BaseMessage]:
+    """The hand-written loops' prompt: the task to answer, or the task, the last answer and its feedback."""
+    if state.get("critique") is None:
+        return [HumanMessage(f"Task: {state['task']}\nWrite the answer.")]
+    return [
+        HumanMessage(
+            f"Task: {state['task']}\nPrevious answer:\n{state['candidate']}\n"
+            f"Feedback: {state['critique']['feedback']}\nRevise it."
+        )
+    ]
+
+
 def minimal_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, rounds: int) -> Any:
     """A minimal hand-written LangGraph loop of the same shape: generate -> critique -> (generate | END)."""
     from langgraph.graph import END, START, StateGraph
 
     judge = critic.with_structured_output(CritiqueOutput)
 
-    def prompt(state: _MinimalState) -> list[HumanMessage]:
-        task = state["task"]
-        if state.get("critique") is None:
-            return [HumanMessage(f"Task: {task}\nWrite the answer.")]
-        return [
-            HumanMessage(
-                f"Task: {task}\nPrevious answer:\n{state['candidate']}\n"
-                f"Feedback: {state['critique']['feedback']}\nRevise it."
-            )
-        ]
-
     def generate(state: _MinimalState) -> dict[str, Any]:
-        return {"candidate": str(generator.invoke(prompt(state)).content)}
+        return {"candidate": str(generator.invoke(_minimal_prompt(state)).content)}
 
     async def agenerate(state: _MinimalState) -> dict[str, Any]:
-        return {"candidate": str((await generator.ainvoke(prompt(state))).content)}
+        return {"candidate": str((await generator.ainvoke(_minimal_prompt(state))).content)}
 
     def critique(state: _MinimalState) -> dict[str, Any]:
         msg = HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")
@@ -220,16 +221,6 @@ def lean_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, rounds:
     """
     from langgraph.graph import END, START, StateGraph
 
-    def prompt(state: _MinimalState) -> list[BaseMessage]:
-        if state.get("critique") is None:
-            return [HumanMessage(f"Task: {state['task']}\nWrite the answer.")]
-        return [
-            HumanMessage(
-                f"Task: {state['task']}\nPrevious answer:\n{state['candidate']}\n"
-                f"Feedback: {state['critique']['feedback']}\nRevise it."
-            )
-        ]
-
     def judged(state: _MinimalState, reply: Any) -> dict[str, Any]:
         return {"critique": json.loads(reply.content), "iterations": state.get("iterations", 0) + 1}
 
@@ -237,10 +228,10 @@ def lean_langgraph_loop(generator: BaseChatModel, critic: BaseChatModel, rounds:
         return [HumanMessage(f"Task: {state['task']}\nAnswer:\n{state['candidate']}\nCritique it as JSON.")]
 
     def generate(state: _MinimalState) -> dict[str, Any]:
-        return {"candidate": generator.invoke(prompt(state)).content}
+        return {"candidate": generator.invoke(_minimal_prompt(state)).content}
 
     async def agenerate(state: _MinimalState) -> dict[str, Any]:
-        return {"candidate": (await generator.ainvoke(prompt(state))).content}
+        return {"candidate": (await generator.ainvoke(_minimal_prompt(state))).content}
 
     def critique(state: _MinimalState) -> dict[str, Any]:
         return judged(state, critic.invoke(ask(state)))
