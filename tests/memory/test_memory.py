@@ -417,16 +417,21 @@ def test_many_entries_still_exact_for_rare_words() -> None:
 # --------------------------------------------------------------------------- other backends
 
 
+def _check_roundtrip(memory: ReflexionMemory) -> None:
+    """A lesson saved is found for a similar task, not an unrelated one, and evicted past `max_entries=2`."""
+    memory.save(TASK_A, ["Thank the recruiter by name."])
+    assert memory.search(TASK_SIMILAR)[0].text == "Thank the recruiter by name."
+    assert memory.search(TASK_UNRELATED) == []
+    memory.save("Summarize a court ruling", ["Name the parties."])
+    memory.save("Compose a haiku about autumn rain", ["Count syllables."])
+    assert memory.count() == 2 and memory.search(TASK_SIMILAR) == []
+
+
 def test_sqlite_store_roundtrip_and_async_fallback(tmp_path: Path) -> None:
     with SqliteStore.from_conn_string(str(tmp_path / "memory.sqlite")) as store:
         store.setup()
         memory = ReflexionMemory(store, max_entries=2)
-        memory.save(TASK_A, ["Thank the recruiter by name."])
-        assert memory.search(TASK_SIMILAR)[0].text == "Thank the recruiter by name."
-        assert memory.search(TASK_UNRELATED) == []
-        memory.save("Summarize a court ruling", ["Name the parties."])
-        memory.save("Compose a haiku about autumn rain", ["Count syllables."])
-        assert memory.count() == 2 and memory.search(TASK_SIMILAR) == []
+        _check_roundtrip(memory)
 
         import asyncio
 
@@ -447,12 +452,7 @@ def test_postgres_store_roundtrip() -> None:
         store.setup()
         memory = ReflexionMemory(store, namespace=("reflection_graph", "test_memory_pg"), max_entries=2)
         memory.clear()
-        memory.save(TASK_A, ["Thank the recruiter by name."])
-        assert memory.search(TASK_SIMILAR)[0].text == "Thank the recruiter by name."
-        assert memory.search(TASK_UNRELATED) == []
-        memory.save("Summarize a court ruling", ["Name the parties."])
-        memory.save("Compose a haiku about autumn rain", ["Count syllables."])
-        assert memory.count() == 2 and memory.search(TASK_SIMILAR) == []
+        _check_roundtrip(memory)
         assert memory.clear() > 0 and memory.count() == 0
 
 
