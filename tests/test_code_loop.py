@@ -12,6 +12,7 @@ from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critique import Critique
+from tests.critics.test_code_tests_critic import GOOD  # the same correct add() and fib()
 from tests.fakes import RecordingChatModel
 
 TASK = "Write Python functions add(a, b), returning the sum, and fib(n), returning the n-th Fibonacci number."
@@ -26,18 +27,6 @@ def test_add():
 
 def test_fib():
     assert fib(10) == 55
-"""
-
-GOOD = """\
-def add(a, b):
-    return a + b
-
-
-def fib(n):
-    a, b = 0, 1
-    for _ in range(n):
-        a, b = b, a + b
-    return a
 """
 
 BUGGY = GOOD.replace("return a + b", "return a * b")  # fib is right, add is wrong
