@@ -137,7 +137,7 @@ def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]
     (with `before`) the old critique; with the seconds of each kind of call."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from reflection_graph._placeholders import introduced_placeholders
+    from reflection_graph._text._placeholders import introduced_placeholders
     from reflection_graph.critics import CritiqueRequest
     from reflection_graph.prompts import render_prompt
 

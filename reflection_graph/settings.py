@@ -16,10 +16,11 @@ Choices come from the `Literal` types below through `typing.get_args`, never fro
 `str` checked against the strategy registry (reflection_graph/strategies/), so a strategy registered from user code
 is a valid value for mypy, the factory and the CLI alike, and adding one touches no line here.
 
-A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code focus's
-with a `CodeTestCritic`, reflection_graph/_code.py) are a layer under those (`with_defaults`), applied the same way
-whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every value is validated once,
-when it enters: a layer or an override validates only the fields it changes (and the checks across fields).
+A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
+focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
+applied the same way whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every
+value is validated once, when it enters: a layer or an override validates only the fields it changes (and the
+checks across fields).
 """
 
 from __future__ import annotations

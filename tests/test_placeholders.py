@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reflection_graph import _rules, create_reflection_graph
-from reflection_graph._lines import scripts, whole_line
-from reflection_graph._placeholders import asks_for_template, introduced_placeholders, placeholders
+from reflection_graph import create_reflection_graph
+from reflection_graph._loop import _rules
+from reflection_graph._text._lines import scripts, whole_line
+from reflection_graph._text._placeholders import asks_for_template, introduced_placeholders, placeholders
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 

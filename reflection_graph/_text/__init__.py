@@ -2,8 +2,8 @@
 
 - `_extract`: the one extractor of code fences, code and JSON from model replies;
 - `_lines`: lines a person reads: whole sentences in the task's script;
-- `_placeholders`: template placeholders (`[Your Name]`, `<name>`, `{name}`) in prose, and the ones a candidate
-  brought in.
+- `_placeholders`: template placeholders (`[Your Name]`, `<name>`, `{name}`) in prose, and the ones a
+  candidate brought in.
 
 This file imports nothing, so importing one of them never loads the others.
 """

@@ -61,7 +61,7 @@ def _run_inputs(task: str, candidate: str | None, context: str | None) -> dict[s
     A byte that is not UTF-8 in an argument reaches Python as a lone surrogate, which no model can be sent:
     it is refused here, naming the argument (TASK, --candidate, --context) and the position.
     """
-    from reflection_graph._input import validate_input
+    from reflection_graph._loop._input import validate_input
 
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
@@ -96,7 +96,7 @@ def _code_options(
 
 def _read_tests(path: Path, task: str, entry_point: str | None) -> str:
     """The --tests file's source, checked (a test function, valid syntax, an import of the function)."""
-    from reflection_graph._code import resolve_tests
+    from reflection_graph._focus._code import resolve_tests
 
     try:
         source = path.read_text(encoding="utf-8")

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from reflection_graph._lines import scripts, whole_line
-from reflection_graph._placeholders import introduced_placeholders
+from reflection_graph._text._lines import scripts, whole_line
+from reflection_graph._text._placeholders import introduced_placeholders
 
 __all__ = ["MAX_FAULTS", "MAX_LINE_CHARS", "Fault", "FaultCheck", "WrittenCritique", "usable", "written"]
 

@@ -27,7 +27,7 @@ always tries one revision. Each bar is where the model's own two readings are ev
 A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) that neither
 the task, its context nor the earlier candidate holds is judged worse than the earlier one (its `p_better` is
 taken as `min(p, 1 - p)`), is never accepted, and its critique names the placeholder; selection ranks it below
-every candidate without one (see reflection_graph/_placeholders.py). A task that asks for a template allows them.
+every candidate without one (see reflection_graph/_text/_placeholders.py). A task that asks for a template allows them.
 
 Only a rejected candidate gets a **written critique**: the model at temperature 0 writes faults as issue/fix
 pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for faults, this model lists one for
@@ -63,7 +63,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._placeholders import introduced_placeholders
+from reflection_graph._text._placeholders import introduced_placeholders
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,
