@@ -144,19 +144,18 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         _messages.echo_sources(settings, state),
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
-        slots=_slots(settings, state, previous),
+        slots=_slots(settings, state),
     )
 
 
-def _slots(
-    settings: Settings, state: Mapping[str, Any], previous: str | None
-) -> Callable[[str], list[str]] | None:
-    """The placeholders a candidate brings in that the task, its context and the answer revised did not hold
-    (a candidate with one ranks below every candidate without: `_rules.rank`); not checked for code."""
+def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list[str]] | None:
+    """The placeholders a candidate holds that the task and its context did not (a candidate with one ranks
+    below every candidate without: `_rules.rank`, whether it brought the slot in or kept the one it revised);
+    not checked for code."""
     if settings.focus == "code":
         return None
     task, context = str(state.get("task") or ""), state.get("context")
-    return lambda text: introduced_placeholders(text, task=task, context=context, earlier=(previous,))
+    return lambda text: introduced_placeholders(text, task=task, context=context)
 
 
 _Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]

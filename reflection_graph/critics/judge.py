@@ -25,9 +25,11 @@ always tries one revision. Each bar is where the model's own two readings are ev
 `score_threshold` set, the score decides as everywhere.
 
 A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) that neither
-the task, its context nor the earlier candidate holds is judged worse than the earlier one (its `p_better` is
-taken as `min(p, 1 - p)`), is never accepted, and its critique names the placeholder; selection ranks it below
-every candidate without one (see reflection_graph/_text/_placeholders.py). A task that asks for a template allows them.
+the task nor its context holds is never accepted, and its critique names the placeholder and asks for it to go,
+whether the candidate brought it in or kept the earlier candidate's; one it brought in is also judged worse than
+the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it below every candidate without
+one, and the final answer leaves out a line that is nothing but one (see reflection_graph/_text/_placeholders.py).
+A task that asks for a template allows them.
 
 Only a rejected candidate gets a **written critique**: the model at temperature 0 writes faults as issue/fix
 pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for faults, this model lists one for
@@ -116,10 +118,11 @@ class Judgement:
         p_better: the chance that the candidate is the better of it and the earlier one (None: no earlier one).
         score: `10 * p_yes`, or the earlier score moved by `p_better` (`moved_score`).
         accepted: after a comparison only: won in both orders, or (a tie) a verdict above the earlier
-            candidate's; and `p_yes > 1/2`; never with a placeholder the earlier candidate did not hold.
+            candidate's; and `p_yes > 1/2`; never with a placeholder the task did not ask for.
         tie: the two orders split (the judge picked the same position both times): the comparison is no evidence.
         p_yes_earlier: the earlier candidate's `p_yes`, read only to settle a tie (else None).
-        placeholders: the template placeholders the candidate introduced (see the module doc).
+        placeholders: the template placeholders the candidate holds that the task did not ask for (whether it
+            brought them in or kept the earlier answer's; see the module doc).
     """
 
     p_yes: float
@@ -151,7 +154,7 @@ def placeholder_fault(slots: Sequence[str]) -> Fault:
     plural = "s" if len(slots) > 1 else ""
     return Fault(
         issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
-        fix="Write the real text in its place, or leave that part out.",
+        fix=f"Remove {', '.join(slots)}: write the real text only where the task gives it, else leave that part out.",
     )
 
 
@@ -272,10 +275,10 @@ class JudgeCritic(LogprobReadingCritic):
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
         as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
         p_better = preference(as_a, as_b)
-        placed = introduced_placeholders(
+        placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
+        if introduced_placeholders(
             request.candidate, task=request.task, context=request.context, earlier=(earlier,)
-        )
-        if placed:
+        ):
             p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse
         tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
         p_yes_earlier = None

@@ -147,14 +147,29 @@ def test_a_revision_that_brings_in_a_placeholder_is_judged_worse_and_told_so() -
     result = JudgeCritic(model).critique(_request(SIGNED, earlier=GOOD))
     assert not result.is_acceptable and result.score < 6.0  # below the earlier answer's 6.0
     assert any("[Your Name]" in issue for issue in result.issues)
-    assert result.suggestions == ["Write the real text in its place, or leave that part out."]
+    assert result.suggestions == [
+        "Remove [Your Name]: write the real text only where the task gives it, else leave that part out."
+    ]
 
 
-def test_a_placeholder_the_earlier_answer_or_the_task_held_is_not_brought_in() -> None:
+def test_a_placeholder_kept_from_the_earlier_answer_is_named_and_never_accepted_but_not_judged_worse() -> (
+    None
+):
+    model = _judge(_written())
+    model.better, model.yes = (lambda a, b: 0.8 if a.startswith("Dear") else 0.2), (lambda answer: 0.9)
+    earlier = SIGNED.replace("Dear Dana", "Hi Dana")
+    judged = JudgeCritic(model).judge(_request(SIGNED, earlier=earlier))
+    assert judged.p_better is not None and judged.p_better > 0.5 and not judged.accepted
+    assert judged.placeholders == ("[Your Name]",)
+    kept = JudgeCritic(model).critique(_request(SIGNED, earlier=earlier))
+    assert not kept.is_acceptable and any("[Your Name]" in issue for issue in kept.issues)
+
+
+def test_a_placeholder_the_task_holds_or_asks_for_is_allowed() -> None:
     model = _judge(_written())
     model.better, model.yes = (lambda a, b: 0.5), (lambda answer: 0.9)
-    kept = JudgeCritic(model).critique(_request(SIGNED, earlier=SIGNED.replace("Dear Dana", "Hi Dana")))
-    assert not any("placeholder" in issue for issue in kept.issues)
+    held = JudgeCritic(model).critique(_request(SIGNED, task="Write to Dana declining; sign it [Your Name]."))
+    assert not any("placeholder" in issue for issue in held.issues)
     template = JudgeCritic(model).critique(
         _request(SIGNED, task="Write an email template declining an offer.")
     )
