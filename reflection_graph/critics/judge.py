@@ -39,14 +39,18 @@ nearly every answer, right or wrong, so no written fault reaches a person or the
 - each issue left is put back to the judge: "Does this answer have this fault: ...? Yes or No", and with
   `confirm="both"` (the default) also "Is this answer free of this fault: ...?". A fault is kept when the
   mean log-odds `(has - free) / 2` is above 0 (with `confirm="yes"`, when P(Yes) > P(No) to the first
-  question): a judge that says Yes to any question gains nothing. An unconfirmed issue is dropped with its fix.
+  question): a judge that says Yes to any question gains nothing. With `confirm="choice"` the judge instead
+  chooses between "the reviewer is right" and "the reviewer is wrong", each in place A in turn, and a fault is
+  kept when the mean log-odds of "right" over both orders is above 0 (a judge that picks a position gains
+  nothing). An unconfirmed issue is dropped with its fix.
 When no fault is confirmed the critique says so, and the reviser is asked to improve the answer against the task.
 The written critique never scores and never accepts.
 
 Calls per candidate: 1 (the verdict) for a first candidate, 3 (the verdict, both orders) for a later one, plus 1
 when a comparison ties and the candidate's P(Yes) is above 1/2 (the earlier candidate's verdict); for a rejected
 candidate 1 more (the written critique, up to 3 grammar passes when a reply does not close) and, per written fault
-left after the line checks (at most 3), 2 one-token readings (1 with `confirm="yes"`, 0 with `"none"`), each
+left after the line checks (at most 3), 2 one-token readings (also with `"choice"`; 1 with `confirm="yes"`, 0 with
+`"none"`), each
 as long as the verdict's prompt plus the fault.
 
 It needs a model whose replies carry OpenAI-style next-token `logprobs` (the embedded model always does;
@@ -80,10 +84,13 @@ from reflection_graph.critics.pairwise import best_earlier, moved_score
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
+    CHAT_FAULT_CHOICE_PROMPT,
     CHAT_FAULT_PROMPT,
     CHAT_NO_FAULT_PROMPT,
     CHAT_PREFERENCE_PROMPT,
     CHAT_VERDICT_PROMPT,
+    FAULT_HELD,
+    FAULT_NOT_HELD,
     render_prompt,
 )
 
@@ -99,8 +106,9 @@ __all__ = [
     "preference",
 ]
 
-Confirm = Literal["both", "yes", "none"]
-"""How a written fault is checked: asked both ways, asked once, or not at all (every whole line kept)."""
+Confirm = Literal["both", "choice", "yes", "none"]
+"""How a written fault is checked: asked both ways, as a choice in both orders, asked once, or not at all (every
+whole line kept)."""
 
 NO_FAULT = "No fault was confirmed in this answer: improve it against the task where you can, and keep what is right."
 WORSE = "Judged worse than the best earlier answer; keep what that answer did right."
@@ -173,8 +181,9 @@ class JudgeCritic(LogprobReadingCritic):
         write: write a critique (faults and fixes) for a rejected candidate, for the reviser. Acceptance never
             depends on it.
         confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
-            has the fault and whether it is free of it, `"yes"` asks the first question only, `"none"` keeps
-            every whole line unchecked.
+            has the fault and whether it is free of it, `"choice"` asks it to choose between "the reviewer is
+            right" and "the reviewer is wrong" with each in first place in turn, `"yes"` asks the first question
+            only, `"none"` keeps every whole line unchecked.
         top_logprobs: how many next-token alternatives each reading lists (1 to 20).
         max_candidate_chars: the longest answer a prompt shows; a longer one is cut, its head kept.
         retries: how often a transient model error is retried.
@@ -245,6 +254,9 @@ class JudgeCritic(LogprobReadingCritic):
         """The questions that check one written fault: "does the answer have it?", and with `confirm="both"`
         "is the answer free of it?"."""
         values = {**self._values(request), "fault": fault.issue}
+        if self.confirm == "choice":
+            orders = ({"a": FAULT_HELD, "b": FAULT_NOT_HELD}, {"a": FAULT_NOT_HELD, "b": FAULT_HELD})
+            return [[HumanMessage(render_prompt(CHAT_FAULT_CHOICE_PROMPT, {**values, **o}))] for o in orders]
         templates = (
             (CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT) if self.confirm == "both" else (CHAT_FAULT_PROMPT,)
         )
@@ -300,8 +312,12 @@ class JudgeCritic(LogprobReadingCritic):
         checks = []
         for fault in faults:
             readings = []
-            for question in self.fault_messages(request, fault):
-                readings.append(self._yes((yield self._reader, question)))
+            for index, question in enumerate(self.fault_messages(request, fault)):
+                top = self._top((yield self._reader, question))
+                if self.confirm != "choice":
+                    readings.append(log_odds(top, "yes", "no"))
+                else:  # "has" is the held choice's log-odds as A; "free" is the not-held choice's as A
+                    readings.append(log_odds(top, "A", "B") if index == 0 else log_odds(top, "B", "A") * -1)
             checks.append(FaultCheck(fault, readings[0], readings[1] if len(readings) > 1 else None))
         return checks
 

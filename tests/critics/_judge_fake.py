@@ -13,6 +13,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import Field
 
 HAS, FREE = "Does this answer have this fault: ", "Is this answer free of this fault: "
+CHOICE = "A reviewer wrote about this answer: "
 
 
 def top(**probs: float) -> list[dict[str, Any]]:
@@ -33,6 +34,8 @@ def answers_of(prompt: str) -> tuple[str, str]:
 
 
 def fault_of(prompt: str) -> str:
+    if CHOICE in prompt:
+        return prompt.split(CHOICE, 1)[1].split("\nWhich is true?", 1)[0]
     for cue in (HAS, FREE):
         if cue in prompt:
             return prompt.split(cue, 1)[1].split("\nReply with", 1)[0]
@@ -55,7 +58,8 @@ class JudgeModel(BaseChatModel):
       that favours A; `better=lambda a, b: 0.5` with a large `bias` answers by position alone);
     - `written(prompt)`: the written critique's JSON text;
     - `fault(answer, issue)`: the unbiased chance that `answer` has the fault `issue`; to "does it have it?" and to
-      "is it free of it?" the judge adds `yes_bias` to Yes in log-odds (a judge that says Yes to anything).
+      "is it free of it?" the judge adds `yes_bias` to Yes in log-odds (a judge that says Yes to anything); to the
+      choice between "the reviewer is right" and "wrong" it adds `bias` to place A.
     """
 
     yes: Any = None
@@ -72,11 +76,13 @@ class JudgeModel(BaseChatModel):
         return "fake-judge"
 
     def kinds(self) -> list[str]:
-        """The kind of each call so far: verdict, A-or-B, has, free or written."""
+        """The kind of each call so far: verdict, A-or-B, choice, has, free or written."""
         out = []
         for prompt, kw in self.calls:
             if not kw.get("logprobs"):
                 out.append("written")
+            elif CHOICE in prompt:
+                out.append("choice")
             elif "A or B" in prompt:
                 out.append("A-or-B")
             elif HAS in prompt:
@@ -104,7 +110,13 @@ class JudgeModel(BaseChatModel):
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
         meta: dict[str, Any] = {}
         if self.with_logprobs:
-            if "A or B" in prompt:
+            if CHOICE in prompt:  # "the reviewer is right" is held at its chance, plus `bias` to place A
+                p_held = float(self.fault(answer_of(prompt), fault_of(prompt)))
+                p_held = min(max(p_held, 1e-6), 1 - 1e-6)
+                held_first = "A: The reviewer is right" in prompt
+                p_a = _logistic(_logit(p_held if held_first else 1 - p_held) + self.bias)
+                alternatives = top(A=p_a * 0.9, B=(1 - p_a) * 0.9, Answer=0.05)
+            elif "A or B" in prompt:
                 a, b = answers_of(prompt)
                 p_a = _logistic(_logit(self.better(a, b)) + self.bias)
                 alternatives = top(A=p_a * 0.9, B=(1 - p_a) * 0.9, Answer=0.05)

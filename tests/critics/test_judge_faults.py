@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 import pytest
 
 from reflection_graph import create_reflection_graph
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
+from reflection_graph.critics._faults import Fault
 from reflection_graph.critics.judge import NO_FAULT, TIE
 from tests.critics._judge_fake import JudgeModel, answer_of
 from tests.fakes import RecordingChatModel
@@ -73,6 +75,19 @@ def test_asking_both_ways_cancels_a_judge_that_says_yes_to_anything() -> None:
     assert INVENTED in once.issues and REAL in once.issues
     both = JudgeCritic(_judge(faults, yes_bias=3.0)).critique(_request(RUDE))
     assert REAL in both.issues and INVENTED not in both.issues
+
+
+def test_a_choice_in_both_orders_cancels_a_judge_that_picks_a_position() -> None:
+    """A judge that adds +3 log-odds to whatever stands in place A: the choice asked in both orders keeps the
+    real fault and drops the invented one, from two calls per fault."""
+    faults = _written((INVENTED, "Add a reason."), (REAL, "Thank Dana."))
+    model = _judge(faults, bias=3.0)
+    result = JudgeCritic(model, confirm="choice").critique(_request(RUDE))
+    assert REAL in result.issues and INVENTED not in result.issues
+    assert model.kinds() == ["verdict", "written", "choice", "choice", "choice", "choice"]
+    [check] = JudgeCritic(model, confirm="choice").check_faults(_request(RUDE), [Fault(issue=REAL, fix="")])
+    assert check.free is not None and check.has > 0 and check.confirmed
+    assert check.has - check.free == pytest.approx(2 * math.log(0.9 / 0.1))  # the bias is gone from the sum
 
 
 def test_confirm_none_keeps_every_whole_line_and_asks_nothing() -> None:
