@@ -124,9 +124,9 @@ def python_run(graph: Any, task: str) -> list[Event]:
     return events
 
 
-def cli_run(spec: str, rounds: int, size: tuple[int, int] = (50, 160)) -> tuple[list[tuple[float, str]], int]:
-    """`reflection-graph run` on a pseudo-terminal: what it wrote, (seconds since launch, text) per read, and
-    its exit code."""
+def cli_run(command: list[str], size: tuple[int, int] = (50, 160)) -> tuple[list[tuple[float, str]], int]:
+    """`command` (`reflection-graph run ...`) on a pseudo-terminal of `size` (rows, columns), this checkout on
+    its path: what it wrote, (seconds since launch, text) per read, and its exit code."""
     import fcntl
     import pty
     import struct
@@ -136,8 +136,6 @@ def cli_run(spec: str, rounds: int, size: tuple[int, int] = (50, 160)) -> tuple[
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "LINES": str(size[0]), "COLUMNS": str(size[1])}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "reflection_graph.cli", "run", TASK, "--model", spec]
-    command += ["--max-iterations", str(rounds), "--min-iterations", str(rounds)]
     start = time.perf_counter()
     process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT)
     os.close(slave)
@@ -224,9 +222,11 @@ def main(argv: list[str] | None = None) -> int:
             record("python", run, before, delays, model_load_s=loaded, threads=args.threads)
     if "cli" in paths:
         loading, pairs = cli_markers(args.rounds)
+        command = [sys.executable, "-m", "reflection_graph.cli", "run", TASK, "--model", args.model]
+        command += ["--max-iterations", str(args.rounds), "--min-iterations", str(args.rounds)]
         for run in range(1, args.runs + 1):
             before = load_average()
-            reads, code = cli_run(args.model, args.rounds)
+            reads, code = cli_run(command)
             seen = marker_times(reads, [loading, *(m for pair in pairs for m in pair)])
             if code != 0 or pairs[0][1] not in seen:
                 tail = _ANSI.sub("", "".join(text for _, text in reads))[-1500:]
