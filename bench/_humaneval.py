@@ -85,7 +85,7 @@ def hidden_tests(problem: dict[str, Any]) -> str:
 
 def visible_tests(problem: dict[str, Any]) -> str | None:
     """The docstring's examples as tests (None when the docstring has none the package can read)."""
-    from reflection_graph._code import docstring_tests
+    from reflection_graph._focus._code import docstring_tests
 
     try:
         return docstring_tests(problem["prompt"], problem["entry_point"])
@@ -131,7 +131,7 @@ class Judge:
     def score(self, tests: str | None, code: str, entry_point: str | None = None) -> float:
         """The share of `tests` that `code` passes, 0 to 1 (0 when there are no tests or no code that parses);
         `entry_point` names the function a `check(candidate)` test is called on."""
-        from reflection_graph._extract import extract_code, is_python
+        from reflection_graph._text._extract import extract_code, is_python
 
         if tests is None:
             return 0.0
@@ -176,7 +176,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def prompt_probe() -> str:
     """A digest of the task and the package's code prompts (a draft and a revision of a fixed stub): records made
     with other prompts are not mixed in."""
-    from reflection_graph._code import code_messages
+    from reflection_graph._focus._code import code_messages
 
     stub = task_of(
         {"prompt": 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'}
@@ -207,7 +207,7 @@ def _calls_of(result: dict[str, Any]) -> int:
 
 def raw_record(problem: dict[str, Any], raw: RawChat, judge: Judge) -> dict[str, Any]:
     """One plain greedy `create_chat_completion` of the task by llama-cpp-python alone, finished into the function."""
-    from reflection_graph._code import finish_candidate
+    from reflection_graph._focus._code import finish_candidate
 
     task = task_of(problem)
     reply = raw.complete(task)
@@ -262,8 +262,8 @@ def samples_record(
     example; none where it passes them all or there are none (best-of-N by the visible examples is raw there)."""
     from langchain_core.messages import HumanMessage
 
-    from reflection_graph._calls import sampled
-    from reflection_graph._code import finish_candidate
+    from reflection_graph._focus._code import finish_candidate
+    from reflection_graph._runtime._calls import sampled
 
     if raw["visible"] is None or raw["visible"] == 1.0:
         return {"drawn": False, "candidates": []}

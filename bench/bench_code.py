@@ -63,7 +63,7 @@ def _progress(variant: str, row: dict[str, Any], ok: bool) -> None:
 
 def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
-    from reflection_graph._code import with_solution_import
+    from reflection_graph._focus._code import with_solution_import
     from reflection_graph.critics.base import CritiqueRequest
     from reflection_graph.critics.code_tests import CodeTestCritic
 
@@ -104,7 +104,7 @@ def loop_variant(
 ) -> dict[str, Any]:
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
-    from reflection_graph._code import docstring_tests
+    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
     from reflection_graph.models.embedded import EmbeddedChatModel
 
@@ -260,7 +260,7 @@ def humaneval(args: argparse.Namespace) -> int:
     """HumanEval/40-163, side by side: raw greedy, the loop, best-of-N by the visible examples, the tree."""
     import _humaneval as he
 
-    from reflection_graph._code import CODE_TEST_DEFAULTS
+    from reflection_graph._focus._code import CODE_TEST_DEFAULTS
     from reflection_graph.runners.humaneval import problems
 
     try:

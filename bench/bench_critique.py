@@ -14,6 +14,8 @@ calls, side by side:
 - `checked once`: the faults the judge confirms to "Does this answer have this fault?" (`confirm="yes"`).
 - `checked both ways` (the default): the faults whose mean log-odds over that question and "Is this answer free of
   this fault?" is above 0 (`confirm="both"`).
+- `checked as a choice`: the faults the judge confirms choosing between "the reviewer is right" and "wrong", each
+  in place A in turn (`confirm="choice"`; two more one-token calls per fault).
 
 Printed per variant, each with a Wilson 95% interval:
 - `false claims on good`: good answers with at least one fault shown (every claim on a good answer is false), and
@@ -128,6 +130,9 @@ def _key(model_name: str) -> str:
             prompts.CHAT_CRITIQUE_PROMPT,
             prompts.CHAT_FAULT_PROMPT,
             prompts.CHAT_NO_FAULT_PROMPT,
+            prompts.CHAT_FAULT_CHOICE_PROMPT,
+            prompts.FAULT_HELD,
+            prompts.FAULT_NOT_HELD,
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -138,7 +143,7 @@ def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]
     (with `before`) the old critique; with the seconds of each kind of call."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from reflection_graph._placeholders import introduced_placeholders
+    from reflection_graph._text._placeholders import introduced_placeholders
     from reflection_graph.critics import CritiqueRequest
     from reflection_graph.prompts import render_prompt
 
@@ -154,6 +159,10 @@ def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]
     checks = critic.check_faults(request, usable)
     record["seconds"]["checks"] = time.perf_counter() - start
     record["checks"] = [{**c.fault.model_dump(), "has": c.has, "free": c.free} for c in checks]
+    start = time.perf_counter()
+    choices = critic._with(confirm="choice").check_faults(request, usable)
+    record["seconds"]["choices"] = time.perf_counter() - start
+    record["choices"] = [{**c.fault.model_dump(), "has": c.has, "free": c.free} for c in choices]
     record["placeholders"] = introduced_placeholders(case["answer"], task=case["task"])
     if before:
         values = {"task": case["task"].strip(), "context": "", "candidate": case["answer"].strip()}
@@ -179,8 +188,10 @@ def _rule(record: dict[str, Any]) -> Shown:
     return [(fault.issue, fault.fix)]
 
 
-def _checked(keep: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Shown | None]:
-    return lambda r: [(c["issue"], c["fix"]) for c in r["checks"] if keep(c)] + _rule(r)
+def _checked(
+    keep: Callable[[dict[str, Any]], bool], readings: str = "checks"
+) -> Callable[[dict[str, Any]], Shown | None]:
+    return lambda r: [(c["issue"], c["fix"]) for c in r[readings] if keep(c)] + _rule(r)
 
 
 def _before(record: dict[str, Any]) -> Shown | None:
@@ -199,6 +210,7 @@ VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
     "new, whole lines": _checked(lambda c: True),
     "checked once": _checked(lambda c: c["has"] > 0),
     "checked both ways (default)": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0),
+    "checked as a choice": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0, "choices"),
 }
 
 
@@ -287,12 +299,14 @@ def report(cases: Sequence[dict[str, Any]], saved: dict[str, dict[str, Any]], na
     print_table(header, rows)
     records = [saved[c["id"]] for c in cases]
     checks = sum(len(r["checks"]) for r in records)
-    seconds = {k: sum(r["seconds"].get(k, 0.0) for r in records) for k in ("written", "checks", "before")}
+    seconds = {
+        k: sum(r["seconds"].get(k, 0.0) for r in records) for k in ("written", "checks", "choices", "before")
+    }
     before = any("before" in r for r in records)
     print(
         f"\nseconds per case: written critique {seconds['written'] / len(records):.1f}, checks "
         f"{seconds['checks'] / len(records):.1f} ({2 * checks} one-token calls in all, "
-        f"{seconds['checks'] / max(1, 2 * checks):.2f}s each)"
+        f"{seconds['checks'] / max(1, 2 * checks):.2f}s each), as a choice {seconds['choices'] / len(records):.1f}"
         + (f", before {seconds['before'] / len(records):.1f}" if before else "")
     )
 

@@ -196,7 +196,7 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))
     import email_rules
 
-    from reflection_graph._placeholders import placeholders
+    from reflection_graph._text._placeholders import placeholders
     from reflection_graph.cli import build_graph
     from reflection_graph.critics.judge import WORSE, WRONG
 

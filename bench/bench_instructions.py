@@ -20,11 +20,12 @@ as it is known:
 - **loop, N a round**: the same with `n_revisions=--revisions` (default 2, as the code focus does): each
   revision round samples that many revisions (the model's own settings, then seeds + 1.. at the loop's sampling
   temperature) and the checker keeps the one that follows the most instructions;
-- **best-of-N by the checker**: raw plus samples 1..`--samples` of the prompt at the loop's sampling temperature
-  (`reflection_graph._calls.sampled`: seeds 1.., temperature at least 0.7), the candidate that follows the most
-  instructions by `InstructionCritic` picked (ties to the earlier, raw first). Samples are drawn only where raw
-  fails an instruction: where it follows them all, the checker picks raw whatever the samples are, and the tokens
-  of the N-1 samples not drawn are counted as raw's. N is read at each loop's mean tokens (`equal_tokens`).
+- **best-of-N by the checker**: raw plus samples 1..`--samples` of the prompt at the loop's sampling
+  temperature (`reflection_graph._runtime._calls.sampled`: seeds 1.., temperature at least 0.7), the candidate
+  that follows the most instructions by `InstructionCritic` picked (ties to the earlier, raw first). Samples
+  are drawn only where raw fails an instruction: where it follows them all, the checker picks raw whatever the
+  samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at each loop's mean
+  tokens (`equal_tokens`).
 
 Every answer is scored by IFBench's own scorer (`if_verifiable.common.evaluate_instructions`, a code path apart
 from the critic): instruction-level (the share of instructions followed) and prompt-level (every instruction of
@@ -165,7 +166,7 @@ def samples_record(
     """Samples 1..`count` of the prompt at the loop's sampling temperature, where raw fails an instruction."""
     from langchain_core.messages import HumanMessage
 
-    from reflection_graph._calls import sampled
+    from reflection_graph._runtime._calls import sampled
 
     if all(raw["strict"]):
         return {"drawn": False, "candidates": []}
@@ -429,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from reflection_graph._calls import SAMPLE_TEMPERATURE
+    from reflection_graph._runtime._calls import SAMPLE_TEMPERATURE
     from reflection_graph.runners.ifbench import prompts
 
     development = prompts()

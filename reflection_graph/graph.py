@@ -24,11 +24,11 @@ the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine t
 Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (the code focus's
 with a `CodeTestCritic`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
 
-Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the run
-has left (reflection_graph/_budget.py): its reply limit is cut to what is left, and a call without room for a useful
-reply is not started; the run then stops with `stop_reason="budget"` after that step, returning its best candidate
-so far. `n_drafts`/`n_revisions` samples are cut to what the budget covers. A budget only removes calls (a cut
-reply limit never adds one), so `max_model_calls` stays a true bound.
+Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the
+run has left (reflection_graph/_runtime/_budget.py): its reply limit is cut to what is left, and a call
+without room for a useful reply is not started; the run then stops with `stop_reason="budget"` after that
+step, returning its best candidate so far. `n_drafts`/`n_revisions` samples are cut to what the budget covers.
+A budget only removes calls (a cut reply limit never adds one), so `max_model_calls` stays a true bound.
 
 The `self_refine` strategy is one Self-Refine pass: draft, one critique, and (unless accepted) one revision that
 is returned without a second critique.
@@ -45,11 +45,11 @@ from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
 from reflection_graph import _nodes, strategies
-from reflection_graph._calls import max_model_calls
-from reflection_graph._code import code_defaults
+from reflection_graph._focus._code import code_defaults
+from reflection_graph._loop._overrides import ModelLike, Overrides, Roles, resolve
+from reflection_graph._loop._overrides import as_critic as _as_critic
 from reflection_graph._nodes import Setup
-from reflection_graph._overrides import ModelLike, Overrides, Roles, resolve
-from reflection_graph._overrides import as_critic as _as_critic
+from reflection_graph._runtime._calls import max_model_calls
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs

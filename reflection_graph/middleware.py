@@ -58,11 +58,11 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
-from reflection_graph import _rules
-from reflection_graph._judge import Judged, ajudge, critique_history, judge
+from reflection_graph._loop import _rules
+from reflection_graph._loop._judge import Judged, ajudge, critique_history, judge
+from reflection_graph._loop._overrides import Overrides, Roles, as_critic, critic_help
 from reflection_graph._nodes._critique import diff as _diff
-from reflection_graph._overrides import Overrides, Roles, as_critic, critic_help
-from reflection_graph._usage import RoleUsage, add_role_usage, empty_usage
+from reflection_graph._runtime._usage import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (

@@ -13,6 +13,8 @@ Placeholders:
   instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
 - CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT (the `JudgeCritic`'s check of one written fault): {task}, {context},
   {candidate}, {fault}
+- CHAT_FAULT_CHOICE_PROMPT (the same check as a choice, `confirm="choice"`): {task}, {context}, {candidate},
+  {fault}, {a}, {b}
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 - CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
   {critique}, {preserve_rule}, {focus}
@@ -28,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 __all__ = [
     "CHAT_CRITIQUE_PROMPT",
     "CHAT_CRITIQUE_SYSTEM",
+    "CHAT_FAULT_CHOICE_PROMPT",
     "CHAT_FAULT_PROMPT",
     "CHAT_NO_FAULT_PROMPT",
     "CHAT_PREFERENCE_PROMPT",
@@ -36,6 +39,8 @@ __all__ = [
     "CRITIQUE_PROMPT",
     "CRITIQUE_SYSTEM",
     "CUE_LINES",
+    "FAULT_HELD",
+    "FAULT_NOT_HELD",
     "FOCUS_CUES",
     "FOCUS_PROMPTS",
     "GENERATE_PROMPT",
@@ -229,6 +234,26 @@ Is this answer free of this fault: {fault}
 Reply with Yes or No."""
 """The same check asked the other way round (`JudgeCritic(confirm="both")`): a judge that says Yes to any
 question adds as much to one as to the other, so the difference of the two readings is free of it."""
+
+CHAT_FAULT_CHOICE_PROMPT = """Task:
+{task}
+{context}
+Answer:
+{candidate}
+
+A reviewer wrote about this answer: {fault}
+Which is true?
+A: {a}
+B: {b}
+Reply with A or B."""
+"""The check of one written fault as a choice between "the reviewer is right" and "the reviewer is wrong"
+(`JudgeCritic(confirm="choice")`), asked with each in place A in turn: a judge that picks a position adds as much
+to one reading as it takes from the other, as in `CHAT_PREFERENCE_PROMPT`."""
+
+FAULT_HELD = "The reviewer is right: the answer has this fault."
+"""The choice that confirms a written fault (`CHAT_FAULT_CHOICE_PROMPT`)."""
+FAULT_NOT_HELD = "The reviewer is wrong: the answer does not have this fault."
+"""The choice that rejects a written fault (`CHAT_FAULT_CHOICE_PROMPT`)."""
 
 REVISE_SYSTEM = """Each task below is followed by an earlier answer, a critique of it, and a revised answer that fixes
 what the critique found and keeps what was right.

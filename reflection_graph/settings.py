@@ -16,10 +16,17 @@ Choices come from the `Literal` types below through `typing.get_args`, never fro
 `str` checked against the strategy registry (reflection_graph/strategies/), so a strategy registered from user code
 is a valid value for mypy, the factory and the CLI alike, and adding one touches no line here.
 
-A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code focus's
-with a `CodeTestCritic`, reflection_graph/_code.py) are a layer under those (`with_defaults`), applied the same way
-whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every value is validated once,
-when it enters: a layer or an override validates only the fields it changes (and the checks across fields).
+The imports go one way. Strategies import `Settings` when they load (what they force, their call bound, their
+answers to the nodes); this module imports nothing of the package when it loads, and looks the registry up only
+when a `strategy` value is checked or its choices are listed (`_strategies`: a lazy lookup at the call site,
+made once the package, strategies included, has loaded). So the two never import each other while loading
+(tests/test_rooms.py checks that `settings` reaches no strategy through the imports it makes when it loads).
+
+A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
+focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
+applied the same way whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every
+value is validated once, when it enters: a layer or an override validates only the fields it changes (and the
+checks across fields).
 """
 
 from __future__ import annotations
@@ -375,7 +382,8 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
 
 def _strategies() -> dict[str, str]:
     """The registered strategies (reflection_graph/strategies/), each with its description: the built-in ones
-    and any a user registered, in the order they were registered."""
+    and any a user registered, in the order they were registered. Imported here, when asked, never at the top:
+    the strategies import this module (see the module doc)."""
     from reflection_graph import strategies
 
     return {name: strategies.get(name).description for name in strategies.names()}

@@ -11,6 +11,16 @@ import ast  # noqa: E402
 import os  # noqa: E402
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Property tests check what is true, never how fast: no per-example deadline and no "too slow" health check, so a
+# busy machine (a benchmark beside the suite, a loaded CI runner) cannot fail them.
+settings.register_profile(
+    "reflection-graph",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("reflection-graph")
 
 _MUST_RUN_UNDER_CI = ("postgres", "server", "embedded")
 

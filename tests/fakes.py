@@ -311,7 +311,9 @@ def _reply(text: str, metadata: Mapping[str, Any] | None = None) -> ChatResult:
 
 
 HAS, FREE = "Does this answer have this fault: ", "Is this answer free of this fault: "
-"""The cues of `JudgeCritic`'s fault questions: does the answer have the fault, is it free of it."""
+CHOICE = "A reviewer wrote about this answer: "
+"""The cues of `JudgeCritic`'s fault questions: does the answer have the fault, is it free of it, and the choice
+between "the reviewer is right" and "wrong"."""
 
 
 def answer_of(prompt: str) -> str:
@@ -327,7 +329,9 @@ def answers_of(prompt: str) -> tuple[str, str]:
 
 
 def fault_of(prompt: str) -> str:
-    """The fault asked about in a has-it / is-it-free-of-it question."""
+    """The fault asked about in a has-it / is-it-free-of-it question or a choice."""
+    if CHOICE in prompt:
+        return prompt.split(CHOICE, 1)[1].split("\nWhich is true?", 1)[0]
     for cue in (HAS, FREE):
         if cue in prompt:
             return prompt.split(cue, 1)[1].split("\nReply with", 1)[0]
@@ -359,7 +363,8 @@ class LogprobModel(BaseChatModel):
     - `better(a, b)`: the judge's unbiased chance that A is better, to which `bias` is added in log-odds (a judge
       that favours A; `better=lambda a, b: 0.5` with a large `bias` answers by position alone);
     - `fault(answer, issue)`: the unbiased chance that `answer` has the fault `issue`; to "does it have it?" and to
-      "is it free of it?" the judge adds `yes_bias` to Yes in log-odds (a judge that says Yes to anything).
+      "is it free of it?" the judge adds `yes_bias` to Yes in log-odds (a judge that says Yes to anything); to the
+      choice between "the reviewer is right" and "wrong" it adds `bias` to place A.
     """
 
     top: Any = None
@@ -384,12 +389,14 @@ class LogprobModel(BaseChatModel):
         return [prompt for prompt, _ in self.calls]
 
     def kinds(self) -> list[str]:
-        """The kind of each call so far, by `JudgeCritic`'s questions: verdict, A-or-B, has, free, or written (a
-        call without logprobs)."""
+        """The kind of each call so far, by `JudgeCritic`'s questions: verdict, A-or-B, choice, has, free, or
+        written (a call without logprobs)."""
         out = []
         for prompt, options in self.calls:
             if not options.get("logprobs"):
                 out.append("written")
+            elif CHOICE in prompt:
+                out.append("choice")
             elif "A or B" in prompt:
                 out.append("A-or-B")
             elif HAS in prompt:
@@ -402,6 +409,11 @@ class LogprobModel(BaseChatModel):
 
     def judged(self, prompt: str) -> dict[str, float]:
         """The next-token alternatives to `JudgeCritic`'s question in `prompt` (token -> probability)."""
+        if CHOICE in prompt:  # "the reviewer is right" is held at its chance, plus `bias` to place A
+            p_held = min(max(float(self.fault(answer_of(prompt), fault_of(prompt))), 1e-6), 1 - 1e-6)
+            held_first = "A: The reviewer is right" in prompt
+            p_a = _logistic(_logit(p_held if held_first else 1 - p_held) + self.bias)
+            return {"A": p_a * 0.9, "B": (1 - p_a) * 0.9, "Answer": 0.05}
         if "A or B" in prompt:
             p_a = _logistic(_logit(self.better(*answers_of(prompt))) + self.bias)
             return {"A": p_a * 0.9, "B": (1 - p_a) * 0.9, "Answer": 0.05}

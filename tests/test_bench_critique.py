@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reflection_graph._placeholders import placeholders
+from reflection_graph._text._placeholders import placeholders
 from reflection_graph.critics import JudgeCritic
 from tests.fakes import LogprobModel, answer_of
 

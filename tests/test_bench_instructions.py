@@ -269,7 +269,7 @@ def test_raws_reply_is_served_once_as_the_greedy_first_draft_and_never_for_a_sam
 
     from langchain_core.messages import HumanMessage
 
-    from reflection_graph._calls import sampled
+    from reflection_graph._runtime._calls import sampled
     from reflection_graph.models import critic_model
     from reflection_graph.models.embedded import EmbeddedChatModel
 

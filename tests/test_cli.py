@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import Field
 from typer.testing import CliRunner
 
 from reflection_graph import cli, create_reflection_graph
+from reflection_graph.cli import _run
 from reflection_graph.models import resolve_model
 from reflection_graph.settings import Settings
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
@@ -399,6 +401,67 @@ def test_run_on_a_streaming_model_prints_the_same_rounds_off_a_terminal(
     assert as_json.exit_code == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["candidate"] == "revised haiku about the rain" and data["stop_reason"] == "accepted"
+
+
+class LocalFileModel(RecordingChatModel):
+    """A generator that loads a local file before its first call, as the embedded model does (`warm_up`);
+    `events` records the load and each call, in order."""
+
+    events: list[str] = Field(default_factory=list)
+
+    def warm_up(self) -> None:
+        self.events.append("load")
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.events.append("call")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_the_live_view_says_it_loads_the_model_then_shows_each_step_as_it_starts() -> None:
+    """`load` runs under "loading the model" before the graph starts; each step's status is drawn as the step
+    starts (before the draft's first token, and the critique's though the critic streams nothing)."""
+    from rich.console import Console
+
+    from reflection_graph.cli import _render
+
+    generator = LocalFileModel(replies=["first draft of the haiku"])
+    graph = create_reflection_graph(generator, critic=FakeCriticModel(critiques=[critique(9, ok=True)]))
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=70, height=30, highlight=False)
+    loaded_at: list[int] = []
+
+    def load() -> None:
+        generator.warm_up()
+        loaded_at.append(len(buffer.getvalue()))
+
+    _render._stream_with_display(graph, {"task": "Write a haiku"}, {}, console, load=load)
+    out = buffer.getvalue()
+    before_load, after_load = _frames(out[: loaded_at[0]]), _frames(out[loaded_at[0] :])
+    assert generator.events == ["load", "call"]
+    assert "loading the model" in before_load and "drafting" not in before_load
+    assert after_load.index("drafting (round 1)") < after_load.index("draft (round 1, writing)")
+    assert after_load.index("draft (round 1, writing)") < after_load.index("critiquing (round 1)")
+
+
+def test_run_loads_a_local_generator_before_the_live_view_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the command: the live view loads a model that reads a local file before the draft's call, so
+    "drafting" is the call; `--json` shows nothing and lets the first call load it, as before."""
+    generator = LocalFileModel(replies=["first draft of the haiku"])
+
+    def fake_resolve(spec: str | None, options: cli.GraphOptions, role: str) -> Any:
+        if role == "critic":
+            return FakeCriticModel(critiques=[critique(9, ok=True)])
+        generator.events.clear()  # each run starts afresh
+        return generator
+
+    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    live = invoke("run", "Write a haiku", "--critic", "fake", "-n", "1")
+    assert live.exit_code == 0, live.stderr
+    assert generator.events == ["load", "call"] and "first draft of the haiku" in live.stdout
+    as_json = invoke("run", "Write a haiku", "--critic", "fake", "-n", "1", "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    assert generator.events == ["call"]
+    assert _run._local_loader((RecordingChatModel(), None, None)) is None  # nothing local: no loading shown
 
 
 @pytest.mark.embedded

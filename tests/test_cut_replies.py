@@ -6,7 +6,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 
 from reflection_graph import create_reflection_graph
-from reflection_graph._rules import CUT_ISSUE
+from reflection_graph._loop._rules import CUT_ISSUE
 from reflection_graph.critics import LengthCritic
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 

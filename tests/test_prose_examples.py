@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reflection_graph._code import docstring_tests
-from reflection_graph._examples import prose_examples
+from reflection_graph._focus._code import docstring_tests
+from reflection_graph._focus._examples import prose_examples
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
 

@@ -191,7 +191,7 @@ def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
 
 
 def test_graph_and_middleware_share_one_override_resolution() -> None:
-    from reflection_graph import _overrides
+    from reflection_graph._loop import _overrides
     from reflection_graph.middleware import ReflectionMiddleware
 
     critic = lambda prompt: '{"score": 9, "is_acceptable": true}'  # noqa: E731

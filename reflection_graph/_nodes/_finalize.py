@@ -1,5 +1,9 @@
 """The `finalize` node: save this run's lessons (with memory) and build the outputs: the answer (`select`), its
-critique, the stop reason, the rounds and the usage totals (summed once, here, from the rounds)."""
+critique, the stop reason, the rounds and the usage totals (summed once, here, from the rounds).
+
+The answer leaves out a line that holds nothing but a template placeholder the task did not ask for (`[Your
+Name]` under a sign-off; see reflection_graph/_text/_placeholders.py), outside the code focus; the round it
+came from keeps its text as the model wrote it."""
 
 from __future__ import annotations
 
@@ -9,9 +13,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph import _rules
+from reflection_graph._loop import _rules
 from reflection_graph._nodes._step import Step
-from reflection_graph._usage import run_usage
+from reflection_graph._runtime._usage import run_usage
+from reflection_graph._text._placeholders import without_placeholder_lines
 from reflection_graph.state import Round
 
 __all__ = ["afinalize", "finalize"]
@@ -52,6 +57,10 @@ def _outputs(step: Step, state: Mapping[str, Any], failure: BaseException | None
         update["critique"] = None
     else:
         update["candidate"], update["critique"] = state.get("candidate") or "", None
+    if step.settings.focus != "code" and update["candidate"]:
+        update["candidate"] = without_placeholder_lines(
+            update["candidate"], task=str(state.get("task") or ""), context=state.get("context")
+        )
     if "trajectory" not in state:
         update["trajectory"] = []
     return update

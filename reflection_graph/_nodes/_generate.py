@@ -15,13 +15,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph import _focus, _rules
-from reflection_graph._budget import BudgetExhausted, current_budget
-from reflection_graph._calls import acall, call, sampled
-from reflection_graph._input import validate_input
+from reflection_graph._focus import _messages
+from reflection_graph._loop import _rules
+from reflection_graph._loop._input import validate_input
 from reflection_graph._nodes._step import Step, over_limit
-from reflection_graph._placeholders import introduced_placeholders
-from reflection_graph._usage import RoleUsage, metering, sum_usage
+from reflection_graph._runtime._budget import BudgetExhausted, current_budget
+from reflection_graph._runtime._calls import acall, call, sampled
+from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
+from reflection_graph._text._placeholders import introduced_placeholders
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
 
@@ -115,7 +116,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     previous: str | None = None
     if job == "draft":
         text = str(step.memory.format_lessons(lessons)) if lessons else ""
-        messages = _focus.draft(settings, state, text, roles.generator)
+        messages = _messages.draft(settings, state, text, roles.generator)
         model, count = roles.generator, settings.n_drafts
     else:
         previous, critique = step.strategy.revise_from(state)
@@ -123,7 +124,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
             critique["feedback"] = f"{critique.get('feedback', '')}\nReviewer: {state['rg_feedback']}".strip()
         rounds: list[Round] = list(state.get("trajectory") or [])
         history = _rules.bounded(rounds[:-1], settings.history_window)
-        messages = _focus.revision(settings, state, previous, critique, history, roles.reviser)
+        messages = _messages.revision(settings, state, previous, critique, history, roles.reviser)
         model, count = roles.reviser, settings.n_revisions
     assert model is not None
     budget = current_budget()
@@ -139,23 +140,22 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         messages,
         count,
         settings,
-        _focus.finisher(settings, state, _ROLE[job]),
-        _focus.echo_sources(settings, state),
+        _messages.finisher(settings, state, _ROLE[job]),
+        _messages.echo_sources(settings, state),
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
-        slots=_slots(settings, state, previous),
+        slots=_slots(settings, state),
     )
 
 
-def _slots(
-    settings: Settings, state: Mapping[str, Any], previous: str | None
-) -> Callable[[str], list[str]] | None:
-    """The placeholders a candidate brings in that the task, its context and the answer revised did not hold
-    (a candidate with one ranks below every candidate without: `_rules.rank`); not checked for code."""
+def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list[str]] | None:
+    """The placeholders a candidate holds that the task and its context did not (a candidate with one ranks
+    below every candidate without: `_rules.rank`, whether it brought the slot in or kept the one it revised);
+    not checked for code."""
     if settings.focus == "code":
         return None
     task, context = str(state.get("task") or ""), state.get("context")
-    return lambda text: introduced_placeholders(text, task=task, context=context, earlier=(previous,))
+    return lambda text: introduced_placeholders(text, task=task, context=context)
 
 
 _Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]

@@ -150,10 +150,17 @@ def build_graph(
         BadInput: an option is out of range.
         ValueError: the model spec or another factory argument is invalid (message says what to change).
     """
+    options.validate()
+    return _graph_of(options, _role_models(options), checkpointer, store, memory)
+
+
+def _graph_of(
+    options: GraphOptions, roles: tuple[Any, Any, Any], checkpointer: Any, store: Any, memory: Any
+) -> Any:
+    """`build_graph`'s graph on role models already resolved (`_role_models`)."""
     from reflection_graph.graph import create_reflection_graph
 
-    options.validate()
-    generator, critic, reviser = _role_models(options)
+    generator, critic, reviser = roles
     if options.tests is not None:
         from reflection_graph.critics.code_tests import CodeTestCritic
 
@@ -212,13 +219,15 @@ def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any
     return checkpointer, store, memory
 
 
-def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = False) -> Any:
-    """The compiled graph of a command, with its SQLite persistence opened on `stack`; bad options exit in one line."""
+def _job_graph(
+    options: GraphOptions, stack: ExitStack, *, checkpoint: bool = False
+) -> tuple[Any, tuple[Any, Any, Any]]:
+    """The compiled graph of a command, with its SQLite persistence opened on `stack`, and its role models
+    (generator, critic, reviser; None: derived from the generator); bad options exit in one line."""
     try:
-        checkpointer, store, reflexion = _open_persistence(options, stack)
-        return build_graph(
-            options, checkpointer=checkpointer if checkpoint else None, store=store, memory=reflexion
-        )
+        checkpointer, store, reflexion = _open_persistence(options, stack)  # the options validated first
+        roles = _role_models(options)
+        return _graph_of(options, roles, checkpointer if checkpoint else None, store, reflexion), roles
     except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
         _fail(str(exc))
 
@@ -227,7 +236,7 @@ def _job_graph(options: GraphOptions, stack: ExitStack, *, checkpoint: bool = Fa
 def _batch_job(options: GraphOptions) -> Iterator[Any]:
     """The graph of a `batch` or `eval` job, its persistence open while the job runs; errors end in one line."""
     with ExitStack() as stack:
-        graph = _job_graph(options, stack)
+        graph, _ = _job_graph(options, stack)
         with _job_errors():
             yield graph
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessageChunk, BaseMessage
@@ -153,6 +154,9 @@ class _LiveRenderer:
         console.print(_usage_table(result.get("usage")))
 
 
+LOADING = "loading the model"
+"""What the live view says while `run` loads a local model's file, before the first step."""
+
 TOKEN_REFRESH_S = 0.1
 """The least time between two redraws for new tokens (the first token of a reply is drawn at once)."""
 
@@ -201,16 +205,27 @@ class _Writing:
 
 
 def _stream_with_display(
-    graph: Any, inputs: dict[str, Any] | None, config: dict[str, Any], console: Console
+    graph: Any,
+    inputs: dict[str, Any] | None,
+    config: dict[str, Any],
+    console: Console,
+    *,
+    load: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run the graph, printing each round as it ends; the draft and each revision are shown as they are written
-    (the `messages` stream of the `generate` node; a critic's calls are not on it), under a spinner."""
+    (the `messages` stream of the `generate` node; a critic's calls are not on it), under a spinner that says
+    what runs, redrawn as each step starts. `load`, when given, runs first under "loading the model" (a local
+    model's file), so "drafting" starts with the draft's call."""
     renderer = _LiveRenderer(console)
     writing = _Writing()
     result: dict[str, Any] = {}
     modes = ["updates", "values", "tasks", "messages"]
     # a slow refresh: on 2 cores a 12.5 Hz spinner thread measurably slows the embedded model's threads
     with Live(writing, console=console, refresh_per_second=2, transient=True) as live:
+        if load is not None:
+            writing.spinner.update(text=Text.from_markup(f"[bold]{LOADING}[/]…"))
+            live.refresh()
+            load()
         for mode, chunk in graph.stream(inputs, config, stream_mode=modes):
             if mode == "messages":
                 message, meta = chunk
@@ -221,6 +236,7 @@ def _stream_with_display(
                 writing.spinner.update(text=renderer.status_for(name))
                 if name == "generate":
                     writing.title = renderer.writing_title()
+                live.refresh()  # the step is shown as it starts, not at the next slow refresh
             elif mode == "updates" and isinstance(chunk, dict):
                 for node, update in chunk.items():
                     if node == "generate":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,6 +47,20 @@ def _resume_input(
     return None
 
 
+def _local_loader(roles: tuple[Any, ...]) -> Callable[[], None] | None:
+    """What loads the role models that read a local file now (`warm_up()`: an embedded GGUF, otherwise loaded by
+    its first call, so the live view can say "loading the model" instead of "drafting"), or None when none does."""
+    loads = [model.warm_up for model in roles if callable(getattr(model, "warm_up", None))]
+    if not loads:
+        return None
+
+    def load() -> None:
+        for warm_up in loads:
+            warm_up()
+
+    return load
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump()
@@ -61,7 +76,7 @@ def _run_inputs(task: str, candidate: str | None, context: str | None) -> dict[s
     A byte that is not UTF-8 in an argument reaches Python as a lone surrogate, which no model can be sent:
     it is refused here, naming the argument (TASK, --candidate, --context) and the position.
     """
-    from reflection_graph._input import validate_input
+    from reflection_graph._loop._input import validate_input
 
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
@@ -96,7 +111,7 @@ def _code_options(
 
 def _read_tests(path: Path, task: str, entry_point: str | None) -> str:
     """The --tests file's source, checked (a test function, valid syntax, an import of the function)."""
-    from reflection_graph._code import resolve_tests
+    from reflection_graph._focus._code import resolve_tests
 
     try:
         source = path.read_text(encoding="utf-8")
@@ -166,7 +181,7 @@ def run(
         _fail("--thread-id needs --checkpoint PATH (there is nothing to resume without a checkpointer)")
 
     with ExitStack() as stack:
-        graph = _job_graph(options, stack, checkpoint=True)
+        graph, roles = _job_graph(options, stack, checkpoint=True)
         if checkpoint is not None:  # one run per checkpointed thread: a second one is refused, not run twice
             from reflection_graph.runners._lock import ThreadBusy, ThreadLock
 
@@ -181,7 +196,8 @@ def run(
             if as_json:
                 result = graph.invoke(run_input, config)
             else:
-                result = _stream_with_display(graph, run_input, config, Console(highlight=False))
+                console = Console(highlight=False)
+                result = _stream_with_display(graph, run_input, config, console, load=_local_loader(roles))
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except Exception as exc:  # a model/server failure mid-run: one line, no traceback

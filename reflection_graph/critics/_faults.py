@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from reflection_graph._lines import scripts, whole_line
-from reflection_graph._placeholders import introduced_placeholders
+from reflection_graph._text._lines import scripts, whole_line
+from reflection_graph._text._placeholders import introduced_placeholders
 
 __all__ = ["MAX_FAULTS", "MAX_LINE_CHARS", "Fault", "FaultCheck", "WrittenCritique", "usable", "written"]
 
@@ -70,8 +70,10 @@ class FaultCheck:
 
     Attributes:
         fault: the fault (whole lines only).
-        has: `log P(Yes) - log P(No)` to "does the answer have this fault?".
-        free: `log P(Yes) - log P(No)` to "is the answer free of this fault?" (None: not asked).
+        has: `log P(Yes) - log P(No)` to "does the answer have this fault?" (`confirm="choice"`: the log-odds of
+            "the reviewer is right" over "wrong", with "right" as A).
+        free: `log P(Yes) - log P(No)` to "is the answer free of this fault?" (None: not asked; `"choice"`: the
+            log-odds of "wrong" over "right", with "right" as B, so that `has - free` sums the two orders).
         confirmed: the fault holds: `has > 0` when asked once; `(has - free) / 2 > 0` when asked both ways, a
             judge that says Yes to any question gaining nothing from it.
     """

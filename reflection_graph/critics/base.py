@@ -27,8 +27,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 from typing_extensions import Self, TypedDict, Unpack
 
-from reflection_graph._calls import acall, call, is_transient
-from reflection_graph._threads import run_detached
+from reflection_graph._runtime._calls import acall, call, is_transient
+from reflection_graph._runtime._threads import run_detached
 from reflection_graph.critique import Critique
 from reflection_graph.models import at_temperature_zero
 
@@ -136,7 +136,7 @@ class ModelCritic(BaseCritic):
         name: the critic's name in findings.
     """
 
-    metered = True  # every call goes through reflection_graph/_calls.py
+    metered = True  # every call goes through reflection_graph/_runtime/_calls.py
     chat_model_only: ClassVar[bool] = True
     prompt_argument: ClassVar[str | None] = None
     stand_in_argument: ClassVar[str | None] = None

@@ -44,7 +44,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph._extract import extract_code
+from reflection_graph._text._extract import extract_code
 from reflection_graph.critics._test_plan import VerdictSource, plan_tests
 from reflection_graph.critics._test_report import Limits, judge_run, parse_events, tail
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest

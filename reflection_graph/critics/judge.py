@@ -25,9 +25,11 @@ always tries one revision. Each bar is where the model's own two readings are ev
 `score_threshold` set, the score decides as everywhere.
 
 A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) that neither
-the task, its context nor the earlier candidate holds is judged worse than the earlier one (its `p_better` is
-taken as `min(p, 1 - p)`), is never accepted, and its critique names the placeholder; selection ranks it below
-every candidate without one (see reflection_graph/_placeholders.py). A task that asks for a template allows them.
+the task nor its context holds is never accepted, and its critique names the placeholder and asks for it to go,
+whether the candidate brought it in or kept the earlier candidate's; one it brought in is also judged worse than
+the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it below every candidate without
+one, and the final answer leaves out a line that is nothing but one (see reflection_graph/_text/_placeholders.py).
+A task that asks for a template allows them.
 
 Only a rejected candidate gets a **written critique**: the model at temperature 0 writes faults as issue/fix
 pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for faults, this model lists one for
@@ -37,14 +39,18 @@ nearly every answer, right or wrong, so no written fault reaches a person or the
 - each issue left is put back to the judge: "Does this answer have this fault: ...? Yes or No", and with
   `confirm="both"` (the default) also "Is this answer free of this fault: ...?". A fault is kept when the
   mean log-odds `(has - free) / 2` is above 0 (with `confirm="yes"`, when P(Yes) > P(No) to the first
-  question): a judge that says Yes to any question gains nothing. An unconfirmed issue is dropped with its fix.
+  question): a judge that says Yes to any question gains nothing. With `confirm="choice"` the judge instead
+  chooses between "the reviewer is right" and "the reviewer is wrong", each in place A in turn, and a fault is
+  kept when the mean log-odds of "right" over both orders is above 0 (a judge that picks a position gains
+  nothing). An unconfirmed issue is dropped with its fix.
 When no fault is confirmed the critique says so, and the reviser is asked to improve the answer against the task.
 The written critique never scores and never accepts.
 
 Calls per candidate: 1 (the verdict) for a first candidate, 3 (the verdict, both orders) for a later one, plus 1
 when a comparison ties and the candidate's P(Yes) is above 1/2 (the earlier candidate's verdict); for a rejected
 candidate 1 more (the written critique, up to 3 grammar passes when a reply does not close) and, per written fault
-left after the line checks (at most 3), 2 one-token readings (1 with `confirm="yes"`, 0 with `"none"`), each
+left after the line checks (at most 3), 2 one-token readings (also with `"choice"`; 1 with `confirm="yes"`, 0 with
+`"none"`), each
 as long as the verdict's prompt plus the fault.
 
 It needs a model whose replies carry OpenAI-style next-token `logprobs` (the embedded model always does;
@@ -63,7 +69,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._placeholders import introduced_placeholders
+from reflection_graph._text._placeholders import introduced_placeholders
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,
@@ -78,10 +84,13 @@ from reflection_graph.critics.pairwise import best_earlier, moved_score
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
+    CHAT_FAULT_CHOICE_PROMPT,
     CHAT_FAULT_PROMPT,
     CHAT_NO_FAULT_PROMPT,
     CHAT_PREFERENCE_PROMPT,
     CHAT_VERDICT_PROMPT,
+    FAULT_HELD,
+    FAULT_NOT_HELD,
     render_prompt,
 )
 
@@ -97,8 +106,9 @@ __all__ = [
     "preference",
 ]
 
-Confirm = Literal["both", "yes", "none"]
-"""How a written fault is checked: asked both ways, asked once, or not at all (every whole line kept)."""
+Confirm = Literal["both", "choice", "yes", "none"]
+"""How a written fault is checked: asked both ways, as a choice in both orders, asked once, or not at all (every
+whole line kept)."""
 
 NO_FAULT = "No fault was confirmed in this answer: improve it against the task where you can, and keep what is right."
 WORSE = "Judged worse than the best earlier answer; keep what that answer did right."
@@ -116,10 +126,11 @@ class Judgement:
         p_better: the chance that the candidate is the better of it and the earlier one (None: no earlier one).
         score: `10 * p_yes`, or the earlier score moved by `p_better` (`moved_score`).
         accepted: after a comparison only: won in both orders, or (a tie) a verdict above the earlier
-            candidate's; and `p_yes > 1/2`; never with a placeholder the earlier candidate did not hold.
+            candidate's; and `p_yes > 1/2`; never with a placeholder the task did not ask for.
         tie: the two orders split (the judge picked the same position both times): the comparison is no evidence.
         p_yes_earlier: the earlier candidate's `p_yes`, read only to settle a tie (else None).
-        placeholders: the template placeholders the candidate introduced (see the module doc).
+        placeholders: the template placeholders the candidate holds that the task did not ask for (whether it
+            brought them in or kept the earlier answer's; see the module doc).
     """
 
     p_yes: float
@@ -151,7 +162,7 @@ def placeholder_fault(slots: Sequence[str]) -> Fault:
     plural = "s" if len(slots) > 1 else ""
     return Fault(
         issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
-        fix="Write the real text in its place, or leave that part out.",
+        fix=f"Remove {', '.join(slots)}: write the real text only where the task gives it, else leave that part out.",
     )
 
 
@@ -170,8 +181,9 @@ class JudgeCritic(LogprobReadingCritic):
         write: write a critique (faults and fixes) for a rejected candidate, for the reviser. Acceptance never
             depends on it.
         confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
-            has the fault and whether it is free of it, `"yes"` asks the first question only, `"none"` keeps
-            every whole line unchecked.
+            has the fault and whether it is free of it, `"choice"` asks it to choose between "the reviewer is
+            right" and "the reviewer is wrong" with each in first place in turn, `"yes"` asks the first question
+            only, `"none"` keeps every whole line unchecked.
         top_logprobs: how many next-token alternatives each reading lists (1 to 20).
         max_candidate_chars: the longest answer a prompt shows; a longer one is cut, its head kept.
         retries: how often a transient model error is retried.
@@ -242,6 +254,9 @@ class JudgeCritic(LogprobReadingCritic):
         """The questions that check one written fault: "does the answer have it?", and with `confirm="both"`
         "is the answer free of it?"."""
         values = {**self._values(request), "fault": fault.issue}
+        if self.confirm == "choice":
+            orders = ({"a": FAULT_HELD, "b": FAULT_NOT_HELD}, {"a": FAULT_NOT_HELD, "b": FAULT_HELD})
+            return [[HumanMessage(render_prompt(CHAT_FAULT_CHOICE_PROMPT, {**values, **o}))] for o in orders]
         templates = (
             (CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT) if self.confirm == "both" else (CHAT_FAULT_PROMPT,)
         )
@@ -272,10 +287,10 @@ class JudgeCritic(LogprobReadingCritic):
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
         as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
         p_better = preference(as_a, as_b)
-        placed = introduced_placeholders(
+        placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
+        if introduced_placeholders(
             request.candidate, task=request.task, context=request.context, earlier=(earlier,)
-        )
-        if placed:
+        ):
             p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse
         tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
         p_yes_earlier = None
@@ -297,8 +312,12 @@ class JudgeCritic(LogprobReadingCritic):
         checks = []
         for fault in faults:
             readings = []
-            for question in self.fault_messages(request, fault):
-                readings.append(self._yes((yield self._reader, question)))
+            for index, question in enumerate(self.fault_messages(request, fault)):
+                top = self._top((yield self._reader, question))
+                if self.confirm != "choice":
+                    readings.append(log_odds(top, "yes", "no"))
+                else:  # "has" is the held choice's log-odds as A; "free" is the not-held choice's as A
+                    readings.append(log_odds(top, "A", "B") if index == 0 else log_odds(top, "B", "A") * -1)
             checks.append(FaultCheck(fault, readings[0], readings[1] if len(readings) > 1 else None))
         return checks
 

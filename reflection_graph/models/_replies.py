@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from reflection_graph._threads import Emit, astream_detached, stream_in_thread
+from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
 from reflection_graph.models import _reuse, _structured
 from reflection_graph.models._prompting import _clean
 from reflection_graph.models._streaming import ReplyChunks, TextTap
@@ -149,7 +149,7 @@ def generate_text(
     model: EmbeddedChatModel, prompt: str, params: dict[str, Any], plan: _reuse.Plan | None = None
 ) -> tuple[str, UsageMetadata, dict[str, Any]]:
     """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
-    layer, `reflection_graph._calls`, where every attempt is counted in `max_model_calls`."""
+    layer, `reflection_graph._runtime._calls`, where every attempt is counted in `max_model_calls`."""
     loaded = model._loaded()
     result = model._complete(loaded, prompt, params, plan=plan)
     choice = result["choices"][0]

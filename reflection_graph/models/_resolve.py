@@ -35,7 +35,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from reflection_graph._threads import run_detached
+from reflection_graph._runtime._threads import run_detached
 from reflection_graph.critique import (
     CritiqueOutput,
     extract_json_object,
@@ -71,10 +71,10 @@ class CallableChatModel(BaseChatModel):
     schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
     the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
-    The function reports no token usage: the package counts its calls by an estimate (reflection_graph/_estimate.py:
-    a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field, or a call option, which a run budget sets to
-    what it has left) is its reply limit by the same estimate: a longer reply is cut there, as a model stops at its
-    own limit.
+    The function reports no token usage: the package counts its calls by an estimate
+    (reflection_graph/_runtime/_estimate.py: a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field,
+    or a call option, which a run budget sets to what it has left) is its reply limit by the same estimate: a
+    longer reply is cut there, as a model stops at its own limit.
 
     Attributes:
         fn: the function to call. It receives the rendered prompt and returns the reply text.

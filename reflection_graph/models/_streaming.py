@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from reflection_graph._threads import Emit
+from reflection_graph._runtime._threads import Emit
 from reflection_graph.models._prompting import _clean_prefix
 
 __all__ = ["ReplyChunks", "TextTap"]

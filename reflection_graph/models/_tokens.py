@@ -1,5 +1,5 @@
 """The embedded model's exact token bound of one call, and its token count of a text, for run budgets
-(reflection_graph/_budget.py, reflection_graph/_estimate.py).
+(reflection_graph/_runtime/_budget.py, reflection_graph/_runtime/_estimate.py).
 
 `EmbeddedChatModel.token_bound` is this function: it counts the rendered prompt with the model's own tokenizer
 (the prompt a call sends, `render_prompt`, with a BOS token and special tokens as text: never fewer tokens

@@ -44,7 +44,7 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from reflection_graph._threads import run_detached
+from reflection_graph._runtime._threads import run_detached
 from reflection_graph.models import _completion, _replies, _reuse, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
@@ -107,7 +107,8 @@ class EmbeddedChatModel(BaseChatModel):
             instruction-tuned model, whose code and revisions copy text; 1.1 for Gemma, which loops without it).
         stop: extra stop sequences, added to the model's own (its end-of-turn token through a chat template,
             `DEFAULT_STOP` for a base model).
-        empty_retries: kept for compatibility and ignored: empty replies are retried by `reflection_graph._calls`.
+        empty_retries: kept for compatibility and ignored: empty replies are retried by
+            `reflection_graph._runtime._calls`.
         prefix_cache_mb: memory for saved prompt-prefix states, in MB (at most 16 states per loaded GGUF; 0 keeps
             none: every call then evaluates its whole prompt, with the same figures). A state holds the KV cache
             of its tokens, about 28 KB a token for Qwen, 18 KB for Gemma.

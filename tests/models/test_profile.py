@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _default_critic(model: Any) -> Any:
-    from reflection_graph._overrides import as_critic
+    from reflection_graph._loop._overrides import as_critic
 
     return as_critic(None, model, Settings(), base_url=None, guidelines=None)
 
@@ -114,7 +114,7 @@ class _Counting(RecordingChatModel):
 
 
 def test_what_a_model_declares_is_read_in_one_place() -> None:
-    from reflection_graph._estimate import call_bound, text_tokens
+    from reflection_graph._runtime._estimate import call_bound, text_tokens
 
     model = _Counting(replies=["x"])
     facts = describe(model)
@@ -136,7 +136,7 @@ def test_what_a_model_declares_is_read_in_one_place() -> None:
 
 
 def test_at_temperature_zero_is_the_one_way_to_a_greedy_model() -> None:
-    from reflection_graph._calls import sampled
+    from reflection_graph._runtime._calls import sampled
 
     model = EmbeddedChatModel(model="gemma-3-270m", temperature=0.8, seed=3, max_tokens=50)
     greedy = at_temperature_zero(model)
@@ -226,7 +226,7 @@ def test_a_third_bundled_gguf_is_one_entry(tmp_path: Path, monkeypatch: pytest.M
 def test_a_third_bundled_gguf_with_a_chat_template_is_one_entry_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reflection_graph._focus import draft
+    from reflection_graph._focus._messages import draft
     from reflection_graph.critics import JudgeCritic
 
     gguf = tmp_path / "tiny-chat.gguf"

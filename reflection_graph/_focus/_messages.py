@@ -4,8 +4,8 @@ a candidate.
 - A first draft by a model prompted through its chat template, with no overridden prompt: the user's task as it
   is (`plain_request`), the very call a user makes without the loop, whatever the focus.
 - `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
-  (reflection_graph/_code.py), chat-style for a model prompted through its chat template, else completion-style;
-  a reply that continues the stub becomes the full function.
+  (reflection_graph/_focus/_code.py), chat-style for a model prompted through its chat template, else
+  completion-style; a reply that continues the stub becomes the full function.
 - Any other focus: the named templates of reflection_graph/prompts.py (`focus` picks the targeted revision
   rules), and the reply is kept as it is (an overridden code prompt's reply only gets its fences balanced).
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from reflection_graph._code import code_messages, finish_candidate
-from reflection_graph._extract import well_formed
+from reflection_graph._focus._code import code_messages, finish_candidate
+from reflection_graph._text._extract import well_formed
 from reflection_graph.models import describe
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,

@@ -6,7 +6,7 @@
 - Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
   what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
-  then one that brought in a template placeholder (`[Your Name]`, see reflection_graph/_placeholders.py) ranks
+  then one that brought in a template placeholder (`[Your Name]`, see reflection_graph/_text/_placeholders.py) ranks
   below every candidate without one; then the verifier's count of passed checks outranks the judge's score; then
   the score. Ties across rounds go to
   the later round; ties among one round's samples go to the earlier sample (sample 0 of the first round is the

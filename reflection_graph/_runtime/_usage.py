@@ -1,9 +1,9 @@
 """Token and time accounting per role.
 
-The package's own model calls are counted where they are made: `reflection_graph._calls` records every attempt
-(and its reply's `AIMessage.usage_metadata`) in the `Meter` of the current context (`metering()`). A critic that
-calls models itself, outside that layer (a user's own critic), is measured with the `UsageCounter` callback
-instead (`track_usage`).
+The package's own model calls are counted where they are made: `reflection_graph._runtime._calls` records
+every attempt (and its reply's `AIMessage.usage_metadata`) in the `Meter` of the current context
+(`metering()`). A critic that calls models itself, outside that layer (a user's own critic), is measured with
+the `UsageCounter` callback instead (`track_usage`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from typing_extensions import NotRequired
 
-from reflection_graph._estimate import estimate_usage, reported_usage, text_tokens
+from reflection_graph._runtime._estimate import estimate_usage, reported_usage, text_tokens
 
 __all__ = [
     "Meter",
@@ -45,7 +45,7 @@ __all__ = [
 class RoleUsage(TypedDict):
     """Tokens (from `usage_metadata`, else estimated), model calls and wall seconds of one role, one round or a
     whole run. `estimated_tokens`, present only when some are, says how many of `total_tokens` are an estimate
-    (calls of models that report no usage; reflection_graph/_estimate.py)."""
+    (calls of models that report no usage; reflection_graph/_runtime/_estimate.py)."""
 
     input_tokens: int
     output_tokens: int
@@ -175,9 +175,9 @@ def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
 
 
 class UsageCounter(BaseCallbackHandler):
-    """Counts chat-model calls and sums `usage_metadata` of every reply (`reported_tokens`), whatever the model's
-    name; a reply without usage is counted by the character estimate of its prompt and text (reflection_graph/_estimate.py), marked in
-    `estimated_tokens`."""
+    """Counts chat-model calls and sums `usage_metadata` of every reply (`reported_tokens`), whatever the
+    model's name; a reply without usage is counted by the character estimate of its prompt and text
+    (reflection_graph/_runtime/_estimate.py), marked in `estimated_tokens`."""
 
     run_inline = True  # cheap and thread-safe: no executor hop per event under ainvoke
     ignore_chain = True  # only model events matter; skipping chain events keeps the handler cheap

@@ -1,9 +1,9 @@
 """One critique, measured: the critic's reply checked into a `Critique`, with the calls and tokens it cost.
 
 Shared by the graph's `critique` node and `ReflectionMiddleware`. A critic that declares `metered = True` (the
-package's own critics, and any critic whose calls go through `critics.base.call_model`) has its calls recorded in
-the step's meter by reflection_graph/_calls.py; any other critic (also inside a composite) is measured with the
-`UsageCounter` callback instead.
+package's own critics, and any critic whose calls go through `critics.base.call_model`) has its calls recorded
+in the step's meter by reflection_graph/_runtime/_calls.py; any other critic (also inside a composite) is
+measured with the `UsageCounter` callback instead.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from reflection_graph._usage import Meter, RoleUsage, metering, track_usage
+from reflection_graph._runtime._usage import Meter, RoleUsage, metering, track_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest, is_metered
 from reflection_graph.critique import Critique, parse_critique
 from reflection_graph.prompts import HISTORY_CHARS

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["asks_for_template", "introduced_placeholders", "placeholders"]
+__all__ = ["asks_for_template", "introduced_placeholders", "placeholders", "without_placeholder_lines"]
 
 _FENCED = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
 _CODE_LINE = re.compile(
@@ -79,3 +79,25 @@ def introduced_placeholders(
         return []
     held = {_key(slot) for source in (task, context, *earlier) if source for slot in placeholders(source)}
     return [slot for slot in placeholders(candidate) if _key(slot) not in held]
+
+
+_SLOT_LINE_REST = re.compile(r"[\s,;.:!\-*]*")
+
+
+def without_placeholder_lines(answer: str, *, task: str, context: str | None = None) -> str:
+    """`answer` without the lines that hold nothing but placeholders the task did not ask for (`[Your Name]`
+    under a sign-off, `[Your Position], [Company]`): what a final answer leaves out rather than hand a person a
+    slot to fill. Inline slots ("Dear [Name],") stay: the critique names them and the reviser writes them out.
+    Code, and a task that asks for a template, are returned as they are."""
+    slots = introduced_placeholders(answer, task=task, context=context)
+    if not slots:
+        return answer
+    kept = []
+    for line in answer.split("\n"):
+        rest = line
+        for slot in slots:
+            rest = rest.replace(slot, "")
+        if rest != line and _SLOT_LINE_REST.fullmatch(rest):
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip()

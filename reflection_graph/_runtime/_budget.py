@@ -1,4 +1,5 @@
-"""A run's token and time budget, checked by the one call layer (reflection_graph/_calls.py) before every call.
+"""A run's token and time budget, checked by the one call layer (reflection_graph/_runtime/_calls.py) before
+every call.
 
 A node of a budgeted run (`token_budget` or `time_budget_s` set) opens a `Budget` holding what the run spent
 before this step (tokens from the recorded usage, seconds from the earlier steps) and makes it current
@@ -6,7 +7,7 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
 - the call is *refused* (`BudgetExhausted`, never started) when the time budget is spent, or when not even a
   *useful reply* fits: the tokens spent, those reserved by calls under way (parallel samples) and the call's prompt
   plus `USEFUL_REPLY_TOKENS` (or the call's own smaller reply limit, e.g. one token for a log-probability judge)
-  exceed `token_budget` (the rule is `reflection_graph._rules.budget_refusal`, a pure function);
+  exceed `token_budget` (the rule is `reflection_graph._loop._rules.budget_refusal`, a pure function);
 - otherwise it is *admitted with its reply limit cut* to what is left: the call's reply-limit option
   (`max_tokens`, or the model's own name for it, `ModelFacts.reply_limit_option`) is set to the largest value whose
   bound still fits (never above the model's own limit). The calls of one step share what is left (`split`): a
@@ -14,8 +15,8 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
   finish), a `critique` step's critiques all of it; a call whose share is too small for a useful reply may take
   what is left;
 - an admitted call reserves its bound until it returns; then its tokens are counted instead: those the reply
-  reports, or, for a model that reports none, the estimate of reflection_graph/_estimate.py (marked as
-  `estimated_tokens` in the run's usage);
+  reports, or, for a model that reports none, the estimate of reflection_graph/_runtime/_estimate.py (marked
+  as `estimated_tokens` in the run's usage);
 - its time limit is at most the seconds left (an async call is cancelled there; a sync one is abandoned), and a
   call stopped by that limit is a refusal too.
 
@@ -38,9 +39,9 @@ from typing import Any
 
 from langchain_core.runnables import Runnable
 
-from reflection_graph import _rules
-from reflection_graph._estimate import call_bound, chat_model, with_option
-from reflection_graph._usage import run_usage
+from reflection_graph._loop import _rules
+from reflection_graph._runtime._estimate import call_bound, chat_model, with_option
+from reflection_graph._runtime._usage import run_usage
 from reflection_graph.models.profile import REPLY_LIMITS, ModelFacts, describe
 from reflection_graph.settings import Settings
 

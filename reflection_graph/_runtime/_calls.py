@@ -11,14 +11,15 @@ Every model call of the package (drafts, revisions, LLM critiques) goes through 
 - a reply `ok` rejects is asked again from a resampled model (`sampled`: the next seed, temperature at least
   `SAMPLE_TEMPERATURE`), so a model that returned nothing at temperature 0 does not return the same nothing; the
   embedded model no longer retries below this layer;
-- every attempt, failed or not, is recorded in the current `Meter` (`reflection_graph._usage.metering`) with its
-  reply's `usage_metadata`, or an estimate when the model reports none (reflection_graph/_estimate.py): this is
-  where the package counts its calls and tokens.
+- every attempt, failed or not, is recorded in the current `Meter`
+  (`reflection_graph._runtime._usage.metering`) with its reply's `usage_metadata`, or an estimate when the
+  model reports none (reflection_graph/_runtime/_estimate.py): this is where the package counts its calls and
+  tokens.
 
-- under a run budget (`token_budget`, `time_budget_s`), every attempt is first admitted by the current `Budget`
-  (reflection_graph/_budget.py): an attempt without room for a useful reply is not started (`BudgetExhausted`,
-  never retried); an admitted one has its reply limit cut to what is left, and its time limit is at most the
-  seconds left.
+- under a run budget (`token_budget`, `time_budget_s`), every attempt is first admitted by the current
+  `Budget` (reflection_graph/_runtime/_budget.py): an attempt without room for a useful reply is not started
+  (`BudgetExhausted`, never retried); an admitted one has its reply limit cut to what is left, and its time
+  limit is at most the seconds left.
 
 So one logical call makes at most `1 + retries` model calls, and `max_model_calls` is a true upper bound (a budget
 only ever removes calls).
@@ -45,8 +46,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from reflection_graph._budget import current_budget
-from reflection_graph._usage import call_usage, current_meter
+from reflection_graph._runtime._budget import current_budget
+from reflection_graph._runtime._usage import call_usage, current_meter
 from reflection_graph.models import at_temperature_zero
 
 __all__ = [
@@ -213,8 +214,9 @@ class _Target:
         return runnable, timeout_s
 
     def record(self, result: Any) -> None:
-        """Count an attempt that returned `result` (None when it raised): the tokens its reply reports, else the
-        estimate (reflection_graph/_estimate.py); a failed attempt counts as a call with no tokens."""
+        """Count an attempt that returned `result` (None when it raised): the tokens its reply reports, else
+        the estimate (reflection_graph/_runtime/_estimate.py); a failed attempt counts as a call with no
+        tokens."""
         usage = call_usage(self._called, self._value, result)
         if self._meter is not None:
             self._meter.record(usage)

@@ -1,0 +1,10 @@
+"""One run of the loop, whichever host runs it: what the graph's nodes (reflection_graph/_nodes/), the agent
+middleware (reflection_graph/middleware.py) and the runners share.
+
+- `_input`: the input checks, before any model call;
+- `_overrides`: this run's settings and models (a `Context` or a mapping applied to what was built);
+- `_judge`: one critique, measured: the critic's reply checked into a `Critique`, with its calls and tokens;
+- `_rules`: the stop and selection rules, pure functions.
+
+This file imports nothing, so importing one of them never loads the others.
+"""
