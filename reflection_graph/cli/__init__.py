@@ -133,7 +133,12 @@ def _role_models(options: GraphOptions) -> tuple[Any, Any | None, Any | None]:
 
 
 def build_graph(
-    options: GraphOptions, *, checkpointer: Any = None, store: Any = None, memory: Any = None
+    options: GraphOptions,
+    *,
+    checkpointer: Any = None,
+    store: Any = None,
+    memory: Any = None,
+    roles: tuple[Any, Any, Any] | None = None,
 ) -> Any:
     """Build the compiled reflection graph the CLI runs.
 
@@ -142,6 +147,8 @@ def build_graph(
         checkpointer: a LangGraph checkpointer, or None.
         store: a LangGraph store, or None.
         memory: a `ReflexionMemory`, or None.
+        roles: the role models (generator, critic, reviser; None: derived from the generator) when the caller
+            resolved them already (`run` loads the generator before drafting); None: resolved here from `options`.
 
     Returns:
         The `CompiledStateGraph` from `create_reflection_graph`.
@@ -151,7 +158,7 @@ def build_graph(
         ValueError: the model spec or another factory argument is invalid (message says what to change).
     """
     options.validate()
-    return _graph_of(options, _role_models(options), checkpointer, store, memory)
+    return _graph_of(options, roles or _role_models(options), checkpointer, store, memory)
 
 
 def _graph_of(
@@ -227,7 +234,14 @@ def _job_graph(
     try:
         checkpointer, store, reflexion = _open_persistence(options, stack)  # the options validated first
         roles = _role_models(options)
-        return _graph_of(options, roles, checkpointer if checkpoint else None, store, reflexion), roles
+        graph = build_graph(
+            options,
+            checkpointer=checkpointer if checkpoint else None,
+            store=store,
+            memory=reflexion,
+            roles=roles,
+        )
+        return graph, roles
     except (ValueError, TypeError, ImportError, OSError, IsolationUnavailableError) as exc:
         _fail(str(exc))
 
