@@ -89,12 +89,14 @@ def _run(db: Path, model_url: str) -> subprocess.Popen[str]:
     )
 
 
-def _refused(proc: subprocess.Popen[str]) -> None:
-    """`proc` ended at once with the one-line error that names the thread."""
+def _refused(proc: subprocess.Popen[str], *, holder_may_be_starting: bool = False) -> None:
+    """`proc` ended at once with the one-line error that names the thread and the holder's pid (or, for a holder
+    that took the lock a moment before and has not written its pid yet, says it is just starting)."""
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, (proc.returncode, out, err)
     assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert f"thread {THREAD!r} is being run by another process (pid " in err, err
+    holders = ["(pid "] + (["(a run that is just starting)"] if holder_may_be_starting else [])
+    assert any(f"thread {THREAD!r} is being run by another process {h}" in err for h in holders), err
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -120,7 +122,9 @@ def test_a_thread_a_run_holds_refuses_a_second_runner(tmp_path: Path, stuck: _St
     try:
         stuck.wait_for(2)  # the first run's request and the holder's
         ended = _first_to_end(both)
-        _refused(ended)
+        _refused(
+            ended, holder_may_be_starting=True
+        )  # started at once: the holder may not have written its pid
         holder = both[1 - both.index(ended)]
         assert holder.poll() is None
     finally:
