@@ -16,6 +16,9 @@ calls, side by side:
   this fault?" is above 0 (`confirm="both"`).
 - `checked as a choice`: the faults the judge confirms choosing between "the reviewer is right" and "wrong", each
   in place A in turn (`confirm="choice"`; two more one-token calls per fault).
+- `..., judged wrong only`: the same lines shown only when the judge's own verdict on the answer ("is it correct
+  and does it do what the task asks?") has P(Yes) <= 1/2; otherwise only the placeholder rule's line (one more
+  one-token call per case, the verdict the critic reads first anyway; nothing fitted).
 
 Printed per variant, each with a Wilson 95% interval:
 - `false claims on good`: good answers with at least one fault shown (every claim on a good answer is false), and
@@ -149,6 +152,7 @@ def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]
 
     request = CritiqueRequest(task=case["task"], candidate=case["answer"])
     record: dict[str, Any] = {"id": case["id"], "seconds": {}}
+    record.update(read_verdict(critic, case))
     start = time.perf_counter()
     written = critic.faults(request)
     record["seconds"]["written"] = time.perf_counter() - start
@@ -173,6 +177,15 @@ def read_case(critic: Any, case: dict[str, Any], before: bool) -> dict[str, Any]
         parsed = reply.get("parsed")
         record["before"] = parsed.model_dump() if parsed is not None else None
     return record
+
+
+def read_verdict(critic: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """The judge's verdict on the answer as a first candidate: `p_yes` (one one-token call), and its seconds."""
+    from reflection_graph.critics import CritiqueRequest
+
+    start = time.perf_counter()
+    judged = critic.judge(CritiqueRequest(task=case["task"], candidate=case["answer"]))
+    return {"p_yes": judged.p_yes, "verdict_seconds": time.perf_counter() - start}
 
 
 # -- the variants -----------------------------------------------------------------------------------------------------
@@ -211,6 +224,12 @@ VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
     "checked once": _checked(lambda c: c["has"] > 0),
     "checked both ways (default)": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0),
     "checked as a choice": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0, "choices"),
+    "whole lines, judged wrong only": lambda r: (
+        _checked(lambda c: True)(r) if r["p_yes"] <= 0.5 else _rule(r)
+    ),
+    "checked both ways, judged wrong only": lambda r: (
+        _checked(lambda c: (c["has"] - c["free"]) / 2 > 0)(r) if r["p_yes"] <= 0.5 else _rule(r)
+    ),
 }
 
 
@@ -270,6 +289,11 @@ def run(
     """Read every case not saved in `out` yet, saving each as soon as it is read; returns every case's record."""
     saved = saved_records(out, key, before)
     out.parent.mkdir(parents=True, exist_ok=True)
+    for case in cases:  # records saved before the verdict was read: read it now (one one-token call each)
+        if case["id"] in saved and "p_yes" not in saved[case["id"]]:
+            saved[case["id"]] = {**saved[case["id"]], **read_verdict(critic, case)}
+            with out.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(saved[case["id"]], ensure_ascii=False) + "\n")
     began = time.perf_counter()
     for index, case in enumerate(cases, 1):
         if case["id"] in saved:

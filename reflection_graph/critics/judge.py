@@ -100,12 +100,16 @@ __all__ = [
     "FaultCheck",
     "JudgeCritic",
     "Judgement",
+    "Write",
     "WrittenCritique",
     "log_odds",
     "placeholder_fault",
     "preference",
 ]
 
+Write = Literal[True, False, "when_wrong"]
+"""When a rejected candidate gets a written critique: always, never, or only when the judge's verdict says it is
+wrong (P(Yes) <= 1/2; a candidate judged right but not better then gets the plain "no fault confirmed" note)."""
 Confirm = Literal["both", "choice", "yes", "none"]
 """How a written fault is checked: asked both ways, as a choice in both orders, asked once, or not at all (every
 whole line kept)."""
@@ -178,7 +182,8 @@ class JudgeCritic(LogprobReadingCritic):
     Args:
         model: the judge, a chat model whose replies carry next-token logprobs (the embedded model on an
             instruction-tuned GGUF; `ChatOpenAI` against a server that returns them). It runs at temperature 0.
-        write: write a critique (faults and fixes) for a rejected candidate, for the reviser. Acceptance never
+        write: write a critique (faults and fixes) for a rejected candidate, for the reviser: True always, False
+            never, `"when_wrong"` only when the verdict's P(Yes) is at most 1/2 (see `Write`). Acceptance never
             depends on it.
         confirm: how each written fault is checked before it is shown: `"both"` asks the judge whether the answer
             has the fault and whether it is free of it, `"choice"` asks it to choose between "the reviewer is
@@ -205,7 +210,7 @@ class JudgeCritic(LogprobReadingCritic):
         self,
         model: BaseChatModel,
         *,
-        write: bool = True,
+        write: Write = True,
         confirm: Confirm = "both",
         top_logprobs: int = 20,
         max_candidate_chars: int = 3000,
@@ -220,7 +225,9 @@ class JudgeCritic(LogprobReadingCritic):
         from reflection_graph.models import at_temperature_zero
 
         self.model = at_temperature_zero(model)
-        self.write = write
+        if write not in get_args(Write):
+            raise ValueError(f"write must be True, False or 'when_wrong'; got {write!r}")
+        self.write: Write = write
         self.confirm: Confirm = confirm
         self._reader = self._one_token_reader()
         self._writer: Runnable[Any, Any] = self.model.with_structured_output(
@@ -335,7 +342,7 @@ class JudgeCritic(LogprobReadingCritic):
             )
         faults: list[Fault] = []
         notes: list[str] = []
-        if self.write:
+        if self.write is True or (self.write == "when_wrong" and judgement.p_yes <= 0.5):
             found = written((yield self._writer, self.critique_messages(request)))
             if found is None:
                 notes.append(UNREAD)

@@ -89,6 +89,23 @@ def test_a_choice_in_both_orders_cancels_a_judge_that_picks_a_position() -> None
     assert check.has - check.free == pytest.approx(2 * math.log(0.9 / 0.1))  # the bias is gone from the sum
 
 
+def test_write_when_wrong_writes_only_for_an_answer_the_verdict_calls_wrong() -> None:
+    """An answer the judge's verdict calls right (P(Yes) 0.9) but that is rejected (a first candidate) gets the
+    plain "no fault confirmed" note and no written call; one it calls wrong (0.6 is right, so 0.3 here) gets its
+    checked faults."""
+    faults = _written((INVENTED, "Add a reason."), (REAL, "Thank Dana."))
+    model = _judge(faults)
+    good = JudgeCritic(model, write="when_wrong").critique(_request(GOOD))
+    assert not good.is_acceptable and good.issues == [] and NO_FAULT in good.feedback
+    assert model.kinds() == ["verdict"]
+    model = _judge(faults)
+    model.yes = lambda answer: 0.3
+    bad = JudgeCritic(model, write="when_wrong").critique(_request(RUDE))
+    assert REAL in bad.issues and INVENTED not in bad.issues and "written" in model.kinds()
+    with pytest.raises(ValueError, match="write must be True, False or 'when_wrong'"):
+        JudgeCritic(model, write="sometimes")  # type: ignore[arg-type]
+
+
 def test_confirm_none_keeps_every_whole_line_and_asks_nothing() -> None:
     model = _judge(_written((INVENTED, "Add a reason.")))
     result = JudgeCritic(model, confirm="none").critique(_request(GOOD))
