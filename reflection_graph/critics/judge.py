@@ -210,7 +210,7 @@ class JudgeCritic(LogprobReadingCritic):
         self,
         model: BaseChatModel,
         *,
-        write: Write = True,
+        write: Write = "when_wrong",
         confirm: Confirm = "both",
         top_logprobs: int = 20,
         max_candidate_chars: int = 3000,
