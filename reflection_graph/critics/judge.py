@@ -31,9 +31,13 @@ the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it
 one, and the final answer leaves out a line that is nothing but one (see reflection_graph/_text/_placeholders.py).
 A task that asks for a template allows them.
 
-Only a rejected candidate gets a **written critique**: the model at temperature 0 writes faults as issue/fix
-pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for faults, this model lists one for
-nearly every answer, right or wrong, so no written fault reaches a person or the reviser unchecked:
+Only a rejected candidate gets a **written critique**, and by default (`write="when_wrong"`) only one whose
+verdict says it is wrong (P(Yes) <= 1/2): on the project's critique set (bench/bench_critique.py) Qwen's written
+critique named a fault for every good answer, and no check below kept the real faults without some invented ones;
+a candidate judged right but not better gets the plain "no fault confirmed" note. The model at temperature 0
+writes faults as issue/fix pairs in JSON through its grammar (reflection_graph/critics/_faults.py). Asked for
+faults, this model lists one for nearly every answer, right or wrong, so no written fault reaches a person or the
+reviser unchecked:
 - each line is kept as far as it runs in whole sentences in the task's script (a line cut mid-sentence, or
   drifting into another script, loses the broken part, or all of it);
 - each issue left is put back to the judge: "Does this answer have this fault: ...? Yes or No", and with

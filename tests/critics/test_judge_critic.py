@@ -79,7 +79,9 @@ def test_moved_score_moves_towards_the_winner_and_stays_on_the_scale() -> None:
 # -- the critic ------------------------------------------------------------------------------------------------
 def test_a_first_candidate_scores_its_p_yes_and_is_never_accepted_alone() -> None:
     model = _model()
-    critic = JudgeCritic(model)
+    critic = JudgeCritic(
+        model, write=True
+    )  # a critique written whatever the verdict (the default: when wrong)
     good = critic.critique(_request(GOOD))
     assert good.score == pytest.approx(10 * _p_yes(0.9))
     assert (
@@ -142,7 +144,7 @@ def test_the_comparison_is_with_the_best_earlier_candidate_shown() -> None:
 
 
 def test_an_unreadable_written_critique_says_so_without_crashing() -> None:
-    critic = JudgeCritic(_model(written=lambda prompt: "no JSON here"))
+    critic = JudgeCritic(_model(written=lambda prompt: "no JSON here"), write=True)
     result = critic.critique(_request(BAD))
     assert not result.is_acceptable and result.issues == []  # no fault is made up from it
     assert "could not be read" in result.feedback
@@ -165,7 +167,7 @@ def test_async_twin_gives_the_same_critique() -> None:
 def test_context_reaches_every_question() -> None:
     model = _model()
     history = ({"candidate": GOOD, "score": 6.0, "feedback": ""},)
-    JudgeCritic(model).critique(
+    JudgeCritic(model, write=True).critique(
         CritiqueRequest(task=TASK, candidate=BAD, context="Answer in one sentence.", history=history)
     )
     # the verdict, both orders (split by the +1.5 bias towards A), the earlier answer's verdict to settle the
@@ -245,7 +247,7 @@ def test_in_the_loop_a_revision_judged_better_and_faultless_is_accepted() -> Non
     from tests.fakes import RecordingChatModel
 
     generator = RecordingChatModel(replies=[BAD, GOOD])
-    graph = create_reflection_graph(generator, critic=JudgeCritic(_model()), max_iterations=3)
+    graph = create_reflection_graph(generator, critic=JudgeCritic(_model(), write=True), max_iterations=3)
     result = graph.invoke({"task": TASK})
     assert result["candidate"] == GOOD and result["stop_reason"] == "accepted" and result["iterations"] == 2
     first, second = result["trajectory"]
