@@ -27,6 +27,9 @@ from tests.fakes import FakeCriticModel, RecordingChatModel, critique
         ("Best regards,\n[Your Name]", ["[Your Name]"]),
         ("Dear <name>, welcome to [Company] on {start date}.", ["<name>", "[Company]", "{start date}"]),
         ("Hi {name}, see you soon.", ["{name}"]),
+        ("Dear [Recruiter's Name],\n\nBest,\n[Your Name]", ["[Recruiter's Name]", "[Your Name]"]),
+        ("Dear [Hiring Manager’s Name],", ["[Hiring Manager’s Name]"]),
+        ("<a href='x'> and ['a', 'b']", []),  # an attribute, a list of strings
         ("See [1], [x] and [the docs](https://example.org).", []),  # a citation, a checkbox, a link
         ("Write to <dana@example.org> or <https://example.org>.<br>", []),  # an address, a URL, a tag
         ("The area is x^{2}, as in \\frac{a}{b}.", []),  # math

@@ -32,6 +32,8 @@ _HTML_TAGS = frozenset(
     "a b i u p s q br hr em li ol ul dd dl dt tr td th div span strong small sub sup code pre html body head "
     "title table thead tbody img nav main section article header footer blockquote h1 h2 h3 h4 h5 h6".split()
 )
+_QUOTE = re.compile(r"(?<![A-Za-z])['’]|['’](?![A-Za-z])")
+"""A quote mark that is not a possessive or a contraction ("[Recruiter's Name]" is a slot; "<a href='x'>" is not)."""
 _NOT_A_SLOT = frozenset({"sic", "sic!", "x", "citation needed"})
 _TEMPLATE_ASKED = re.compile(r"\b(templates?|placeholders?|fill[- ]in|fill in|blanks?)\b", re.I)
 
@@ -47,8 +49,8 @@ def _is_slot(inner: str, bracket: str) -> bool:
     word = " ".join(inner.split())
     if sum(ch.isalpha() for ch in word) < 2 or word.casefold() in _NOT_A_SLOT:
         return False
-    if any(ch in word for ch in "@:/=\"'#%&;|"):
-        return False  # an address, a URL, an attribute, a JSON pair: not a slot
+    if any(ch in word for ch in '@:/="#%&;|') or _QUOTE.search(word):
+        return False  # an address, a URL, an attribute, a JSON pair, a quote: not a slot
     return not (bracket == "<" and word.casefold() in _HTML_TAGS)
 
 
