@@ -75,7 +75,7 @@ GOOD = "Dear Dana,\n\nThank you for the offer. I must decline it.\n\nBest regard
 
 
 def test_the_graph_keeps_the_answer_without_a_placeholder_the_critic_scored_lower() -> None:
-    generator = RecordingChatModel(replies=[GOOD, GOOD.replace("Sam", "[Your Name]")])
+    generator = RecordingChatModel(replies=[GOOD, GOOD.replace("Dear Dana", "Dear [Name]")])
     critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0)])
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
         {"task": "Write to Dana declining the offer."}
@@ -109,7 +109,8 @@ def test_every_candidate_keeps_the_slot_yet_the_answer_has_none_and_the_rounds_k
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
         {"task": "Write to Dana declining the offer."}
     )
-    assert [r["placeholder"] for r in result["trajectory"]] == [True, True]  # a kept slot counts too
+    # a line that is nothing but a slot does not count (the answer leaves it out), an inline one does
+    assert [r["placeholder"] for r in result["trajectory"]] == [False, False]
     assert [r["candidate"] for r in result["trajectory"]] == [signed, signed.replace("Dear", "Hi")]
     assert result["candidate"] == GOOD.replace("Dear", "Hi").replace("\nSam", "")
 

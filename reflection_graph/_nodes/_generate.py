@@ -22,7 +22,7 @@ from reflection_graph._nodes._step import Step, over_limit
 from reflection_graph._runtime._budget import BudgetExhausted, current_budget
 from reflection_graph._runtime._calls import acall, call, sampled
 from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
-from reflection_graph._text._placeholders import introduced_placeholders
+from reflection_graph._text._placeholders import inline_placeholders
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
 
@@ -155,7 +155,7 @@ def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list
     if settings.focus == "code":
         return None
     task, context = str(state.get("task") or ""), state.get("context")
-    return lambda text: introduced_placeholders(text, task=task, context=context)
+    return lambda text: inline_placeholders(text, task=task, context=context)
 
 
 _Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]

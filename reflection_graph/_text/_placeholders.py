@@ -17,7 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["asks_for_template", "introduced_placeholders", "placeholders", "without_placeholder_lines"]
+__all__ = [
+    "asks_for_template",
+    "inline_placeholders",
+    "introduced_placeholders",
+    "placeholders",
+    "without_placeholder_lines",
+]
 
 _FENCED = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
 _CODE_LINE = re.compile(
@@ -103,3 +109,13 @@ def without_placeholder_lines(answer: str, *, task: str, context: str | None = N
             continue
         kept.append(line)
     return "\n".join(kept).strip()
+
+
+def inline_placeholders(
+    candidate: str, *, task: str, context: str | None = None, earlier: Iterable[str | None] = ()
+) -> list[str]:
+    """The placeholders of `candidate` a person would still be handed: `introduced_placeholders` of the text
+    without its placeholder-only lines (which a final answer leaves out, `without_placeholder_lines`), so a
+    `[Your Name]` under a sign-off neither blocks acceptance nor sends the reviser after it; "Dear [Name]," does."""
+    kept = without_placeholder_lines(candidate, task=task, context=context)
+    return introduced_placeholders(kept, task=task, context=context, earlier=earlier)

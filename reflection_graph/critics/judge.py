@@ -24,8 +24,9 @@ earlier one's, read with one more call) and `p_yes > 1/2`. A first candidate is 
 always tries one revision. Each bar is where the model's own two readings are even, so nothing is fitted. With
 `score_threshold` set, the score decides as everywhere.
 
-A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) that neither
-the task nor its context holds is never accepted, and its critique names the placeholder and asks for it to go,
+A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) inside a line
+(one alone on its line is left out of the final answer instead) that neither the task nor its context holds is
+never accepted, and its critique names the placeholder and asks for it to go,
 whether the candidate brought it in or kept the earlier candidate's; one it brought in is also judged worse than
 the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it below every candidate without
 one, and the final answer leaves out a line that is nothing but one (see reflection_graph/_text/_placeholders.py).
@@ -73,7 +74,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._text._placeholders import introduced_placeholders
+from reflection_graph._text._placeholders import inline_placeholders
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,
@@ -291,15 +292,15 @@ class JudgeCritic(LogprobReadingCritic):
         p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
         reference = best_earlier(request)
         if reference is None:
-            placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
+            placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
             return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed))
         earlier = str(reference["candidate"])
         as_a_question, as_b_question = self.preference_messages(request, earlier)
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
         as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
         p_better = preference(as_a, as_b)
-        placed = introduced_placeholders(request.candidate, task=request.task, context=request.context)
-        if introduced_placeholders(
+        placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
+        if inline_placeholders(
             request.candidate, task=request.task, context=request.context, earlier=(earlier,)
         ):
             p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse

@@ -172,19 +172,21 @@ def test_a_fix_that_brings_in_a_placeholder_is_dropped_and_its_issue_kept() -> N
 
 
 # -- placeholders ------------------------------------------------------------------------------------------------
-SIGNED = GOOD.replace("Sam", "[Your Name]")
+SIGNED = GOOD.replace("Sam", "Sam, [Your Position]")
+"""An inline placeholder (a line that is only one, "[Your Name]", is left out of the final answer instead: see
+test_a_placeholder_alone_on_its_line_neither_blocks_acceptance_nor_is_named)."""
 
 
 def test_a_revision_that_brings_in_a_placeholder_is_judged_worse_and_told_so() -> None:
     model = _judge(_written())
-    # the judge itself prefers the revision (0.8 as written), yet it brought in [Your Name]
+    # the judge itself prefers the revision (0.8 as written), yet it brought in [Your Position]
     model.better = lambda a, b: 0.8 if a == SIGNED else 0.2 if b == SIGNED else 0.5
     model.yes = lambda answer: 0.9
     result = Writing(model).critique(_request(SIGNED, earlier=GOOD))
     assert not result.is_acceptable and result.score < 6.0  # below the earlier answer's 6.0
-    assert any("[Your Name]" in issue for issue in result.issues)
+    assert any("[Your Position]" in issue for issue in result.issues)
     assert result.suggestions == [
-        "Remove [Your Name]: write the real text only where the task gives it, else leave that part out."
+        "Remove [Your Position]: write the real text only where the task gives it, else leave that part out."
     ]
 
 
@@ -196,15 +198,26 @@ def test_a_placeholder_kept_from_the_earlier_answer_is_named_and_never_accepted_
     earlier = SIGNED.replace("Dear Dana", "Hi Dana")
     judged = Writing(model).judge(_request(SIGNED, earlier=earlier))
     assert judged.p_better is not None and judged.p_better > 0.5 and not judged.accepted
-    assert judged.placeholders == ("[Your Name]",)
+    assert judged.placeholders == ("[Your Position]",)
     kept = Writing(model).critique(_request(SIGNED, earlier=earlier))
-    assert not kept.is_acceptable and any("[Your Name]" in issue for issue in kept.issues)
+    assert not kept.is_acceptable and any("[Your Position]" in issue for issue in kept.issues)
+
+
+def test_a_placeholder_alone_on_its_line_neither_blocks_acceptance_nor_is_named() -> None:
+    model = _judge(_written())
+    model.better, model.yes = (lambda a, b: 0.8 if a.startswith("Dear") else 0.2), (lambda answer: 0.9)
+    model.bias = 0.0  # no position bias: the two orders agree
+    alone = GOOD.replace("Sam", "[Your Name]")
+    judged = Writing(model).judge(_request(alone, earlier=GOOD.replace("Dear Dana", "Hi Dana")))
+    assert judged.accepted and judged.placeholders == ()
 
 
 def test_a_placeholder_the_task_holds_or_asks_for_is_allowed() -> None:
     model = _judge(_written())
     model.better, model.yes = (lambda a, b: 0.5), (lambda answer: 0.9)
-    held = Writing(model).critique(_request(SIGNED, task="Write to Dana declining; sign it [Your Name]."))
+    held = Writing(model).critique(
+        _request(SIGNED, task="Write to Dana declining; sign it Sam, [Your Position].")
+    )
     assert not any("placeholder" in issue for issue in held.issues)
     template = Writing(model).critique(_request(SIGNED, task="Write an email template declining an offer."))
     assert not any("placeholder" in issue for issue in template.issues)
