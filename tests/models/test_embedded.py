@@ -533,8 +533,9 @@ def test_no_final_answer_of_the_readme_job_holds_a_template_placeholder(
 @pytest.mark.timeout(1800)
 @pytest.mark.xfail(
     strict=True,
-    reason="not met (issue 37): every line is whole and in Latin letters, but a real email's critique still says "
-    "'The email does not explicitly state why the job offer was declined.', confirmed by the judge",
+    reason="not met (issue 37): on seed 0 every line is whole and in Latin letters and none names a fault a real "
+    "email lacks (the critique is written only for an answer the verdict calls wrong), but the final answer "
+    "holds 'Dear [Recruiter's Name],', which every revision kept",
 )
 def test_every_critique_line_of_the_readme_job_is_whole_and_names_no_fault_a_real_email_lacks(
     readme_runs: list[dict[str, Any]],
