@@ -40,6 +40,7 @@ _HTML_TAGS = frozenset(
 )
 _QUOTE = re.compile(r"(?<![A-Za-z])['’]|['’](?![A-Za-z])")
 """A quote mark that is not a possessive or a contraction ("[Recruiter's Name]" is a slot; "<a href='x'>" is not)."""
+_OPENING = re.compile(r"[\[<{]")
 _NOT_A_SLOT = frozenset({"sic", "sic!", "x", "citation needed"})
 _TEMPLATE_ASKED = re.compile(r"\b(templates?|placeholders?|fill[- ]in|fill in|blanks?)\b", re.I)
 
@@ -62,6 +63,8 @@ def _is_slot(inner: str, bracket: str) -> bool:
 
 def placeholders(text: str) -> list[str]:
     """The template placeholders in the prose of `text`, as written, in the order they appear (no repeats)."""
+    if not text or not _OPENING.search(text):
+        return []  # no bracket at all: the common case, read once per candidate and per task
     prose = _prose(text)
     found: list[tuple[int, str]] = []
     for pattern, bracket in ((_SQUARE, "["), (_ANGLE, "<"), (_CURLY, "{")):
