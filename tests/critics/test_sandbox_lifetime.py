@@ -112,7 +112,9 @@ def test_the_number_of_processes_is_bounded_by_max_processes(isolation: str) -> 
 # -- dying with the parent ---------------------------------------------------------------------------------------
 
 DRIVER = """
-import os, sys
+import os, signal, sys
+# Python's own Ctrl-C handling, even when the suite was started with SIGINT ignored (a nohup or background job)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from reflection_graph.critics import CodeTestCritic
 from reflection_graph.critics.base import CritiqueRequest
 critic = CodeTestCritic(sys.argv[1], timeout_s=300, isolation=sys.argv[2])
