@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from reflection_graph._focus._code import code_messages, finish_candidate
 from reflection_graph._text._extract import well_formed
-from reflection_graph.models import describe
+from reflection_graph.models.profile import chat_template
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,
     GENERATE_SYSTEM,
@@ -40,7 +40,7 @@ def _code(settings: Settings, role: str) -> bool:
 
 def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:
     """The messages of a first draft for `model` (`lessons`: recalled from memory, or '')."""
-    chat = describe(model).chat_template
+    chat = chat_template(model)
     if settings.prompts.get("generate") is None and chat:
         return [HumanMessage(plain_request(state["task"], state.get("context"), lessons))]
     if _code(settings, "generate"):
@@ -62,7 +62,7 @@ def revision(
     model: Any,
 ) -> list[BaseMessage]:
     """The messages of a revision of `previous` by `model` that answers `critique` (`history`: earlier rounds)."""
-    chat = describe(model).chat_template
+    chat = chat_template(model)
     if _code(settings, "revise"):
         task, context = state["task"], state.get("context")
         found = code_messages(task, context, candidate=previous, critique=critique, chat=chat)

@@ -56,6 +56,7 @@ __all__ = [
     "at_temperature_zero",
     "bundled_model_path",
     "bundled_names",
+    "chat_template",
     "count_tokens",
     "default_embedded",
     "default_model_path",
@@ -238,6 +239,15 @@ def with_profile_defaults(data: Any, has_template: Callable[[str], bool]) -> Any
 # -- any model ---------------------------------------------------------------------------------------------------
 
 
+def chat_template(model: Any) -> bool:
+    """`describe(model).chat_template` without the rest of the facts: asked for every draft and revision."""
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    if isinstance(model, EmbeddedChatModel):
+        return model.embedded_profile.chat_template
+    return getattr(model, "uses_chat_template", False) is True
+
+
 def describe(model: Any) -> ModelFacts:
     """What `model` is and can do: an `EmbeddedChatModel` from its profile, any other chat model from what it
     declares (see the module doc), anything else from nothing.
@@ -267,7 +277,7 @@ def describe(model: Any) -> ModelFacts:
     fields = getattr(type(model), "model_fields", {})
     option = next((name for name in REPLY_LIMITS if name in fields), None)
     return ModelFacts(
-        chat_template=getattr(model, "uses_chat_template", False) is True,
+        chat_template=chat_template(model),
         logprobs="logprobs" in fields or callable(getattr(model, "next_token_logprobs", None)),
         prompt_scoring=callable(getattr(model, "continuation_logprobs", None)),
         counts_tokens=callable(getattr(model, "count_tokens", None)),
