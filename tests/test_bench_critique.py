@@ -4,10 +4,8 @@ they say."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 
 from reflection_graph._text._placeholders import placeholders
 from reflection_graph.critics import JudgeCritic
+from tests._bench import bench_module
 from tests.fakes import LogprobModel, answer_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,11 +22,8 @@ BENCH = ROOT / "bench"
 
 @pytest.fixture
 def bench() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_critique")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("bench_critique") as module:
+        yield module
 
 
 def test_the_set_has_good_answers_and_answers_with_known_faults(bench: Any) -> None:

@@ -5,7 +5,6 @@ the CLI's live view); the real CLI and `langgraph dev` paths on Gemma are marked
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from reflection_graph import create_reflection_graph
+from tests._bench import bench_module
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,11 +25,8 @@ WAIT = 0.3
 
 @pytest.fixture
 def bench() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_first_token")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("bench_first_token") as module:
+        yield module
 
 
 def test_each_start_is_timed_to_the_first_piece_with_text_before_the_next_start(bench: Any) -> None:

@@ -3,23 +3,20 @@ from the visible examples at the token cost it states."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._bench import bench_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 @pytest.fixture
 def he() -> Any:
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("_humaneval")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("_humaneval") as module:
+        yield module
 
 
 def _record(task: str, variant: str, **fields: Any) -> dict[str, Any]:

@@ -8,11 +8,12 @@ import contextlib
 import importlib
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._bench import bench_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 ROW = {
@@ -26,11 +27,8 @@ ROW = {
 @pytest.fixture
 def bi() -> Any:
     pytest.importorskip("if_verifiable", reason='needs pip install "reflection-graph[instructions]"')
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_instructions")
-    finally:
-        sys.path.remove(str(BENCH))
+    with bench_module("bench_instructions") as module:
+        yield module
 
 
 class FakeRaw:
