@@ -1,10 +1,12 @@
 """Template placeholders (`[Your Name]`, `[Company]`, `<name>`, `{name}`): a fill-in slot left in an answer.
 
 An instruction-tuned model asked to "replace 'Tom' with your name" signs `[Your Name]`: a template, not an
-answer. A candidate that holds a placeholder which neither the task, its context nor the answer it revises held
-is judged worse by the `JudgeCritic` (its critique names the slot) and ranks below every candidate without one
-in selection (`_rules.rank`), so a final answer holds one only when every candidate does, or when the task asks
-for a template ("template", "placeholder", "fill in", "blank" in the task or its context).
+answer. A line that is nothing but such a slot is left out of the final answer (`without_placeholder_lines`). A
+slot inside a line that neither the task nor its context holds (`inline_placeholders`) keeps the `JudgeCritic`
+from accepting the candidate (its critique names the slot; one the candidate brought in, that the answer it is
+compared with lacked, also judges it worse) and ranks it below every candidate without one in selection
+(`_rules.rank`), so a final answer holds one only when every candidate does, or when the task asks for a
+template ("template", "placeholder", "fill in", "blank" in the task or its context).
 
 Only prose is read: text inside code fences or backticks is skipped, and a text that looks like code (a line
 opening with `def`, `class`, `import`, `return`, `#include`, ...) holds none (`f"{name}"` and `List<T>` are
