@@ -300,8 +300,11 @@ class JudgeCritic(LogprobReadingCritic):
         as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
         p_better = preference(as_a, as_b)
         placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
-        if inline_placeholders(
-            request.candidate, task=request.task, context=request.context, earlier=(earlier,)
+        if (
+            placed
+            and inline_placeholders(  # those of `placed` the earlier answer lacked (none when none placed)
+                request.candidate, task=request.task, context=request.context, earlier=(earlier,)
+            )
         ):
             p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse
         tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
