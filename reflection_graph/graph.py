@@ -187,10 +187,11 @@ def create_reflection_graph(
             `min_iterations` (1), `score_threshold` (None: the critic's verdict decides; set: `score >= threshold`
             accepts and the bar is written into the critic prompt), `min_improvement` (0.5) and `patience` (2)
             for the plateau stop, `stop_on_no_new_issues` (True), `select` ("best" or "last"), `strategy`
-            (a name in `reflection_graph.strategies`: "loop", "self_refine", "tree" or one you registered),
+            (a name in `reflection_graph.strategies`: "loop", "self_refine", "resample", "tree" or one you
+            registered),
             `n_drafts` and `n_revisions` (1: samples per round, best kept), `preserve_correct`, `focus`
-            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic` defaults to `n_drafts=1`,
-            `n_revisions=2`, `max_iterations=3` where you set none of them: `_code.CODE_TEST_DEFAULTS`, the same
+            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic` defaults to
+            `strategy="resample"`, `n_drafts=1`, `n_revisions=2`, `max_iterations=3` where you set none of them: `_code.CODE_TEST_DEFAULTS`, the same
             from Python, the CLI and a server), `history_window`, `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
             `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 

@@ -163,7 +163,8 @@ class Settings:
     )
     n_revisions: int = _setting(
         1,
-        "Revisions sampled in parallel per revision round; the best by the critic is kept.",
+        "Revisions (with strategy resample: fresh drafts) sampled in parallel per later round; the best by the "
+        "critic is kept.",
         min=1,
         max=MAX_DRAFTS,
         runtime=True,
@@ -259,6 +260,11 @@ class Settings:
         """A copy with `defaults` for the fields the caller did not set: a layer under the caller's values (the
         code focus's defaults with a `CodeTestCritic`); what the caller set always wins."""
         return self._changed({k: v for k, v in defaults.items() if k not in self.given}, given=False)
+
+    def forced(self, values: Mapping[str, Any]) -> Settings:
+        """A copy with `values` whatever the caller set (a strategy's forced settings): they hold, but they are
+        the strategy's choice, not the caller's, so they do not join `given`; only they are validated again."""
+        return self._changed(values, given=False)
 
     def _changed(self, values: Mapping[str, Any], *, given: bool) -> Settings:
         unknown = sorted(set(values) - set(Settings.__dataclass_fields__))

@@ -50,7 +50,12 @@ def fenced(code: str) -> str:
 def test_buggy_draft_is_fixed_after_the_critique_names_the_failing_test() -> None:
     generator = RecordingChatModel(replies=[fenced(BUGGY), fenced(GOOD)])
     graph = create_reflection_graph(
-        generator, critic=CodeTestCritic(TESTS), max_iterations=3, focus="code", n_drafts=1, n_revisions=1
+        generator,
+        critic=CodeTestCritic(TESTS),
+        max_iterations=3,
+        focus="code",
+        n_revisions=1,
+        strategy="loop",
     )
     result = graph.invoke({"task": TASK})
 
@@ -98,7 +103,7 @@ async def test_buggy_draft_is_fixed_on_the_async_path_with_a_composite_critic() 
 def test_runaway_drafts_are_reported_as_issues_and_this_process_survives() -> None:
     generator = RecordingChatModel(replies=[fenced(LOOPS_FOREVER), fenced(EATS_MEMORY)])
     critic = CodeTestCritic(TESTS, timeout_s=3, memory_mb=160)
-    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code", n_drafts=1)
+    graph = create_reflection_graph(generator, critic=critic, max_iterations=2, focus="code", strategy="loop")
     start = time.monotonic()
     result = graph.invoke({"task": TASK})
     elapsed = time.monotonic() - start
@@ -135,6 +140,7 @@ def test_embedded_model_writes_code_judged_by_the_test_critic() -> None:
         prompts=prompts,
         n_drafts=1,
         n_revisions=1,
+        strategy="loop",
     )
     result = graph.invoke({"task": "Write a Python function add(a, b) that returns a + b."})
 

@@ -170,7 +170,7 @@ def test_the_code_loop_completes_the_stub_and_revises_with_the_failing_test(mode
 
     generator = RecordingChatModel(replies=["return x", "return max(low, min(x, high))"])
     critic = CodeTestCritic(docstring_tests(STUB))
-    graph = create_reflection_graph(generator, critic=critic, focus="code", n_drafts=1, n_revisions=1)
+    graph = create_reflection_graph(generator, critic=critic, focus="code", n_revisions=1, strategy="loop")
     result = graph.invoke({"task": STUB}) if mode == "sync" else asyncio.run(graph.ainvoke({"task": STUB}))
 
     assert result["stop_reason"] == "accepted" and result["iterations"] == 2
@@ -195,12 +195,12 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
     assert result["stop_reason"] == "accepted"
 
 
-def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_revision_rounds_of_two() -> None:
+def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_rounds_of_two_fresh_drafts() -> None:
     from reflection_graph._focus._code import code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
     layered = code_defaults(critic, Settings(focus="code"))
-    assert layered == Settings(focus="code", n_drafts=1, n_revisions=2, max_iterations=3)
+    assert layered == Settings(focus="code", strategy="resample", n_drafts=1, n_revisions=2, max_iterations=3)
     assert layered.given == {"focus"}  # a layer under the caller's values, not values the caller set
     user = code_defaults(critic, Settings(focus="code", n_drafts=4, n_revisions=1))
     assert (user.n_drafts, user.n_revisions, user.max_iterations) == (4, 1, 3)  # what a user passes wins
@@ -210,6 +210,7 @@ def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_revision_ro
     result = create_reflection_graph(generator, critic=critic, focus="code").invoke({"task": STUB})
     assert len(generator.received) == 1 + 2 + 2 and result["stop_reason"] == "max_iterations"
     assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [1, 2, 2]
+    assert len({str(m) for m in generator.received}) == 1  # every draft from the task alone: no revision
 
 
 def test_a_stub_may_import_before_its_docstring() -> None:
@@ -230,7 +231,9 @@ def test_a_chat_template_model_gets_the_task_as_it_is_and_revises_in_the_convers
         ],
     )
     critic = CodeTestCritic(docstring_tests(STUB), isolation="off")
-    graph = create_reflection_graph(generator, critic=critic, focus="code", n_drafts=1, n_revisions=1)
+    graph = create_reflection_graph(
+        generator, critic=critic, focus="code", n_drafts=1, n_revisions=1, strategy="loop"
+    )
     result = graph.invoke({"task": STUB})
 
     assert result["stop_reason"] == "accepted" and result["iterations"] == 2

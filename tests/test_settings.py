@@ -51,10 +51,12 @@ def test_choices_come_from_the_literal_types_and_the_strategy_registry() -> None
     hints = typing.get_type_hints(Settings)
     assert choices(hints["select"]) == ("best", "last")
     assert hints["strategy"] is str  # no Literal to extend: any registered name type-checks
-    assert tuple(allowed_values("strategy")) == strategies.names() == ("loop", "self_refine", "tree")
+    assert (
+        tuple(allowed_values("strategy")) == strategies.names() == ("loop", "self_refine", "resample", "tree")
+    )
     assert allowed_values("strategy")["tree"] == strategies.get("tree").description
     with pytest.raises(
-        ValueError, match="strategy must be one of 'loop', 'self_refine' or 'tree', got 'beam'"
+        ValueError, match="strategy must be one of 'loop', 'self_refine', 'resample' or 'tree', got 'beam'"
     ):
         Settings(strategy="beam")
     with pytest.raises(ValueError, match="select must be 'best' or 'last', got 'worst'"):

@@ -131,7 +131,15 @@ def test_python_takes_one_settings_object_as_it_is_with_keywords_over_it() -> No
     critic = CodeTestCritic(TESTS)
     made = Settings(focus="code", n_revisions=1)
     graph = create_reflection_graph(RecordingChatModel(), critic=critic, settings=made)
-    assert built_settings(graph) == Settings(focus="code", n_drafts=1, n_revisions=1, max_iterations=3)
+    assert built_settings(graph) == Settings(
+        focus="code",
+        strategy="resample",
+        n_drafts=1,
+        n_revisions=1,
+        max_iterations=3,
+        patience=None,
+        stop_on_no_new_issues=False,
+    )
     over = create_reflection_graph(RecordingChatModel(), critic=critic, settings=made, max_iterations=6)
     assert built_settings(over).max_iterations == 6 and built_settings(over).n_revisions == 1
     with pytest.raises(TypeError, match="settings must be a reflection_graph.Settings"):

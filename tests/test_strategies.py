@@ -146,7 +146,7 @@ def test_an_added_strategy_draws_the_loops_picture_and_an_unknown_one_names_the_
 
     assert drawn(strategy="best_first") == drawn()
     with pytest.raises(
-        ValueError, match=r"strategy must be one of 'loop', 'self_refine', 'tree' or 'best_first'"
+        ValueError, match=r"strategy must be one of 'loop', 'self_refine', 'resample', 'tree' or 'best_first'"
     ):
         create_reflection_graph(RecordingChatModel(), critic=never_accepting(), strategy="beam")
     with pytest.raises(ValueError, match="registered already"):
@@ -244,8 +244,8 @@ def test_a_strategy_registered_in_user_code_runs_through_the_cli(
     runner = CliRunner()
     shown = runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"})
     assert shown.exit_code == 0
-    help_text = " ".join(shown.stdout.split())
-    assert "<loop|self_refine|tree|best_first>" in help_text
+    help_text = " ".join(shown.stdout.replace("│", " ").split())  # rich's box, unwrapped
+    assert "<loop|self_refine|resample|tree|best_first>" in help_text
     assert "'best_first' revise the best candidate so far" in help_text
     args = ["run", "Write a haiku", "--critic", "c", "--strategy", "best_first", "-n", "3", "--json"]
     result = runner.invoke(cli.app, args)
@@ -257,7 +257,7 @@ def test_a_strategy_registered_in_user_code_runs_through_the_cli(
     gone = runner.invoke(cli.app, ["run", "t", "--strategy", "best_first"])
     assert gone.exit_code == 2
     assert gone.stderr.strip() == (
-        "error: --strategy must be one of 'loop', 'self_refine' or 'tree', got 'best_first'"
+        "error: --strategy must be one of 'loop', 'self_refine', 'resample' or 'tree', got 'best_first'"
     )
     assert "best_first" not in runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"}).stdout
 

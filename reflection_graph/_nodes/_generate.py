@@ -74,6 +74,8 @@ class _Plan:
     messages: list[BaseMessage]
     count: int
     settings: Settings
+    first_seed: int
+    """The sample index (seed offset) of the first reply: a strategy's later fresh drafts take new seeds."""
     finish: Callable[[str], str]
     prompts: tuple[str, ...]
     """What a candidate must not echo (the task and the system messages; none for code)."""
@@ -93,8 +95,8 @@ def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
     over = over_limit(step, state)
     if over is not None:
         return over
-    if state.get("trajectory"):
-        return _trigger(step, state) or "revise"
+    if state.get("trajectory"):  # a later round: a revision, or fresh drafts where the strategy draws them
+        return _trigger(step, state) or ("draft" if step.strategy.fresh_drafts else "revise")
     if state.get("candidate"):
         stop = _trigger(step, state)
         if stop is not None:
@@ -117,7 +119,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     if job == "draft":
         text = str(step.memory.format_lessons(lessons)) if lessons else ""
         messages = _messages.draft(settings, state, text, roles.generator)
-        model, count = roles.generator, settings.n_drafts
+        model, count = roles.generator, settings.n_drafts if iteration == 1 else settings.n_revisions
     else:
         previous, critique = step.strategy.revise_from(state)
         if state.get("rg_feedback"):
@@ -140,6 +142,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         messages,
         count,
         settings,
+        step.strategy.first_seed(settings, iteration),
         _messages.finisher(settings, state, _ROLE[job]),
         _messages.echo_sources(settings, state),
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
@@ -201,7 +204,7 @@ def _limits(settings: Settings) -> dict[str, Any]:
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
             reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
@@ -211,7 +214,7 @@ def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            model = sampled(plan.model, index, greedy=plan.job == "draft")
+            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
             reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from reflection_graph.strategies._registry import Registry
 from reflection_graph.strategies.base import Strategy
 from reflection_graph.strategies.loop import Loop
+from reflection_graph.strategies.resample import Resample
 from reflection_graph.strategies.self_refine import SelfRefine
 from reflection_graph.strategies.tree import Tree
 
@@ -28,6 +29,7 @@ __all__ = ["Strategy", "get", "names", "register", "registry", "unregister"]
 registry = Registry()
 registry.register(Loop())
 registry.register(SelfRefine())
+registry.register(Resample())
 registry.register(Tree())
 
 register = registry.register

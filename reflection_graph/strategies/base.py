@@ -11,8 +11,9 @@ strategy's name:
   `steps_per_round`, the graph steps one round takes (the compiled graph's recursion limit is derived from it);
 - `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
 - the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
-  `last_revision` (whether a revision is returned without a critique) and `stop_rules` (which of the stop rules
-  of reflection_graph/_loop/_rules.py apply after a critique);
+  `last_revision` (whether a revision is returned without a critique), `stop_rules` (which of the stop rules
+  of reflection_graph/_loop/_rules.py apply after a critique), and `fresh_drafts` with `first_seed` (whether a
+  later round drafts afresh instead of revising, and the seeds its drafts take);
 - `max_model_calls`: the most model calls one run can make with given settings. The default follows from the
   answers above (the loop's calls, plus the revision `last_revision` returns uncritiqued); a strategy that calls
   the models another way says so by overriding it.
@@ -43,6 +44,8 @@ class Strategy:
         stop_rules: which stop rules apply after a critique: "accept" (the critic accepts), "limit" (the round
             limit `max_iterations`), "plateau" (no progress). `min_iterations` always holds first.
         state: a TypedDict of the state keys the strategy's own nodes keep, or None.
+        fresh_drafts: later rounds draw `n_revisions` new drafts of the task (the first draft's prompt, no
+            critique shown) instead of revising; their seeds come from `first_seed`.
     """
 
     name: ClassVar[str] = ""
@@ -50,6 +53,7 @@ class Strategy:
     forces: ClassVar[Mapping[str, Any]] = {}
     stop_rules: ClassVar[frozenset[StopRule]] = ALL_STOP_RULES
     state: ClassVar[type | None] = None
+    fresh_drafts: ClassVar[bool] = False
 
     # ---------------------------------------------------------------------------------------- build time
 
@@ -57,7 +61,7 @@ class Strategy:
         """`settings` with what this strategy forces (validated again); the same settings when it forces nothing
         or they already hold."""
         changes = {k: v for k, v in self.forces.items() if getattr(settings, k) != v}
-        return settings.apply(changes) if changes else settings
+        return settings.forced(changes) if changes else settings
 
     def check(self, *, human_review: bool) -> None:
         """Refuse build options this strategy cannot honour (`ValueError` naming the fix)."""
@@ -80,6 +84,11 @@ class Strategy:
         """The candidate the next revision starts from and the critique it answers: the last round's."""
         last = (state.get("trajectory") or [])[-1]
         return last["candidate"], dict(last["critique"] or {})
+
+    def first_seed(self, settings: Settings, iteration: int) -> int:
+        """The sample index (seed offset) of the first reply made for round `iteration`. The loop's revisions
+        start again at 0 each round (the greedy revision, then warmer ones): each revises another candidate."""
+        return 0
 
     def last_revision(self, settings: Settings, iteration: int) -> bool:
         """True when the revision made for round `iteration` is returned without a critique (so it may be made

