@@ -121,7 +121,7 @@ def test_every_candidate_keeps_the_slot_yet_the_answer_has_none_and_the_rounds_k
 @pytest.fixture
 def scans(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How often each text's prose is scanned for slots, with the memos emptied first."""
-    for memo in (_placeholders._slots, _placeholders._held, _placeholders._reading):
+    for memo in (_placeholders._held, _placeholders._reading):
         memo.cache_clear()
     seen: Counter[str] = Counter()
     prose = _placeholders._prose

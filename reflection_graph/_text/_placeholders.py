@@ -13,10 +13,9 @@ opening with `def`, `class`, `import`, `return`, `#include`, ...) holds none (`f
 code, not slots). A slot is 1 to 40 characters with at least two letters: `[1]` (a citation), `[x]` (a
 checkbox), `[text](url)` (a link), `<a@b.org>`, `<br>` and `x^{2}` are not placeholders.
 
-Every function here is a pure function of its strings, and a text is read once: the readings of a candidate
-against its task and context (the lines left out, the inline slots), of a task and of any text holding a bracket
-are kept in small bounded memos (`functools.lru_cache`), so `generate`, the judge and `finalize` asking about the
-same candidate share one reading.
+Every function here is a pure function of its strings, and a candidate is read once: its reading against its
+task and context (the lines left out, the inline slots) and the task's own are kept in small bounded memos
+(`functools.lru_cache`), so `generate`, the judge and `finalize` asking about the same candidate share one.
 """
 
 from __future__ import annotations
@@ -73,18 +72,11 @@ def placeholders(text: str) -> list[str]:
     """The template placeholders in the prose of `text`, as written, in the order they appear (no repeats)."""
     if not text or not _OPENING.search(text):
         return []  # no bracket at all: the common case
-    return list(_slots(text))
-
-
-@functools.lru_cache(maxsize=256)
-def _slots(text: str) -> tuple[str, ...]:
-    """`placeholders` of a text holding a bracket, read once per text (a candidate is read by `generate`, the
-    judge and `finalize`, the task once per candidate)."""
     prose = _prose(text)
     found: list[tuple[int, str]] = []
     for pattern, bracket in ((_SQUARE, "["), (_ANGLE, "<"), (_CURLY, "{")):
         found += [(m.start(), m.group(0)) for m in pattern.finditer(prose) if _is_slot(m.group(1), bracket)]
-    return tuple(dict.fromkeys(slot for _, slot in sorted(found)))
+    return list(dict.fromkeys(slot for _, slot in sorted(found)))
 
 
 def _key(slot: str) -> str:
@@ -100,7 +92,7 @@ def asks_for_template(*texts: str | None) -> bool:
     return any(t and (_TEMPLATE_ASKED.search(t) or placeholders(t)) for t in texts)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=32)
 def _held(task: str, context: str | None) -> frozenset[str] | None:
     """The placeholders the task and its context hold (as `_key`s); None when they ask for a template."""
     if asks_for_template(task, context):
@@ -131,7 +123,7 @@ def _not_in(slots: list[str], earlier: Iterable[str | None]) -> list[str]:
 _SLOT_LINE_REST = re.compile(r"[\s,;.:!\-*]*")
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=128)
 def _reading(candidate: str, task: str, context: str | None) -> tuple[str, tuple[str, ...]]:
     """`candidate` without its placeholder-only lines, and the placeholders the task did not ask for that it
     still holds inline: read once per candidate, though `generate`, the judge and `finalize` each ask."""
