@@ -3,6 +3,7 @@ below every candidate without one), down to the graph's answer; and whole lines 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -11,9 +12,11 @@ from hypothesis import strategies as st
 
 from reflection_graph import create_reflection_graph
 from reflection_graph._loop import _rules
+from reflection_graph._text import _placeholders
 from reflection_graph._text._lines import scripts, whole_line
 from reflection_graph._text._placeholders import (
     asks_for_template,
+    inline_placeholders,
     introduced_placeholders,
     placeholders,
     without_placeholder_lines,
@@ -113,6 +116,43 @@ def test_every_candidate_keeps_the_slot_yet_the_answer_has_none_and_the_rounds_k
     assert [r["placeholder"] for r in result["trajectory"]] == [False, False]
     assert [r["candidate"] for r in result["trajectory"]] == [signed, signed.replace("Dear", "Hi")]
     assert result["candidate"] == GOOD.replace("Dear", "Hi").replace("\nSam", "")
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each text's prose is scanned for slots, with the memos emptied first."""
+    for memo in (_placeholders._held, _placeholders._reading):
+        memo.cache_clear()
+    seen: Counter[str] = Counter()
+    prose = _placeholders._prose
+
+    def counted(text: str) -> str:
+        seen[text] += 1
+        return prose(text)
+
+    monkeypatch.setattr(_placeholders, "_prose", counted)
+    return seen
+
+
+def test_a_candidate_is_scanned_once_whoever_asks(scans: Counter[str]) -> None:
+    task, earlier = "Write to Dana declining the offer.", "Dear [Name],\nNo."
+    candidate = "Dear [Name],\nI decline.\n[Your Name]"
+    assert inline_placeholders(candidate, task=task) == ["[Name]"]  # generate, then the judge
+    assert inline_placeholders(candidate, task=task) == ["[Name]"]
+    assert inline_placeholders(candidate, task=task, earlier=(earlier,)) == []
+    assert without_placeholder_lines(candidate, task=task) == "Dear [Name],\nI decline."  # finalize
+    assert scans[candidate] == 1 and scans[earlier] == 1
+
+
+def test_the_graph_scans_each_candidate_once(scans: Counter[str]) -> None:
+    signed = GOOD.replace("Sam", "[Your Name]")
+    generator = RecordingChatModel(replies=[signed, signed.replace("Dear", "Hi")])
+    critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0, ok=True)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Write to Dana declining the offer."}
+    )
+    assert result["candidate"] == GOOD.replace("Dear", "Hi").replace("\nSam", "")  # finalize asked too
+    assert scans == Counter({signed: 1, signed.replace("Dear", "Hi"): 1})
 
 
 def test_code_is_never_checked_for_placeholders() -> None:

@@ -92,8 +92,11 @@ def message_usage(result: Any) -> Any:
 
 
 def _count(meta: Mapping[str, Any], key: str) -> int:
+    value = meta.get(key)
+    if type(value) is int:  # the common case, read for every call
+        return value if value > 0 else 0
     try:
-        return max(int(meta.get(key) or 0), 0)
+        return max(int(value or 0), 0)
     except (TypeError, ValueError, OverflowError):  # not a count (None, text, NaN, infinity): nothing
         return 0
 

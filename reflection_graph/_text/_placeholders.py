@@ -12,10 +12,15 @@ Only prose is read: text inside code fences or backticks is skipped, and a text 
 opening with `def`, `class`, `import`, `return`, `#include`, ...) holds none (`f"{name}"` and `List<T>` are
 code, not slots). A slot is 1 to 40 characters with at least two letters: `[1]` (a citation), `[x]` (a
 checkbox), `[text](url)` (a link), `<a@b.org>`, `<br>` and `x^{2}` are not placeholders.
+
+Every function here is a pure function of its strings, and a candidate is read once: its reading against its
+task and context (the lines left out, the inline slots) and the task's own are kept in small bounded memos
+(`functools.lru_cache`), so `generate`, the judge and `finalize` asking about the same candidate share one.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -66,7 +71,7 @@ def _is_slot(inner: str, bracket: str) -> bool:
 def placeholders(text: str) -> list[str]:
     """The template placeholders in the prose of `text`, as written, in the order they appear (no repeats)."""
     if not text or not _OPENING.search(text):
-        return []  # no bracket at all: the common case, read once per candidate and per task
+        return []  # no bracket at all: the common case
     prose = _prose(text)
     found: list[tuple[int, str]] = []
     for pattern, bracket in ((_SQUARE, "["), (_ANGLE, "<"), (_CURLY, "{")):
@@ -78,9 +83,21 @@ def _key(slot: str) -> str:
     return " ".join(slot.casefold().split())
 
 
+def _keys(texts: Iterable[str | None]) -> set[str]:
+    return {_key(slot) for text in texts if text for slot in placeholders(text)}
+
+
 def asks_for_template(*texts: str | None) -> bool:
     """True when a task (or its context) asks for a template, or holds a placeholder itself."""
     return any(t and (_TEMPLATE_ASKED.search(t) or placeholders(t)) for t in texts)
+
+
+@functools.lru_cache(maxsize=32)
+def _held(task: str, context: str | None) -> frozenset[str] | None:
+    """The placeholders the task and its context hold (as `_key`s); None when they ask for a template."""
+    if asks_for_template(task, context):
+        return None
+    return frozenset(_keys((task, context)))
 
 
 def introduced_placeholders(
@@ -88,13 +105,41 @@ def introduced_placeholders(
 ) -> list[str]:
     """The placeholders of `candidate` that neither the task, its context nor an `earlier` answer (the one it
     revises, or the one it is compared with) holds; none at all when the task asks for a template."""
-    if asks_for_template(task, context):
+    held = _held(task, context)
+    if held is None:
         return []
-    held = {_key(slot) for source in (task, context, *earlier) if source for slot in placeholders(source)}
-    return [slot for slot in placeholders(candidate) if _key(slot) not in held]
+    found = [slot for slot in placeholders(candidate) if _key(slot) not in held]
+    return _not_in(found, earlier)
+
+
+def _not_in(slots: list[str], earlier: Iterable[str | None]) -> list[str]:
+    """`slots` without those an `earlier` answer holds."""
+    if not slots:
+        return slots
+    others = _keys(earlier)
+    return [slot for slot in slots if _key(slot) not in others]
 
 
 _SLOT_LINE_REST = re.compile(r"[\s,;.:!\-*]*")
+
+
+@functools.lru_cache(maxsize=128)
+def _reading(candidate: str, task: str, context: str | None) -> tuple[str, tuple[str, ...]]:
+    """`candidate` without its placeholder-only lines, and the placeholders the task did not ask for that it
+    still holds inline: read once per candidate, though `generate`, the judge and `finalize` each ask."""
+    slots = introduced_placeholders(candidate, task=task, context=context)
+    if not slots:
+        return candidate, ()
+    kept = []
+    for line in candidate.split("\n"):
+        rest = line
+        for slot in slots:
+            rest = rest.replace(slot, "")
+        if rest != line and _SLOT_LINE_REST.fullmatch(rest):
+            continue
+        kept.append(line)
+    text = "\n".join(kept).strip()
+    return text, tuple(introduced_placeholders(text, task=task, context=context))
 
 
 def without_placeholder_lines(answer: str, *, task: str, context: str | None = None) -> str:
@@ -102,18 +147,7 @@ def without_placeholder_lines(answer: str, *, task: str, context: str | None = N
     under a sign-off, `[Your Position], [Company]`): what a final answer leaves out rather than hand a person a
     slot to fill. Inline slots ("Dear [Name],") stay: the critique names them and the reviser writes them out.
     Code, and a task that asks for a template, are returned as they are."""
-    slots = introduced_placeholders(answer, task=task, context=context)
-    if not slots:
-        return answer
-    kept = []
-    for line in answer.split("\n"):
-        rest = line
-        for slot in slots:
-            rest = rest.replace(slot, "")
-        if rest != line and _SLOT_LINE_REST.fullmatch(rest):
-            continue
-        kept.append(line)
-    return "\n".join(kept).strip()
+    return _reading(answer, task, context)[0]
 
 
 def inline_placeholders(
@@ -122,5 +156,4 @@ def inline_placeholders(
     """The placeholders of `candidate` a person would still be handed: `introduced_placeholders` of the text
     without its placeholder-only lines (which a final answer leaves out, `without_placeholder_lines`), so a
     `[Your Name]` under a sign-off neither blocks acceptance nor sends the reviser after it; "Dear [Name]," does."""
-    kept = without_placeholder_lines(candidate, task=task, context=context)
-    return introduced_placeholders(kept, task=task, context=context, earlier=earlier)
+    return _not_in(list(_reading(candidate, task, context)[1]), earlier)

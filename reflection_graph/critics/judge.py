@@ -290,21 +290,17 @@ class JudgeCritic(LogprobReadingCritic):
     def _judgement_steps(self, request: CritiqueRequest) -> _Steps:
         """The readings of `request.candidate`, one question at a time (see `_run`); returns a `Judgement`."""
         p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
+        placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
         reference = best_earlier(request)
         if reference is None:
-            placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
             return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed))
         earlier = str(reference["candidate"])
         as_a_question, as_b_question = self.preference_messages(request, earlier)
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
         as_b = log_odds(self._top((yield self._reader, as_b_question)), "B", "A")
         p_better = preference(as_a, as_b)
-        placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
-        if (
-            placed
-            and inline_placeholders(  # those of `placed` the earlier answer lacked (none when none placed)
-                request.candidate, task=request.task, context=request.context, earlier=(earlier,)
-            )
+        if placed and inline_placeholders(  # those of `placed` the earlier answer lacked (the same reading)
+            request.candidate, task=request.task, context=request.context, earlier=(earlier,)
         ):
             p_better = min(p_better, 1 - p_better)  # a template slot the earlier answer did not have: worse
         tie = not ((as_a > 0 and as_b > 0) or (as_a < 0 and as_b < 0))
