@@ -226,7 +226,7 @@ def raw_record(problem: dict[str, Any], raw: RawChat, judge: Judge) -> dict[str,
 
 
 def graph_record(
-    problem: dict[str, Any], model: Any, judge: Judge, settings: dict[str, Any], strategy: str
+    problem: dict[str, Any], model: Any, judge: Judge, settings: dict[str, Any], strategy: str | None = None
 ) -> dict[str, Any]:
     """The reflection graph on the problem (focus code, the visible tests as its critic), judged on the hidden
     tests. Without a visible test there is nothing to check: the record says so and holds raw's answer."""
@@ -235,7 +235,11 @@ def graph_record(
     critic = visible_critic(problem)
     if critic is None:
         return {"no_visible_tests": True}
-    graph = create_reflection_graph(model, critic=critic, focus="code", strategy=strategy, **settings)
+    chosen = {
+        **settings,
+        **({"strategy": strategy} if strategy else {}),
+    }  # None: the settings' own (the code focus's)
+    graph = create_reflection_graph(model, critic=critic, focus="code", **chosen)
     result = graph.invoke({"task": task_of(problem)})
     first_round = result["trajectory"][0]
     first = (first_round.get("samples") or [first_round])[0]["candidate"]
@@ -314,7 +318,7 @@ def run_problem(
             if not real:
                 finish = "length" if raw_done.get("cut") else "stop"
                 SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"], finish)
-            record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else "loop")
+            record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else None)
             record["first_served"] = not real
         record.update(
             run=run,
@@ -345,8 +349,8 @@ def _row(records: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     raw, loop = records.get("raw"), records.get("loop")
     if raw is None or loop is None:
         return None
-    out: dict[str, Any] = {"raw": raw, "samples": records.get("samples"), "tree": None}
-    for name in ("loop", "tree"):
+    out: dict[str, Any] = {"raw": raw, "samples": records.get("samples"), "tree": None, "revising": None}
+    for name in ("loop", "tree", "revising"):
         record = records.get(name)
         if record is not None and record.get("no_visible_tests"):  # nothing to check: the greedy first draft
             record = {**raw, "first_solved": raw["solved"], "no_visible_tests": True}
@@ -377,8 +381,8 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     """Solved counts, mean tokens per problem and per-problem checks over `rows`."""
     count = max(len(rows), 1)
     out: dict[str, Any] = {"problems": len(rows)}
-    for name in ("raw", "loop", "tree"):
-        have = [r for r in rows if r[name] is not None]
+    for name in ("raw", "loop", "tree", "revising"):
+        have = [r for r in rows if r.get(name) is not None]
         out[name] = sum(bool(r[name]["solved"]) for r in have)
         out[f"{name}_tokens"] = sum(r[name]["tokens"] for r in have) / max(len(have), 1)
         out[f"{name}_n"] = len(have)

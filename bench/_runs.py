@@ -119,6 +119,11 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
 # ------------------------------------------------------------------------------------------ the results file
 
 
+BASELINE_VARIANTS = ("raw", "samples", "tree", "revising")
+"""What a run may take from a baseline run (`Results.baseline`): the variants its loop settings do not change, and
+the baseline's own loop under the name `revising`."""
+
+
 class Results:
     """Per-problem results in a JSON Lines file: one record per (run key, problem, variant), appended, flushed
     and synced as soon as it is known; a line cut by a kill is skipped when read back."""
@@ -134,8 +139,15 @@ class Results:
                     continue
                 self.records[(record["run"], record["task_id"], record["variant"])] = record
 
+    baseline: str | None = None
+    """An earlier run whose records stand in for the variants that do not depend on the loop's settings
+    (`BASELINE_VARIANTS`: raw, the samples and the tree), when this run has none; its loop is `revising`."""
+
     def get(self, run: str, task_id: str, variant: str) -> dict[str, Any] | None:
-        return self.records.get((run, task_id, variant))
+        found = self.records.get((run, task_id, variant))
+        if found is None and self.baseline is not None and variant in BASELINE_VARIANTS:
+            found = self.records.get((self.baseline, task_id, "loop" if variant == "revising" else variant))
+        return found
 
     def put(self, record: dict[str, Any]) -> None:
         self.records[(record["run"], record["task_id"], record["variant"])] = record

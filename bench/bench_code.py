@@ -193,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--report-only", action="store_true", help="humaneval: print the table, run nothing.")
     parser.add_argument(
+        "--baseline-run",
+        default=None,
+        help="humaneval: an earlier run key (same model, task and reply limit) whose raw, samples and tree records "
+        "are used where this run has none, and whose loop is shown as the revising loop; the report names it.",
+    )
+    parser.add_argument(
         "--max-load",
         type=float,
         default=None,
@@ -272,6 +278,7 @@ def humaneval(args: argparse.Namespace) -> int:
     settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
     results = he.Results(results_path)
+    results.baseline = args.baseline_run
     found = he.embedded_model(args.model, max_tokens=args.max_tokens, n_threads=args.threads)
     if found is None:
         return 2
@@ -341,7 +348,7 @@ def report(
 
     rows, dropped = [], []
     for problem in chosen:
-        records = {v: results.get(run, problem["task_id"], v) for v in he.VARIANTS}
+        records = {v: results.get(run, problem["task_id"], v) for v in (*he.VARIANTS, "revising")}
         present = {k: v for k, v in records.items() if v is not None}
         loads = [x for r in present.values() for x in (r.get("load") or [])]
         if max_load is not None and present and (not loads or max(loads) > max_load):
@@ -360,10 +367,16 @@ def report(
         f"(GGUF sha256 {identity['gguf_sha256'][:12]}...), {identity['max_tokens']} tokens at most, run {run}"
     )
     print(
-        f"loop/tree: focus='code', test critic on the docstring's examples only, n_drafts={settings['n_drafts']}, "
+        f"loop/tree: focus='code', test critic on the docstring's examples only, "
+        f"strategy={settings.get('strategy', 'loop')!r} (the tree: 'tree'), n_drafts={settings['n_drafts']}, "
         f"n_revisions={settings['n_revisions']}, max_iterations={settings['max_iterations']}; judged on "
         "HumanEval's own tests\n"
     )
+    if results.baseline:
+        print(
+            f"raw, the samples and the tree come from run {results.baseline} where this run has none (they do not "
+            "depend on the loop's settings); its loop is shown as the revising loop\n"
+        )
     if not rows:
         print("no problem has every variant recorded yet for this model and these settings")
         return
@@ -389,7 +402,7 @@ def report(
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
     parts.append((f"all ({covered}{', development included' if dev else ''})", rows))
     for label, part in parts:
-        _print_summary(he, label, part, max_n)
+        _print_summary(he, label, part, max_n, results.baseline)
 
 
 def _mark(value: Any) -> str:
@@ -421,7 +434,9 @@ def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) -> None:
+def _print_summary(
+    he: Any, label: str, rows: list[dict[str, Any]], max_n: int, baseline: str | None = None
+) -> None:
     s = he.summary(rows, max_n=max_n)
     n = s["problems"]
     print(f"## {label}")
@@ -440,6 +455,15 @@ def _print_summary(he: Any, label: str, rows: list[dict[str, Any]], max_n: int) 
             "of the problems it ran",
         ],
     ]
+    if s["revising_n"]:
+        table.append(
+            [
+                f"the revising loop (strategy='loop', run {baseline})",
+                f"{s['revising']}/{s['revising_n']}",
+                round(s["revising_tokens"]),
+                "the code default before; of the problems it ran",
+            ]
+        )
     pair = he.equal_tokens(s["best"], s["loop_tokens"])
     shown = sorted(set(pair or ()) | ({1, max(s["best"])} if s["best"] else set()))
     for k in shown:

@@ -49,7 +49,7 @@ def test_a_resumed_run_makes_only_the_records_it_lacks(he: Any, tmp_path: Path, 
 
     monkeypatch.setattr(he, "raw_record", fake("raw"))
     monkeypatch.setattr(he, "samples_record", fake("samples"))
-    monkeypatch.setattr(he, "graph_record", lambda *a, **k: fake(a[4])())
+    monkeypatch.setattr(he, "graph_record", lambda *a, **k: fake(a[4] or "loop")())  # None: the code defaults
     results = he.Results(tmp_path / "r.jsonl")
     results.put(_record("HumanEval/40", "raw", solved=True, visible=1.0, tokens=5))
     problem = {"task_id": "HumanEval/40"}
@@ -57,6 +57,29 @@ def test_a_resumed_run_makes_only_the_records_it_lacks(he: Any, tmp_path: Path, 
     assert made == ["loop", "samples", "tree"]
     he.run_problem(problem, None, None, None, he.Results(tmp_path / "r.jsonl"), "r1", {}, samples=2)
     assert made == ["loop", "samples", "tree"], "everything was recorded: nothing runs again"
+
+
+def test_a_run_with_a_baseline_takes_raw_samples_and_tree_from_it_and_makes_only_its_loop(
+    he: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    made: list[str] = []
+    monkeypatch.setattr(he, "graph_record", lambda *a, **k: made.append(a[4] or "loop") or {"solved": True})
+    monkeypatch.setattr(he, "raw_record", lambda *a, **k: made.append("raw") or {})
+    monkeypatch.setattr(he, "samples_record", lambda *a, **k: made.append("samples") or {})
+    results = he.Results(tmp_path / "r.jsonl")
+    for variant in ("raw", "loop", "samples", "tree"):
+        results.put(_record("HumanEval/40", variant, tokens=len(variant)))  # run r1: the baseline
+    results.baseline = "r1"
+    he.run_problem({"task_id": "HumanEval/40"}, None, None, None, results, "r2", {}, samples=2)
+    assert made == ["loop"]  # the new settings' loop only
+    assert results.get("r2", "HumanEval/40", "raw")["run"] == "r1"
+    assert results.get("r2", "HumanEval/40", "loop")["run"] == "r2"
+    assert results.get("r2", "HumanEval/40", "revising") == results.get("r1", "HumanEval/40", "loop")
+    results.baseline = None
+    assert (
+        results.get("r2", "HumanEval/40", "raw") is None
+        and results.get("r2", "HumanEval/40", "revising") is None
+    )
 
 
 def _row(raw: dict[str, Any], samples: list[dict[str, Any]] | None) -> dict[str, Any]:
