@@ -1,7 +1,7 @@
 """Generated tokens per second with and without prompt-lookup decoding: code repairs and the README's revisions.
 
 Runs, on one GGUF (default: the README's model, plain `embedded`), the README's main job (3 rounds) and the code
-loop (`focus="code"`, the docstring's examples as its only tests, as in bench_code.py's HumanEval set) on a few
+loop revising code (`focus="code"`, `strategy="loop"`: the code default draws fresh drafts instead, the docstring's examples as its only tests, as in bench_code.py's HumanEval set) on a few
 HumanEval problems (from 40-163 only), recording every llama.cpp call (`reflection_graph.models._record`). Then,
 side by side in the same run, every recorded first draft and revision is generated again from its very tokens
 and sampling arguments with llama-cpp-python: the prompt evaluated first, then the clock runs over
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         if critic is None:
             continue
         with recording(model) as calls:
-            create_reflection_graph(model, critic=critic, focus="code").invoke({"task": task_of(problem)})
+            create_reflection_graph(model, critic=critic, focus="code", strategy="loop").invoke(
+                {"task": task_of(problem)}
+            )
         code_calls += calls
         print(f"{problem['task_id']}: {len(calls)} calls", file=sys.stderr, flush=True)
     groups["code"] = code_calls
