@@ -17,15 +17,19 @@ as it is known:
   (tests/models/test_embedded.py checks it byte for byte on Qwen): it is made for real on every `VERIFY_EVERY`-th
   prompt of the order, and the report counts how often it gives raw's reply; on the others raw's reply is served
   as the first draft (bench/_runs.py, `SERVED`), so the graph runs exactly as it would, one model call sooner;
-- **loop, N a round**: the same with `n_revisions=--revisions` (default 2, as the code focus does): each
-  revision round samples that many revisions (the model's own settings, then seeds + 1.. at the loop's sampling
-  temperature) and the checker keeps the one that follows the most instructions;
 - **best-of-N by the checker**: raw plus samples 1..`--samples` of the prompt at the loop's sampling
   temperature (`reflection_graph._runtime._calls.sampled`: seeds 1.., temperature at least 0.7), the candidate
   that follows the most instructions by `InstructionCritic` picked (ties to the earlier, raw first). Samples
   are drawn only where raw fails an instruction: where it follows them all, the checker picks raw whatever the
-  samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at each loop's mean
-  tokens (`equal_tokens`).
+  samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at the mean tokens
+  of the loop and of resample (`equal_tokens`);
+- **resample**: the same graph with `strategy="resample"` and `n_revisions=--revisions` (default 2, as the code
+  focus does with a `CodeTestCritic`): its first draft is the loop's (served from raw the same way), then each
+  later round draws that many fresh drafts of the very same prompt (no critique shown; round 2 samples 1..N,
+  round 3 N+1..2N, as `sampled` makes them) and the run stops at the first the checker accepts. Those drafts are
+  the samples' calls, made before it (the order of `VARIANTS`) and replayed from the call cache: with the
+  defaults (3 rounds, 2 a round, 5 samples) resample costs no model call where samples were drawn. It tests
+  whether the code focus's default also wins for a verifier critic on instructions.
 
 Every answer is scored by IFBench's own scorer (`if_verifiable.common.evaluate_instructions`, a code path apart
 from the critic): instruction-level (the share of instructions followed) and prompt-level (every instruction of
@@ -68,7 +72,10 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 VERSION = "ifbench-2"
 """The cache key's version: bumped when what a record means changes. Version 2 (raw is llama-cpp-python alone, the
 loop drafts for itself with the model's defaults) does not mix with run 1's rows in bench/results/ifbench.jsonl."""
-VARIANTS = ("raw", "loop", "loop_n", "samples")
+VARIANTS = ("raw", "loop", "samples", "resample")
+"""In the order they are made: `samples` before `resample`, whose fresh drafts are the samples' cached calls."""
+LOOPS = ("loop", "resample")
+"""The variants that run the graph (their first draft is raw's call, served or made for real)."""
 LOAD_LIMIT = 3.0
 """Records measured at a 1-minute load average above this are flagged (figures from them are not reported)."""
 ORDER_SALT = "ifbench-order:"
@@ -141,11 +148,17 @@ def raw_record(row: dict[str, Any], raw: Any, critic: Any) -> dict[str, Any]:
     }
 
 
-def loop_record(row: dict[str, Any], model: Any, critic: Any, rounds: int, revisions: int) -> dict[str, Any]:
-    """The reflection graph on the prompt with `InstructionCritic` as its verifier, every other setting the default."""
+def loop_record(
+    row: dict[str, Any], model: Any, critic: Any, rounds: int, revisions: int, strategy: str | None = None
+) -> dict[str, Any]:
+    """The reflection graph on the prompt with `InstructionCritic` as its verifier, every other setting the default
+    (`strategy` None: the package's default strategy, the plain loop)."""
     from reflection_graph import create_reflection_graph
 
-    graph = create_reflection_graph(model, critic=critic, max_iterations=rounds, n_revisions=revisions)
+    chosen = {"strategy": strategy} if strategy is not None else {}
+    graph = create_reflection_graph(
+        model, critic=critic, max_iterations=rounds, n_revisions=revisions, **chosen
+    )
     result = graph.invoke({"task": row["prompt"]})
     candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
     return {
@@ -163,7 +176,9 @@ def loop_record(row: dict[str, Any], model: Any, critic: Any, rounds: int, revis
 def samples_record(
     row: dict[str, Any], model: Any, critic: Any, raw: dict[str, Any], count: int
 ) -> dict[str, Any]:
-    """Samples 1..`count` of the prompt at the loop's sampling temperature, where raw fails an instruction."""
+    """Samples 1..`count` of the prompt at the loop's sampling temperature, where raw fails an instruction: the
+    messages and settings of the graph's own fresh drafts (a chat model's first-draft prompt is the task as it
+    is, `prompts.plain_request`), so resample's draws replay these calls."""
     from langchain_core.messages import HumanMessage
 
     from reflection_graph._runtime._calls import sampled
@@ -209,8 +224,8 @@ def run_prompt(
             SERVED.clear()
             if not real:  # the package's first draft is raw's call: served, never made twice
                 SERVED[row["prompt"]] = (raw["answer"], raw["usage"], "length" if raw["cut"] else "stop")
-            revisions = 1 if variant == "loop" else args.revisions
-            record = loop_record(row, runner["model"], critic, args.rounds, revisions)
+            revisions, strategy = (1, None) if variant == "loop" else (args.revisions, "resample")
+            record = loop_record(row, runner["model"], critic, args.rounds, revisions, strategy)
             record["first_served"] = not real and row["prompt"] not in SERVED  # served entries are used up
             if not record["first_served"]:
                 record["first_same_as_raw"] = record["first"].strip() == raw["answer"].strip()
@@ -265,7 +280,7 @@ def accuracy(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary(rows: list[dict[str, Any]], max_n: int) -> dict[str, Any]:
     """Every figure of the report over complete rows (one per prompt: its record for each variant)."""
-    out: dict[str, Any] = {name: accuracy([r[name] for r in rows]) for name in ("raw", "loop", "loop_n")}
+    out: dict[str, Any] = {name: accuracy([r[name] for r in rows]) for name in ("raw", "loop", "resample")}
     out["samples_cut"] = sum(int(c.get("cut") or 0) for r in rows for c in r["samples"]["candidates"])
     out["best"] = {}
     for n in range(1, max_n + 1):
@@ -273,7 +288,7 @@ def summary(rows: list[dict[str, Any]], max_n: int) -> dict[str, Any]:
         if any(p is None for p, _ in picks):
             break
         out["best"][n] = {**accuracy([p for p, _ in picks if p]), "estimated": sum(e for _, e in picks)}
-    made = [r[v] for r in rows for v in ("loop", "loop_n") if r[v].get("first_served") is False]
+    made = [r[v] for r in rows for v in LOOPS if r[v].get("first_served") is False]
     out["first_checked"] = len(made)
     out["first_same"] = sum(bool(m.get("first_same_as_raw")) for m in made)
     records = [r[v] for r in rows for v in VARIANTS]
@@ -285,7 +300,7 @@ def summary(rows: list[dict[str, Any]], max_n: int) -> dict[str, Any]:
     out["commits"] = sorted({str(x["commit"]) for x in records if x.get("commit")})
     speeds = [r["raw"]["tokens_per_s"] for r in rows if r["raw"].get("tokens_per_s")]
     out["tokens_per_s"] = sum(speeds) / max(len(speeds), 1)
-    for name in ("loop", "loop_n"):
+    for name in LOOPS:
         out[f"{name}_gained"] = [
             r["raw"]["key"] for r in rows if all(r[name]["strict"]) > all(r["raw"]["strict"])
         ]
@@ -295,7 +310,7 @@ def summary(rows: list[dict[str, Any]], max_n: int) -> dict[str, Any]:
     drawn = [r for r in rows if r["samples"]["drawn"]]
     out["drawn"] = len(drawn)
     out["drawn_any"] = sum(any(all(c["strict"]) for c in r["samples"]["candidates"]) for r in drawn)
-    out["drawn_loop"] = {name: sum(all(r[name]["strict"]) for r in drawn) for name in ("loop", "loop_n")}
+    out["drawn_loop"] = {name: sum(all(r[name]["strict"]) for r in drawn) for name in LOOPS}
     return out
 
 
@@ -323,8 +338,8 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
     print(
         f"model {identity['model']} (GGUF sha256 {identity['gguf_sha256'][:12]}...), reply limit "
         f"{identity['max_tokens']} tokens, n_ctx {identity['n_ctx']}, run {run}; raw: {identity['raw']}; loop: "
-        f"InstructionCritic, max_iterations={identity['rounds']}, 1 or {identity['revisions']} revisions a round; "
-        f"best-of-N: raw + samples at temperature {identity['sample_temperature']}, picked by the checker\n"
+        f"InstructionCritic, max_iterations={identity['rounds']}, 1 revision a round; resample: the same, "
+        f"{identity['revisions']} fresh drafts a later round; best-of-N: raw + samples at temperature {identity['sample_temperature']}, picked by the checker\n"
     )
     if not rows:
         print("no prompt has every variant recorded yet for this model and these settings")
@@ -334,15 +349,16 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
         samples = r["samples"]
         drawn = "".join("+" if all(c["strict"]) else "." for c in samples["candidates"]) or "=raw"
         ids = ", ".join(r["raw"].get("instructions") or [])
-        table.append([r["raw"]["key"], ids, _mark(r["raw"]), _mark(r["loop"]), _mark(r["loop_n"]), drawn])
+        table.append([r["raw"]["key"], ids, _mark(r["raw"]), _mark(r["loop"]), drawn, _mark(r["resample"])])
         table[-1] += [
             r["raw"]["tokens"],
             r["loop"]["tokens"],
-            r["loop_n"]["tokens"],
+            r["resample"]["tokens"],
             r["loop"].get("stop", "-"),
+            r["resample"].get("stop", "-"),
         ]
-    heads = ["key", "instructions", "raw", "loop", f"loop {identity['revisions']}/round", "samples"]
-    print_table([*heads, "tokens raw", "loop", f"loop {identity['revisions']}/round", "loop stop"], table)
+    heads = ["key", "instructions", "raw", "loop", "samples", "resample", "tokens raw", "loop", "resample"]
+    print_table([*heads, "loop stop", "resample stop"], table)
     print(
         "(followed/instructions, strict; ! measured at a load above 3; samples: + follows every instruction)\n"
     )
@@ -350,17 +366,19 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
     lines = [
         _line("raw (llama-cpp-python create_chat_completion, greedy)", s["raw"]),
         _line("**the loop** (InstructionCritic, 1 revision a round)", s["loop"]),
-        _line(f"the loop, {identity['revisions']} revisions a round, the checker choosing", s["loop_n"]),
+        _line(
+            f"resample (fresh drafts, {identity['revisions']} a round, the checker choosing)", s["resample"]
+        ),
     ]
-    for name in ("loop", "loop_n"):
+    for name in LOOPS:
+        shown = "the loop" if name == "loop" else "resample"
         pair = equal_tokens(s["best"], s[name]["tokens"])
         for n in sorted(set(pair or ())):
             b = s["best"][n]
-            note = f"at the tokens of {'the loop' if name == 'loop' else 'the loop, N a round'}"
+            note = f"at the tokens of {shown}"
             note += f"; {b['estimated']} prompts' tokens counted as N x raw" if b["estimated"] else ""
             lines.append(_line(f"best-of-{n} by the checker (raw + {n - 1} samples)", b, note))
         if pair is None:
-            shown = "the loop" if name == "loop" else "the loop, N a round"
             lines.append(
                 [f"(best-of-N does not reach the tokens of {shown} with the samples drawn)"] + [""] * 7
             )
@@ -368,17 +386,17 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
     print_table([*heads, "tokens/prompt", "cut", "note"], lines)
     print(
         f"\n{len(rows)} prompts; k/n, % and Wilson 95% interval; cut: replies that ran into the reply limit "
-        f"(samples: {s['samples_cut']}); the loop's first draft is raw's reply on {s['first_same']} of "
-        f"{s['first_checked']} drafts made for real; raw generates {s['tokens_per_s']:.1f} tokens/s"
+        f"(samples: {s['samples_cut']}); the graph's first draft (loop, resample) is raw's reply on "
+        f"{s['first_same']} of {s['first_checked']} made for real; raw generates {s['tokens_per_s']:.1f} tokens/s"
     )
     print(
         f"loop vs raw (prompt-level strict): gained {', '.join(s['loop_gained']) or 'none'}; lost "
-        f"{', '.join(s['loop_lost']) or 'none'}; with {identity['revisions']} a round: gained "
-        f"{', '.join(s['loop_n_gained']) or 'none'}; lost {', '.join(s['loop_n_lost']) or 'none'}"
+        f"{', '.join(s['loop_lost']) or 'none'}; resample vs raw: gained "
+        f"{', '.join(s['resample_gained']) or 'none'}; lost {', '.join(s['resample_lost']) or 'none'}"
     )
     print(
         f"where raw fails an instruction ({s['drawn']} prompts): some sample follows every one on "
-        f"{s['drawn_any']}, the loop on {s['drawn_loop']['loop']}, with N a round on {s['drawn_loop']['loop_n']}"
+        f"{s['drawn_any']}, the loop on {s['drawn_loop']['loop']}, resample on {s['drawn_loop']['resample']}"
     )
     print(
         f"records measured at a 1-minute load above {LOAD_LIMIT:g}: {s['loaded']} of {s['records']}"
@@ -413,7 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=None, help="the first N prompts of the fixed order")
     parser.add_argument("--rounds", type=int, default=3, help="the loop's max_iterations (default 3)")
-    parser.add_argument("--revisions", type=int, default=2, help="n_revisions of the second loop (default 2)")
+    parser.add_argument(
+        "--revisions",
+        type=int,
+        default=2,
+        help="resample's fresh drafts per later round (n_revisions, default 2)",
+    )
     parser.add_argument("--samples", type=int, default=5, help="samples for best-of-N (default 5: N up to 6)")
     parser.add_argument(
         "--max-tokens", type=int, default=None, help="reply limit (default: the model profile's)"

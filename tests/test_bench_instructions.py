@@ -1,5 +1,6 @@
 """The IFBench bench's bookkeeping and tables: a prompt's four variants through fake models and the real checkers,
-records written once and never made again, and accuracy, Wilson intervals and best-of-N read from the records."""
+records written once and never made again, resample's fresh drafts replayed from the samples' cached calls, and
+accuracy, Wilson intervals and best-of-N read from the records."""
 
 from __future__ import annotations
 
@@ -72,12 +73,17 @@ def test_a_prompt_runs_every_variant_once_and_the_loop_fixes_what_the_checker_na
     assert raw.tasks == [ROW["prompt"]], "raw gets the prompt as written, once"
     assert records["raw"]["strict"] == [False] and records["raw"]["checked"] == 0
     assert records["raw"]["tokens"] == 25 and records["raw"]["cut"] == 0
-    for name in ("loop", "loop_n"):
-        loop = records[name]
-        assert loop["strict"] == [True] and loop["loose"] == [True] and loop["stop"] == "accepted"
-        assert loop["first"] == "The wind can whisper." and loop["first_same_as_raw"] is True
-        assert loop["first_served"] is False, "position 5: the first draft is made for real"
-    assert records["loop"]["calls"] == 2 and records["loop_n"]["calls"] == 3  # a draft, then 1 or 2 revisions
+    loop, resample = records["loop"], records["resample"]
+    assert loop["strict"] == [True] and loop["loose"] == [True] and loop["stop"] == "accepted"
+    assert loop["calls"] == 2, "a draft, then one revision told what the checker found"
+    # FastChat has no seed: resample's fresh drafts are the first draft again, and no critique reaches them
+    assert resample["strict"] == [False] and resample["stop"] == "max_iterations"
+    assert resample["calls"] == 5 and resample["rounds"] == 3, (
+        "a draft, then 2 fresh drafts in each later round"
+    )
+    for record in (loop, resample):
+        assert record["first"] == "The wind can whisper." and record["first_same_as_raw"] is True
+        assert record["first_served"] is False, "position 5: the first draft is made for real"
     samples = records["samples"]
     assert samples["drawn"] and len(samples["candidates"]) == 2, "raw fails: samples 1..2 are drawn"
     for record in records.values():
@@ -102,7 +108,68 @@ def test_where_raw_follows_every_instruction_no_sample_is_drawn(bi: Any, tmp_pat
     bi.run_prompt(ROW, 1, runner, results, "run1", _args())
     samples = results.get("run1", bi.prompt_id(ROW), "samples")
     assert samples["drawn"] is False and samples["candidates"] == []
-    assert model.calls == 2, "one first draft per loop, accepted; no sample"
+    assert model.calls == 2, "one first draft per graph (loop, resample), accepted; no sample"
+
+
+@pytest.mark.parametrize("position", [1, 5], ids=["first-draft-served", "first-draft-made"])
+def test_resample_is_made_after_the_samples_and_its_fresh_drafts_are_their_cached_calls(
+    bi: Any, tmp_path: Path, position: int
+) -> None:
+    """The bench's own call cache (bench/_runs.py `cached_model`) over a seeded fake of the embedded model: the
+    samples draw seeds 1..4 of the plain prompt; resample's first draft is raw's (served) or the loop's (cached),
+    its fresh drafts (round 2: samples 1-2, round 3: 3-4) are the samples' calls, and it makes no model call."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    made: list[tuple[int, float, list[list[str]]]] = []
+
+    class SeededQwen(EmbeddedChatModel):
+        """The embedded model's settings and prompt format, its reply a function of the seed: sample 4 follows."""
+
+        def _loaded(self) -> Any:
+            raise AssertionError("no GGUF is loaded in this test")
+
+        def _generate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            settings = self._sampling(stop, kwargs)
+            made.append((settings["seed"], settings["temperature"], [[m.type, m.text] for m in messages]))
+            whisper = settings["temperature"] > 0 and settings["seed"] == 4
+            text = "The wind can whisper, and whisper again." if whisper else "The wind can whisper."
+            usage = {"input_tokens": 20, "output_tokens": 6, "total_tokens": 26}
+            message = AIMessage(
+                content=text, usage_metadata=usage, response_metadata={"finish_reason": "stop"}
+            )
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    calls = bi.Calls(tmp_path / "calls.jsonl")
+    model = bi.cached_model(SeededQwen(model="qwen2.5-coder-1.5b", seed=0), calls, "sha")
+    runner = {"model": model, "raw": FakeRaw("The wind can whisper."), "commit": "c"}
+    made_before: dict[str, int] = {}
+
+    class Marked(bi.Results):  # the model calls made before each record is written
+        def put(self, record: dict[str, Any]) -> None:
+            made_before[record["variant"]] = len(made)
+            super().put(record)
+
+    results = Marked(tmp_path / "r.jsonl")
+    bi.run_prompt(ROW, position, runner, results, "run1", _args(samples=4))
+    pid = bi.prompt_id(ROW)
+    samples, resample = results.get("run1", pid, "samples"), results.get("run1", pid, "resample")
+    assert list(made_before) == ["raw", "loop", "samples", "resample"], "samples are drawn before resample"
+    assert made_before["resample"] == made_before["samples"], "resample made no model call"
+    plain = [["human", ROW["prompt"]]]
+    assert [(seed, t) for seed, t, shown in made if shown == plain and t > 0] == [
+        (i, 0.7) for i in (1, 2, 3, 4)
+    ]
+    assert [c["strict"] for c in samples["candidates"]] == [[False], [False], [False], [True]]
+    assert resample["stop"] == "accepted" and resample["rounds"] == 3 and resample["calls"] == 5
+    assert resample["answer"] == samples["candidates"][3]["answer"], "the pick is sample 4, replayed"
+    assert resample["first_served"] is (position != 5), "position 5: made for real, the loop's call replayed"
+    assert resample.get("first_same_as_raw", True) is True
+    assert bi.SERVED == {}, "raw's reply was served to whichever graph drafted from it"
 
 
 def _cell(strict: list[bool], tokens: int, loose: list[bool] | None = None, **more: Any) -> dict[str, Any]:
@@ -122,15 +189,15 @@ def _row(
     key: str,
     raw: dict[str, Any],
     loop: dict[str, Any],
-    loop_n: dict[str, Any],
+    resample: dict[str, Any],
     samples: list[dict[str, Any]] | None,
 ) -> dict[str, Any]:
     drawn = {"drawn": samples is not None, "candidates": samples or [], "commit": "c1", "load": [1.0, 1.0]}
     return {
         "raw": {**raw, "key": key, "tokens_per_s": 20.0},
         "loop": loop,
-        "loop_n": loop_n,
         "samples": drawn,
+        "resample": resample,
     }
 
 
@@ -170,7 +237,7 @@ def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_
             _cell([True, True], 500),
             [_cell([True, True], 100)],
         ),
-        # raw follows its one instruction; the loop keeps it, the loop with 2 a round loses it at a high load
+        # raw follows its one instruction; the loop keeps it, resample loses it at a high load
         _row("10", _cell([True], 100), _cell([True], 100), _cell([False], 100, load=[3.5, 2.0]), None),
         # nobody follows it
         _row(
@@ -190,13 +257,13 @@ def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_
     assert (s["raw"]["prompts_strict"], s["raw"]["prompts_loose"], s["loop"]["prompts_strict"]) == (1, 2, 2)
     assert s["loop"]["instructions_strict"] == 3 and s["loop"]["tokens"] == pytest.approx(700 / 3)
     assert s["loop_gained"] == ["3"] and s["loop_lost"] == []
-    assert s["loop_n_gained"] == ["3"] and s["loop_n_lost"] == ["10"]
+    assert s["resample_gained"] == ["3"] and s["resample_lost"] == ["10"]
     assert (s["loaded"], s["records"], s["loaded_keys"], s["max_load"]) == (1, 12, ["10"], 3.5)
     assert (s["first_same"], s["first_checked"]) == (1, 1)
     assert list(s["best"]) == [1, 2], "one sample drawn: best-of-3 cannot be read"
     assert s["best"][2]["prompts_strict"] == 2 and s["best"][2]["tokens"] == pytest.approx(600 / 3)
     assert s["best"][2]["estimated"] == 1
-    assert (s["drawn"], s["drawn_any"], s["drawn_loop"]) == (2, 1, {"loop": 1, "loop_n": 1})
+    assert (s["drawn"], s["drawn_any"], s["drawn_loop"]) == (2, 1, {"loop": 1, "resample": 1})
     assert bi.equal_tokens(s["best"], 200.0) == (2, 2)
     assert bi.equal_tokens(s["best"], s["loop"]["tokens"]) is None, "best-of-2 costs less than the loop"
 
@@ -217,7 +284,12 @@ def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_
     assert "2/4 50.0% [15.0-85.0]" in text, "raw's instruction-level strict accuracy with its Wilson interval"
     assert "1/3 33.3% [6.1-79.2]" in text, "raw's prompt-level strict accuracy"
     assert "records measured at a 1-minute load above 3: 1 of 12 (prompts 10;" in text
-    assert "loop vs raw (prompt-level strict): gained 3; lost none" in text
+    assert (
+        "loop vs raw (prompt-level strict): gained 3; lost none; resample vs raw: gained 3; lost 10" in text
+    )
+    assert "**the loop** (InstructionCritic, 1 revision a round)" in text
+    assert "resample (fresh drafts, 2 a round, the checker choosing)" in text
+    assert "the loop on 1, resample on 1" in text
     assert "(best-of-N does not reach the tokens of the loop with the samples drawn)" in text
 
 
@@ -317,9 +389,9 @@ def test_on_qwen_one_prompt_runs_every_variant_and_the_loops_first_draft_is_raws
     assert bi.main(argv) == 0
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert [r["variant"] for r in records] == list(bi.VARIANTS)
-    raw, loop, loop_n, _ = records
+    raw, loop, _, resample = records
     assert raw["answer"].strip() and raw["cut"] == 0 and raw["tokens_per_s"] > 0
-    for record in (loop, loop_n):
+    for record in (loop, resample):
         assert record["first_served"] is False and record["first_same_as_raw"] is True
     assert all(len(r["load"]) == 2 and r["commit"] for r in records)
     assert "in the fixed hash order; 1 complete" in capsys.readouterr().out
