@@ -534,6 +534,24 @@ def test_run_with_tests_completes_the_stub_and_judges_it_by_the_tests_file(
     assert len(prompts) == 1 + 2 and prompts[1:] == [prompts[0]] * 2
 
 
+def test_the_live_view_calls_later_drafts_fresh_drafts_where_the_strategy_resamples(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    replies = iter(["return x", "return x", "return max(low, min(x, high))"])
+    monkeypatch.setattr(
+        cli, "_resolve_model", lambda spec, options, role: resolve_model(lambda p: next(replies), role=role)
+    )
+    tests = tmp_path / "tests.py"
+    tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")
+    shown = invoke("run", CLAMP, "--tests", str(tests))  # the code default: strategy resample
+    assert shown.exit_code == 0, shown.stderr
+    assert "fresh draft" in shown.stdout and "revision" not in shown.stdout, shown.stdout
+    replies = iter(["return x", "return max(low, min(x, high))"])
+    revised = invoke("run", CLAMP, "--tests", str(tests), "--strategy", "loop", "--n-revisions", "1")
+    assert revised.exit_code == 0, revised.stderr
+    assert "revision" in revised.stdout and "fresh draft" not in revised.stdout, revised.stdout
+
+
 @pytest.mark.parametrize(
     ("content", "extra", "message"),
     [
