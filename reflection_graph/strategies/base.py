@@ -86,9 +86,12 @@ class Strategy:
         return last["candidate"], dict(last["critique"] or {})
 
     def first_seed(self, settings: Settings, iteration: int) -> int:
-        """The sample index (seed offset) of the first reply made for round `iteration`. The loop's revisions
-        start again at 0 each round (the greedy revision, then warmer ones): each revises another candidate."""
-        return 0
+        """The sample index (seed offset) of the first reply made for round `iteration`. Revisions start again
+        at 0 each round (the greedy revision, then warmer ones): each revises another candidate. Fresh drafts
+        (`fresh_drafts`) of a later round come after every draft of the rounds before it, so no seed repeats."""
+        if not self.fresh_drafts or iteration <= 1:
+            return 0
+        return settings.n_drafts + (iteration - 2) * settings.n_revisions
 
     def last_revision(self, settings: Settings, iteration: int) -> bool:
         """True when the revision made for round `iteration` is returned without a critique (so it may be made

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from reflection_graph.settings import Settings
 from reflection_graph.strategies.base import Strategy
 
 __all__ = ["Resample"]
@@ -36,9 +35,3 @@ class Resample(Strategy):
                 "strategy='resample' does not take human_review (no prompt shows feedback); "
                 "use strategy='loop' to review rounds"
             )
-
-    def first_seed(self, settings: Settings, iteration: int) -> int:
-        """The seed offset of round `iteration`'s first draft: after every draft of the rounds before it."""
-        if iteration <= 1:
-            return 0
-        return settings.n_drafts + (iteration - 2) * settings.n_revisions
