@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -186,7 +187,7 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
             continue  # far longer than the prompt: it cannot be mostly the prompt's words
         words = _words(text) if words is None else words
         if words and len(words) <= len(theirs) + 3:
-            shared = sum(1 for a, b in zip(words, theirs, strict=False) if a == b)
+            shared = sum(map(operator.eq, words, theirs))
             if shared >= 0.8 * len(words):
                 return True
     return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypedDict, cast
@@ -60,30 +60,41 @@ def empty_usage() -> RoleUsage:
 
 
 def add_role_usage(left: RoleUsage | None, right: RoleUsage | None) -> RoleUsage:
-    a: Any = left or _ZERO
-    b: Any = right or _ZERO
+    """`left` plus `right` (None counts as nothing)."""
+    return sum_usage([part for part in (left, right) if part])
+
+
+def sum_usage(parts: Iterable[Mapping[str, Any]]) -> RoleUsage:
+    """The sum of `parts` (an empty usage for none), in one pass: read for every step of every run."""
+    inputs = outputs = totals = calls = estimated = 0
+    seconds = 0.0
+    for part in parts:
+        inputs += int(part.get("input_tokens", 0))
+        outputs += int(part.get("output_tokens", 0))
+        totals += int(part.get("total_tokens", 0))
+        calls += int(part.get("calls", 0))
+        seconds += float(part.get("seconds", 0.0))
+        estimated += int(part.get("estimated_tokens", 0))
     out: RoleUsage = {
-        "input_tokens": int(a.get("input_tokens", 0)) + int(b.get("input_tokens", 0)),
-        "output_tokens": int(a.get("output_tokens", 0)) + int(b.get("output_tokens", 0)),
-        "total_tokens": int(a.get("total_tokens", 0)) + int(b.get("total_tokens", 0)),
-        "calls": int(a.get("calls", 0)) + int(b.get("calls", 0)),
-        "seconds": round(float(a.get("seconds", 0.0)) + float(b.get("seconds", 0.0)), 6),
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "total_tokens": totals,
+        "calls": calls,
+        "seconds": round(seconds, 6),
     }
-    estimated = int(a.get("estimated_tokens", 0)) + int(b.get("estimated_tokens", 0))
     if estimated:
         out["estimated_tokens"] = estimated
     return out
 
 
-_ZERO: RoleUsage = empty_usage()
-
-
-def sum_usage(parts: Iterator[RoleUsage] | list[RoleUsage]) -> RoleUsage:
-    """The sum of `parts` (an empty usage for none)."""
-    out = empty_usage()
+def _per_role(parts: Iterable[Mapping[str, RoleUsage]], roles: Iterable[str] = ()) -> dict[str, RoleUsage]:
+    """`parts` (each usage per role) summed per role, `roles` present even when no part has them."""
+    grouped: dict[str, list[RoleUsage]] = {role: [] for role in roles}
     for part in parts:
-        out = add_role_usage(out, part)
-    return out
+        for role, value in part.items():
+            if role != "total":
+                grouped.setdefault(role, []).append(value or {})
+    return {role: sum_usage(values) for role, values in grouped.items()}
 
 
 def message_usage(result: Any) -> Any:
@@ -137,7 +148,11 @@ class Meter:
     def record(self, tokens: Mapping[str, int]) -> None:
         """One model call (an attempt) that used `tokens` (`call_usage`)."""
         with self._lock:
-            self.usage = add_role_usage(self.usage, _as_usage(tokens, calls=1))
+            usage: Any = self.usage
+            usage["calls"] += 1
+            for key, value in tokens.items():
+                if value:
+                    usage[key] = usage.get(key, 0) + int(value)
 
 
 _METER: ContextVar[Meter | None] = ContextVar("reflection_graph_meter", default=None)
@@ -169,12 +184,8 @@ def run_usage(state: Mapping[str, Any]) -> dict[str, RoleUsage]:
     if pending and pending["iteration"] > int(state.get("iterations") or 0):
         parts += [s.get("usage") or {} for s in pending["samples"]]
     parts.append(state.get("rg_spent") or {})
-    totals = {role: empty_usage() for role in ("generate", "critique", "revise")}
-    for part in parts:
-        for role, value in part.items():
-            if role != "total":
-                totals[role] = add_role_usage(totals.get(role), value)
-    return {**totals, "total": sum_usage(list(totals.values()))}
+    totals = _per_role(parts, ("generate", "critique", "revise"))
+    return {**totals, "total": sum_usage(totals.values())}
 
 
 class UsageCounter(BaseCallbackHandler):
@@ -248,16 +259,12 @@ def track_usage() -> Iterator[UsageCounter]:
 def with_total(usage: Mapping[str, RoleUsage]) -> dict[str, RoleUsage]:
     """`usage` per role with its `total` (re)computed from the roles."""
     roles = {role: value for role, value in usage.items() if role != "total"}
-    return {**roles, "total": sum_usage(list(roles.values()))}
+    return {**roles, "total": sum_usage(roles.values())}
 
 
 def merge_usage(
     parts: Iterator[Mapping[str, RoleUsage]] | list[Mapping[str, RoleUsage]],
 ) -> dict[str, RoleUsage]:
     """The usage of several parts (each per role), summed per role, with its `total`."""
-    merged: dict[str, RoleUsage] = {}
-    for part in parts:
-        for role, value in part.items():
-            if role != "total":
-                merged[role] = add_role_usage(merged.get(role), value)
-    return with_total(merged)
+    merged = _per_role(parts)
+    return {**merged, "total": sum_usage(merged.values())}
