@@ -9,13 +9,13 @@ and sampling arguments with llama-cpp-python: the prompt evaluated first, then t
 (`reflection_graph.models._lookup`, as the package does) and without, interleaved (the order alternates); drafts
 as the package makes them, without.
 
-A call is a *revision* when the package generated it with prompt lookup (a call continuing a conversation that
-holds the earlier answer), a *draft* when it is a free-text completion without it (grammar-constrained critiques
-are left out). Prints per group: calls, generated tokens, tokens/s without and with lookup, the ratio, replies
+A call is a *revision* when it continues a conversation that holds the earlier answer (what `prompt_lookup=None`
+turns lookup on for; the run itself uses the model's default), a *draft* any other free-text completion
+(grammar-constrained critiques are left out). Prints per group: calls, generated tokens, tokens/s without and with lookup, the ratio, replies
 that were the same text both ways, then revision tokens/s (with lookup) over draft tokens/s, the issue's figure
 for code repairs; the 1-minute load average before and after and the commit.
 
-    python bench/bench_lookup.py                      # README job + HumanEval/40-47
+    python bench/bench_lookup.py                      # README job + HumanEval/47, 54, 64, 65, 67
     python bench/bench_lookup.py --ids 40-59 --reps 2
 """
 
@@ -38,8 +38,12 @@ from bench_embedded import TASK  # noqa: E402
 
 
 def _ids(text: str) -> list[int]:
-    low, _, high = text.partition("-")
-    return list(range(int(low), int(high or low) + 1))
+    """Problem numbers from `40-47` or `47,54,64-67`."""
+    out: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        out += range(int(low), int(high or low) + 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=None, help="model spec (default: the README command's, `embedded`)"
     )
-    parser.add_argument("--ids", default="40-47", help="HumanEval problems for code repairs (within 40-163)")
+    parser.add_argument(
+        "--ids",
+        default="47,54,64,65,67",
+        help="HumanEval problems for code repairs (within 40-163; default: the first five of /40-/163 whose first "
+        "draft fails a visible example, so the loop repairs it): 40-47 or 47,54,64-67",
+    )
     parser.add_argument("--reps", type=int, default=1, help="generations of each call per variant")
     args = parser.parse_args(argv)
     if llama_cpp_missing():
@@ -86,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[list[Any]] = []
     speeds: dict[tuple[str, str], float] = {}
     for name, recorded in groups.items():
-        drafts = [c for c in recorded if c.kind == "completion" and c.grammar is None and not c.lookup]
-        revisions = [c for c in recorded if c.kind == "completion" and c.lookup]
+        free = [c for c in recorded if c.kind == "completion" and c.grammar is None]
+        drafts = [c for c in free if not c.revision]
+        revisions = [c for c in free if c.revision]
         plain = _measure(model, drafts, (False,), args.reps)
         both = _measure(model, revisions, (False, True), args.reps)
         speeds[name, "draft"] = plain[False][1]

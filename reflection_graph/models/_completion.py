@@ -186,6 +186,7 @@ def complete(
             text=result["choices"][0]["text"],
             lookup=lookup,
             steps=stats.steps if stats is not None else 0,
+            revision=plan.revision,
         ),
     )
     return result

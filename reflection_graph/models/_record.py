@@ -32,6 +32,7 @@ class CallRecord:
         completion_tokens: tokens generated.
         text: the completion's raw text.
         lookup: generated with prompt-lookup decoding; `steps` its decodes of generated tokens.
+        revision: the call continued a conversation holding an earlier answer (a revision, with or without lookup).
     """
 
     kind: str
@@ -47,6 +48,7 @@ class CallRecord:
     text: str = ""
     lookup: bool = False
     steps: int = 0
+    revision: bool = False
 
 
 def add(loaded: Any, record: CallRecord) -> None:

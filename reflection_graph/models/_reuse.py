@@ -65,11 +65,13 @@ class Plan:
         prefixes: rendered texts the prompt starts with; a phase ends at each one's last token.
         keep_end: keep the state of the whole prompt too (a first turn, which later turns start with).
         lookup: generate with prompt-lookup decoding (`models._lookup`).
+        revision: the call continues a conversation holding an earlier answer (what `lookup=None` turns it on for).
     """
 
     prefixes: tuple[str, ...] = ()
     keep_end: bool = False
     lookup: bool = False
+    revision: bool = False
 
 
 def section_offsets(text: str) -> list[int]:
@@ -117,6 +119,7 @@ def plan(
         prefixes=tuple(prefixes),
         keep_end=keep_end,
         lookup=generation and (bool(answers) if lookup is None else lookup),
+        revision=bool(answers),
     )
 
 
