@@ -65,11 +65,13 @@ class Plan:
         prefixes: rendered texts the prompt starts with; a phase ends at each one's last token.
         keep_end: keep the state of the whole prompt too (a first turn, which later turns start with).
         lookup: generate with prompt-lookup decoding (`models._lookup`).
+        stop_repetition: stop a free-text reply that repeats itself (`models._repetition`).
     """
 
     prefixes: tuple[str, ...] = ()
     keep_end: bool = False
     lookup: bool = False
+    stop_repetition: bool = False
 
 
 def section_offsets(text: str) -> list[int]:
