@@ -261,7 +261,9 @@ class ScriptedLlama:
             if stopping_criteria is not None and stopping_criteria(
                 numpy.array(prompt_ids + completion), None
             ):
-                evaluated = len(completion)  # every token it returned was evaluated before this one was sampled
+                evaluated = len(
+                    completion
+                )  # every token it returned was evaluated before this one was sampled
                 break  # llama-cpp-python's `generate` returns; the check after the loop decides
             if entry is EOG:
                 text, finish, evaluated = self.detokenize(completion), "stop", len(completion)
