@@ -48,8 +48,8 @@ class Round(TypedDict):
     echo: NotRequired[bool]
     """The candidate echoes a prompt, a system message or a critique (never selected while another exists)."""
     cut: NotRequired[bool]
-    """The candidate's reply was cut by its reply limit (`max_tokens`): never accepted, never selected over a
-    whole one."""
+    """The candidate's reply did not finish: cut by its reply limit (`max_tokens`), or stopped in a loop (the
+    embedded model's `stop_repetition`). Never accepted, never selected over a whole one."""
     placeholder: NotRequired[bool]
     """The candidate brought in a template placeholder (`[Your Name]`) that the task, its context and the answer
     it revised did not hold; it ranks below every candidate without one."""
@@ -105,7 +105,8 @@ class Pending(TypedDict):
     iteration: int
     job: Job
     samples: list[dict[str, Any]]
-    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`."""
+    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`, and `cut` (the reply's
+    `finish_reason`: "length" or "repetition") when it did not finish."""
 
 
 class ReflectionState(InputState, OutputState, total=False):

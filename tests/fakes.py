@@ -214,12 +214,15 @@ FIRST_ID = 1000
 class ScriptedLlama:
     """Generates a scripted list of token texts the way `Llama.create_completion(stream=False)` does.
 
-    `gate(i)` runs before token `i` is sampled (a test holds the call there). `sampled` counts the tokens sampled
-    by the last call, `ended` is set when a call returns.
+    Equal texts are one token, as in a real vocabulary (an entry's id is `FIRST_ID` plus the index of its text's
+    first entry), so a script that repeats itself repeats its token ids. `gate(i)` runs before token `i` is sampled
+    (a test holds the call there). `sampled` counts the tokens sampled by the last call, `ended` is set when a
+    call returns.
     """
 
     def __init__(self, script: Sequence[str | None], gate: Callable[[int], None] | None = None) -> None:
         self.script = list(script)
+        self.ids = [FIRST_ID + self.script.index(entry) for entry in self.script]
         self.gate = gate
         self.sampled = 0
         self.ended = threading.Event()
@@ -258,11 +261,14 @@ class ScriptedLlama:
             if stopping_criteria is not None and stopping_criteria(
                 numpy.array(prompt_ids + completion), None
             ):
+                evaluated = len(
+                    completion
+                )  # every token it returned was evaluated before this one was sampled
                 break  # llama-cpp-python's `generate` returns; the check after the loop decides
             if entry is EOG:
                 text, finish, evaluated = self.detokenize(completion), "stop", len(completion)
                 break
-            completion.append(FIRST_ID + i)
+            completion.append(self.ids[i])
             evaluated = len(completion) - 1
             written = self.detokenize(completion)
             hits = [s.encode() for s in stop if s.encode() in written]

@@ -27,6 +27,8 @@ from reflection_graph.state import Round, StopReason
 __all__ = [
     "ALL_STOP_RULES",
     "CUT_ISSUE",
+    "CUT_ISSUES",
+    "REPETITION_ISSUE",
     "StopRule",
     "accepts",
     "affordable_samples",
@@ -34,6 +36,7 @@ __all__ = [
     "best_sample",
     "bounded",
     "budget_refusal",
+    "cut_issue",
     "echoes",
     "no_new_issues",
     "plateau",
@@ -195,11 +198,25 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
 
 CUT_ISSUE = "The reply was cut off by its token limit (max_tokens) before it was finished."
 """The issue a candidate whose reply hit its reply limit gets, whatever its critic said."""
+REPETITION_ISSUE = (
+    "The reply fell into repeating the same passage word for word and was stopped; its repeats were dropped, so "
+    "it may be unfinished."
+)
+"""The issue a candidate whose reply was stopped in a loop gets (`finish_reason` "repetition", the embedded
+model's `stop_repetition`), whatever its critic said."""
+CUT_ISSUES: dict[str, str] = {"length": CUT_ISSUE, "repetition": REPETITION_ISSUE}
+"""The `finish_reason`s of a reply that did not finish, each with the issue its candidate gets: such a candidate is
+cut, never accepted and never selected over a whole one."""
+
+
+def cut_issue(reason: str | bool) -> str:
+    """The issue of a candidate cut for `reason` (a key of `CUT_ISSUES`; anything else: its reply limit)."""
+    return CUT_ISSUES.get(reason, CUT_ISSUE) if isinstance(reason, str) else CUT_ISSUE
 
 
 def rank(entry: Mapping[str, Any]) -> tuple[bool, bool, bool, int, float]:
     """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), then
-    not cut by its reply limit (`entry["cut"]`), then no placeholder brought in (`entry["placeholder"]`), then the
+    not cut (`entry["cut"]`: by its reply limit or in a loop, `CUT_ISSUES`), then no placeholder brought in (`entry["placeholder"]`), then the
     verifier's checks passed, then the score."""
     critique = entry.get("critique") or {}
     passed = int(critique.get("checks_passed") or 0)

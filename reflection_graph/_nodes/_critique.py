@@ -73,8 +73,10 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
     judged = critique.model_dump()
     accepted = _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold)
     cut = bool(sample.get("cut", False))
-    if cut:  # a reply cut by its limit is not a finished answer, whatever the critic said
-        judged["issues"] = [_rules.CUT_ISSUE, *judged.get("issues", [])]
+    if (
+        cut
+    ):  # a reply cut by its limit or stopped in a loop is not a finished answer, whatever the critic said
+        judged["issues"] = [_rules.cut_issue(sample["cut"]), *judged.get("issues", [])]
         judged["is_acceptable"], accepted = False, False
     return {
         "candidate": sample["candidate"],

@@ -37,10 +37,13 @@ def _text(message: Any) -> str:
     return (message.text if isinstance(message, BaseMessage) else str(message)).strip()
 
 
-def _cut(message: Any) -> bool:
-    """Whether a reply ended at its reply limit (`finish_reason` "length", as llama.cpp and OpenAI report it)."""
+def _cut(message: Any) -> str | None:
+    """Why a reply did not finish, or None: its `finish_reason` when it is one of `_rules.CUT_ISSUES` ("length":
+    it ran into its reply limit, as llama.cpp and OpenAI report it; "repetition": the embedded model stopped it in
+    a loop)."""
     meta = getattr(message, "response_metadata", None) or {}
-    return meta.get("finish_reason") == "length"
+    reason = meta.get("finish_reason")
+    return reason if isinstance(reason, str) and reason in _rules.CUT_ISSUES else None
 
 
 def _nonempty(message: Any) -> bool:
@@ -161,16 +164,16 @@ def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list
     return lambda text: inline_placeholders(text, task=task, context=context)
 
 
-_Sampled = tuple[str | None, RoleUsage, BaseException | None, bool]
-"""A sample: its text (None when it failed), the usage of its calls, its error, and whether its reply was cut by
-the reply limit (`finish_reason` "length")."""
+_Sampled = tuple[str | None, RoleUsage, BaseException | None, str | None]
+"""A sample: its text (None when it failed), the usage of its calls, its error, and why its reply did not finish
+(`_cut`), or None."""
 
 
 def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     """The state update of `generate` from its samples (text, usage, error): the pending candidates."""
     role = _ROLE[plan.job]
     samples: list[dict[str, Any]] = [
-        {"candidate": plan.finish(text), "usage": {role: part}, **({"cut": True} if cut else {})}
+        {"candidate": plan.finish(text), "usage": {role: part}, **({"cut": cut} if cut else {})}
         for text, part, _, cut in results
         if text  # an empty reply was retried by the call layer; one still empty is dropped
     ]
@@ -208,7 +211,7 @@ def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
             reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
-            return None, meter.usage, exc, False
+            return None, meter.usage, exc, None
 
 
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
@@ -218,7 +221,7 @@ async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
             reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
-            return None, meter.usage, exc, False
+            return None, meter.usage, exc, None
 
 
 def generate(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:

@@ -11,11 +11,12 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from reflection_graph.models import _logprobs, _lookup, _record, _reuse
+from reflection_graph.models import _logprobs, _lookup, _record, _repetition, _reuse
 from reflection_graph.models._llama import _Loaded
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ _CALL_OPTIONS = frozenset(
         "top_logprobs",
         "score_text",
         "prompt_lookup",
+        "stop_repetition",
         "stream",  # LangChain's own switch (`invoke(..., stream=False)`), read before a call is made
     }
 )
@@ -82,12 +84,14 @@ def plan(
     prompt: str,
     overrides: dict[str, Any],
 ) -> _reuse.Plan:
-    """How a call on `messages` (rendered as `prompt`) is evaluated and generated (`_reuse.plan`)."""
+    """How a call on `messages` (rendered as `prompt`) is evaluated and generated (`_reuse.plan`): prompt lookup
+    and the repetition stop apply to free text only (a JSON reply is bounded by its grammar)."""
     generation = not (overrides.get("logprobs") or overrides.get("top_logprobs") is not None)
     lookup = overrides.get("prompt_lookup", model.prompt_lookup)
+    repetition = bool(overrides.get("stop_repetition", model.stop_repetition))
     if overrides.get("json_schema") is not None:
-        lookup = False
-    return _reuse.plan(
+        lookup, repetition = False, False
+    planned = _reuse.plan(
         messages,
         prompt,
         model.render_prompt,
@@ -95,6 +99,7 @@ def plan(
         generation=generation,
         lookup=None if lookup is None else bool(lookup),
     )
+    return replace(planned, stop_repetition=generation and repetition)
 
 
 def prompt_ids(model: EmbeddedChatModel, loaded: _Loaded, prompt: str) -> list[int]:
@@ -177,7 +182,7 @@ def complete(
             "completion",
             text_or_ids,
             ids,
-            args=args,
+            args=_replayable(args),
             grammar=grammar,
             evaluated=evaluated,
             prompt_s=prompt_s,
@@ -190,6 +195,18 @@ def complete(
         ),
     )
     return result
+
+
+def _replayable(args: dict[str, Any]) -> dict[str, Any]:
+    """A completion's arguments as a replay takes them: of its stopping criteria only the `RepetitionStop`s, which
+    end the completion where it ended (a streaming tap only listens)."""
+    criteria = [c for c in args.get("stopping_criteria") or () if isinstance(c, _repetition.RepetitionStop)]
+    recorded = {k: v for k, v in args.items() if k != "stopping_criteria"}
+    if criteria:
+        from llama_cpp import StoppingCriteriaList
+
+        recorded["stopping_criteria"] = StoppingCriteriaList(criteria)
+    return recorded
 
 
 def end_of_turn(model: EmbeddedChatModel, loaded: _Loaded) -> list[str]:

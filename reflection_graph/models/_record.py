@@ -24,7 +24,8 @@ class CallRecord:
         kind: `"completion"` (`Llama.create_completion`), `"next_token"` or `"continuation"` (a reading).
         prompt: what `create_completion` was given (token ids through a chat template, else the text).
         ids: the prompt's tokens.
-        args: `create_completion`'s sampling arguments (seed, temperature, stop, max_tokens, ...).
+        args: `create_completion`'s sampling arguments (seed, temperature, stop, max_tokens, ...), and the
+            `RepetitionStop` that watched it as its `stopping_criteria` (a replay stops where the call stopped).
         grammar: the `LlamaGrammar` of a JSON reply, or None.
         targets: a continuation reading's scored tokens (they are evaluated too).
         evaluated: prompt tokens the call evaluated itself (the rest were loaded from a saved state).

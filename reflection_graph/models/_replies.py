@@ -18,7 +18,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
-from reflection_graph.models import _reuse, _structured
+from reflection_graph.models import _repetition, _reuse, _structured
 from reflection_graph.models._prompting import _clean
 from reflection_graph.models._streaming import ReplyChunks, TextTap
 
@@ -102,8 +102,7 @@ def produce(
     prompt, loaded = model.render_prompt(messages), model._loaded()
     params = model._sampling(stop, kwargs, loaded, messages)
     plan = model._plan(loaded, messages, prompt, kwargs)  # the same phases as `_generate`: the same figures
-    tap = TextTap(loaded.llama, [*params["stop"], *model._end_of_turn(loaded)], emit)
-    text, usage, meta = model._generate_text(prompt, {**params, "stopping_criteria": tap.criteria()}, plan)
+    text, usage, meta = model._generate_text(prompt, params, plan, emit)
     emit(AIMessage(content=text, usage_metadata=usage, response_metadata=meta))
 
 
@@ -146,18 +145,41 @@ def generate_logprobs(
 
 
 def generate_text(
-    model: EmbeddedChatModel, prompt: str, params: dict[str, Any], plan: _reuse.Plan | None = None
+    model: EmbeddedChatModel,
+    prompt: str,
+    params: dict[str, Any],
+    plan: _reuse.Plan | None = None,
+    emit: Emit | None = None,
 ) -> tuple[str, UsageMetadata, dict[str, Any]]:
     """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
-    layer, `reflection_graph._runtime._calls`, where every attempt is counted in `max_model_calls`."""
+    layer, `reflection_graph._runtime._calls`, where every attempt is counted in `max_model_calls`.
+
+    With `plan.stop_repetition` a `RepetitionStop` watches the tokens: a reply that falls into a loop is stopped,
+    keeps its text up to the end of the repeated span's first copy and reports `finish_reason` "repetition". With
+    `emit` (streaming) a `TextTap` passes the text on as it is written, never beyond what such a cut would keep."""
     loaded = model._loaded()
+    plan = plan or _reuse.Plan()
+    watch = _repetition.RepetitionStop() if plan.stop_repetition else None
+    criteria: list[Any] = [watch] if watch is not None else []
+    if emit is not None:  # after the watch: the tap reads what it has settled in the same call
+        criteria.append(TextTap(loaded.llama, [*params["stop"], *model._end_of_turn(loaded)], emit, watch))
+    if criteria:
+        from llama_cpp import StoppingCriteriaList
+
+        params = {**params, "stopping_criteria": StoppingCriteriaList(criteria)}
     result = model._complete(loaded, prompt, params, plan=plan)
     choice = result["choices"][0]
-    text = choice["text"]
+    text, finish_reason = choice["text"], choice.get("finish_reason")
+    generated = int((result.get("usage") or {}).get("completion_tokens", 0))
+    # llama-cpp-python reports "stop" for a criterion's stop, with the text of every token generated; a loop found
+    # beyond those tokens (only in its check after the loop, on prompt-lookup proposals never accepted) is no loop
+    if watch is not None and watch.loop is not None and watch.loop.end <= generated:
+        text = loaded.llama.detokenize(watch.kept()).decode("utf-8", errors="ignore")
+        finish_reason = _repetition.REPETITION
     for end_of_turn in model._end_of_turn(loaded):
         text = text.split(end_of_turn, 1)[0]
-    text = _clean(text, truncated=choice.get("finish_reason") == "length")
-    return text, _usage([result]), model._meta(choice.get("finish_reason"), 1)
+    text = _clean(text, truncated=finish_reason == "length")
+    return text, _usage([result]), model._meta(finish_reason, 1)
 
 
 def generate_json(

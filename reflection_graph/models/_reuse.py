@@ -66,12 +66,14 @@ class Plan:
         keep_end: keep the state of the whole prompt too (a first turn, which later turns start with).
         lookup: generate with prompt-lookup decoding (`models._lookup`).
         revision: the call continues a conversation holding an earlier answer (what `lookup=None` turns it on for).
+        stop_repetition: stop a free-text reply that repeats itself (`models._repetition`).
     """
 
     prefixes: tuple[str, ...] = ()
     keep_end: bool = False
     lookup: bool = False
     revision: bool = False
+    stop_repetition: bool = False
 
 
 def section_offsets(text: str) -> list[int]:

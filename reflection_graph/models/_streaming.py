@@ -5,7 +5,8 @@ The streamed call is the very call `invoke` makes (the same `create_completion`,
 cleanup): a `TextTap` rides along as its stopping criterion, and the whole reply the call returns closes the
 stream. So the chunks add up to exactly the text, usage and `finish_reason` of `invoke`, and a piece once sent is
 never taken back: the tap sends only what `_clean_prefix` says the cleanup keeps whatever follows (it holds back
-the unfinished sentence and what may be a stop sequence), and the last chunk carries the rest.
+the unfinished sentence and what may be a stop sequence, and with the repetition stop the repeats of a possible
+loop), and the last chunk carries the rest.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from langchain_core.outputs import ChatGenerationChunk
 
 from reflection_graph._runtime._threads import Emit
 from reflection_graph.models._prompting import _clean_prefix
+from reflection_graph.models._repetition import RepetitionStop
 
 __all__ = ["ReplyChunks", "TextTap"]
 
@@ -31,37 +33,44 @@ class TextTap:
     what `_clean_prefix` newly allows (possibly ""). It ends the call (returns True) once `emit` returns False:
     nobody listens any more, so the model and its lock are free at the next token.
 
+    With a `RepetitionStop` watching the same call (called before the tap), the tap passes on only the text of
+    the tokens it has settled: a reply stopped in a loop keeps its text up to the end of the repeated span's first
+    copy, so the repeats being written are held back until they break off (then they are sent) or make a loop
+    (then they are dropped, and the stream ends with the kept text). A reply that does not loop streams as
+    without it, a repeated run of its own held back while it lasts.
+
     Args:
         llama: the `llama_cpp.Llama` of the call (its `detokenize`).
         stops: what the reply is cut at: the call's stop sequences and, through a chat template, its
             end-of-turn text.
         emit: takes each new piece of text; returns False to stop the call.
+        watch: the call's `RepetitionStop`, if any.
     """
 
-    def __init__(self, llama: Any, stops: Sequence[str], emit: Emit) -> None:
+    def __init__(
+        self, llama: Any, stops: Sequence[str], emit: Emit, watch: RepetitionStop | None = None
+    ) -> None:
         self._llama = llama
         self._stops = tuple(stops)
         self._emit = emit
+        self._watch = watch
         self._start: int | None = None
-        self._decoded = 0
+        self._ends: list[int] = []  # the length of the decoded text after each generated token
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
         self._raw = ""
         self._sent = ""
 
-    def criteria(self) -> Any:
-        """This tap as llama-cpp-python's `stopping_criteria` argument."""
-        from llama_cpp import StoppingCriteriaList
-
-        return StoppingCriteriaList([self])
-
     def __call__(self, input_ids: Any, logits: Any) -> bool:
         if self._start is None:
             self._start = len(input_ids)
-        fresh = input_ids[self._start + self._decoded :]
-        if len(fresh):
-            self._raw += self._decoder.decode(self._llama.detokenize([int(t) for t in fresh]))
-            self._decoded += len(fresh)
-        kept = _clean_prefix(self._raw, self._stops)
+        for token in input_ids[self._start + len(self._ends) :]:
+            self._raw += self._decoder.decode(self._llama.detokenize([int(token)]))
+            self._ends.append(len(self._raw))
+        raw = self._raw
+        if self._watch is not None:
+            settled = min(self._watch.settled, len(self._ends))
+            raw = raw[: self._ends[settled - 1]] if settled else ""
+        kept = _clean_prefix(raw, self._stops)
         piece = kept[len(self._sent) :] if len(kept) > len(self._sent) else ""
         self._sent += piece
         return not self._emit(piece)

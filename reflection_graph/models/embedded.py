@@ -12,10 +12,12 @@ Q4_K_M (`embedded:qwen2.5-coder-1.5b`, the default when installed) and Gemma 3 2
   prompts end with a cue the model continues, and stop sequences cut the rambling that follows an answer.
 
 `render_prompt(messages)` returns the exact text either way. A reply that runs into `max_tokens` is trimmed back
-to its last full sentence. Free-text replies stream (`stream`, `astream`, a graph's `stream_mode="messages"`): the
-chunks add up to exactly what `invoke` returns (`_streaming`). Structured output (`with_structured_output`) is grammar-constrained JSON
-(`bounded_json_schema`), validated with the real schema. Token log-probabilities (`next_token_logprobs`,
-`continuation_logprobs`) and replies depend only on the call's inputs, never on what the model ran before.
+to its last full sentence; one that falls into a loop (a span repeated back to back) is stopped there and keeps
+its text up to the end of the span's first copy (`stop_repetition`, `_repetition`). Free-text replies stream
+(`stream`, `astream`, a graph's `stream_mode="messages"`): the chunks add up to exactly what `invoke` returns
+(`_streaming`). Structured output (`with_structured_output`) is grammar-constrained JSON (`bounded_json_schema`),
+validated with the real schema. Token log-probabilities (`next_token_logprobs`, `continuation_logprobs`) and
+replies depend only on the call's inputs, never on what the model ran before.
 
 Every call is evaluated in phases fixed by its own messages (`_reuse`): a prefix shared by several calls (the
 task and the answer of the judge's readings and written critique, the first draft's prompt of a revision) is
@@ -27,7 +29,8 @@ The parts live beside this module: `profile` (each model's facts and defaults, t
 `_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
 the completion), `_replies` (text, streamed, JSON and log-probability replies), `_prompting` (prompt shaping, cleanup),
 `_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse` (phases and saved prefix states), `_lookup`
-(prompt-lookup decoding), `_streaming` (token streaming) and `_record` (call records for benchmarks).
+(prompt-lookup decoding), `_repetition` (stopping a reply that loops), `_streaming` (token streaming) and
+`_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class EmbeddedChatModel(BaseChatModel):
     The model file is loaded once per process (per path, `n_ctx` and `n_threads`) and calls on it are
     serialized, so one instance can be shared by threads and async tasks. Per-call overrides go through
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
-    `repeat_penalty`, `stop`.
+    `repeat_penalty`, `stop`, `prompt_lookup`, `stop_repetition`.
 
     Attributes:
         model: the bundled model to run, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path`
@@ -116,6 +119,11 @@ class EmbeddedChatModel(BaseChatModel):
             that continue a conversation holding an earlier answer (revisions), True for every free-text call.
             Also a call option. Off by default: llama.cpp verifies the proposals in batches, whose rounding
             changed a greedy Gemma revision's text in a test, so it is not yet output-preserving.
+        stop_repetition: stop a free-text reply as soon as its tokens end in one span repeated back to back (3
+            copies, the repeats covering at least 64 tokens; `models._repetition`), keeping its text up to the end
+            of the span's first copy, with `finish_reason` "repetition" (the loop treats it as cut). Default: the
+            profile's, on for every bundled model. Also a call option. A reply that does not loop is the same
+            text with it on or off.
 
     Example:
         ```python
@@ -144,6 +152,10 @@ class EmbeddedChatModel(BaseChatModel):
     prompt_lookup: bool | None = Field(
         default=False,
         description="Prompt-lookup decoding: False (default) off; None: for revisions; True: all.",
+    )
+    stop_repetition: bool = Field(
+        default=PROFILES["gemma-3-270m"].stop_repetition,
+        description="Stop a free-text reply that repeats one span back to back; keep the text before the repeats.",
     )
 
     @field_validator("model")
@@ -206,7 +218,17 @@ class EmbeddedChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        keys = ("n_ctx", "seed", "temperature", "max_tokens", "top_p", "top_k", "min_p", "repeat_penalty")
+        keys = (
+            "n_ctx",
+            "seed",
+            "temperature",
+            "max_tokens",
+            "top_p",
+            "top_k",
+            "min_p",
+            "repeat_penalty",
+            "stop_repetition",
+        )
         return {
             "model_path": self.model_path or f"embedded:{self.model}",
             **{k: getattr(self, k) for k in keys},

