@@ -44,7 +44,16 @@ from typing import Any
 
 from _common import equal_tokens
 from _raw import RawChat, commit, embedded_model, file_sha256, load_average
-from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key
+from _runs import (
+    CUT_REASONS,
+    SERVED,
+    VERIFY_EVERY,
+    Calls,
+    Results,
+    cached_model,
+    run_key,
+    serve_raw,
+)
 
 __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from here
     "SERVED",
@@ -281,7 +290,7 @@ def samples_record(
                 "solved": judge.solves(problem, code),
                 "visible": judge.visible(problem, code),
                 "tokens": int((reply.usage_metadata or {}).get("total_tokens") or 0),
-                "cut": int((reply.response_metadata or {}).get("finish_reason") == "length"),
+                "cut": int((reply.response_metadata or {}).get("finish_reason") in CUT_REASONS),
             }
         )
     return {"drawn": True, "candidates": candidates}
@@ -307,17 +316,22 @@ def run_problem(
         if variant == "raw":
             record = raw_record(problem, raw, judge)
         elif variant == "samples":
-            raw = results.get(run, task_id, "raw")
-            if raw is None:
+            raw_done = results.get(run, task_id, "raw")
+            if raw_done is None:
                 continue
-            record = samples_record(problem, model, judge, raw, samples)
+            record = samples_record(problem, model, judge, raw_done, samples)
         else:
             raw_done = results.get(run, task_id, "raw") or {}
             real = int(task_id.rsplit("/", 1)[1]) % VERIFY_EVERY == 0 or "reply" not in raw_done
             SERVED.clear()
-            if not real:
-                finish = "length" if raw_done.get("cut") else "stop"
-                SERVED[task_of(problem)] = (raw_done["reply"], raw_done["usage"], finish)
+            if not real:  # raw's reply, unless the package would not write it (cut, or a loop it stops)
+                real = not serve_raw(
+                    task_of(problem),
+                    raw_done["reply"],
+                    raw_done["usage"],
+                    bool(raw_done.get("cut")),
+                    raw.tokenize,
+                )
             record = graph_record(problem, model, judge, settings, "tree" if variant == "tree" else None)
             record["first_served"] = not real
         record.update(

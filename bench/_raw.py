@@ -105,6 +105,10 @@ class RawChat:
             self.llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, verbose=False, **options)
         self.max_tokens = max_tokens
 
+    def tokenize(self, text: str) -> list[int]:
+        """The tokens of `text` (a reply) by this model's tokenizer."""
+        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def complete(self, task: str) -> dict[str, Any]:
         """One greedy chat completion of `task` as the one user message: its text, finish reason, token counts
         and seconds."""

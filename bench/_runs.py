@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SERVED", "VERIFY_EVERY", "Calls", "Results", "cached_model", "run_key"]
+__all__ = [
+    "CUT_REASONS",
+    "SERVED",
+    "VERIFY_EVERY",
+    "Calls",
+    "Results",
+    "cached_model",
+    "run_key",
+    "serve_raw",
+]
 
 
 class Calls:
@@ -62,6 +71,23 @@ SERVED: dict[str, tuple[str, list[int], str]] = {}
 """Raw's reply, its [prompt, completion] token counts and its finish reason by task, served once as the loop's first draft (the same
 greedy call) where the run does not make it again for real (`VERIFY_EVERY`); an entry still here after a run was
 not served (the draft was made)."""
+
+CUT_REASONS = ("length", "repetition")
+"""The finish reasons of a package reply that did not finish: its limit, or a loop the embedded model stopped."""
+
+
+def serve_raw(task: str, reply: str, usage: list[int], cut: bool, tokenize: Any) -> bool:
+    """Serve raw's `reply` to `task` as the loop's first draft (`SERVED`), unless the package would not have
+    written it: a reply cut at its limit, or one whose tokens (`tokenize(text) -> ids`) hold a loop the embedded
+    model stops (`reflection_graph.models._repetition`), is made for real. Whether it was served."""
+    from reflection_graph.models._repetition import RepetitionDetector
+
+    if cut or RepetitionDetector().extend(tokenize(reply)) is not None:
+        return False
+    SERVED[task] = (reply, usage, "stop")
+    return True
+
+
 VERIFY_EVERY = 5
 """The loop's first draft is made for real on every problem whose number (HumanEval) or position in the run's
 order (IFBench) is a multiple of this, and compared with raw's; on the others it is raw's reply, served: the

@@ -66,7 +66,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import equal_tokens, print_table, wilson  # noqa: E402
 from _raw import RawChat, commit, embedded_model, file_sha256, load_average  # noqa: E402
-from _runs import SERVED, VERIFY_EVERY, Calls, Results, cached_model, run_key  # noqa: E402
+from _runs import (  # noqa: E402
+    CUT_REASONS,
+    SERVED,
+    VERIFY_EVERY,
+    Calls,
+    Results,
+    cached_model,
+    run_key,
+    serve_raw,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 VERSION = "ifbench-2"
@@ -193,7 +202,7 @@ def samples_record(
             {
                 **scored(row, reply.text, critic),
                 "tokens": int(usage.get("total_tokens") or 0),
-                "cut": int(meta.get("finish_reason") == "length"),
+                "cut": int(meta.get("finish_reason") in CUT_REASONS),
             }
         )
     return {"drawn": True, "candidates": candidates}
@@ -222,8 +231,12 @@ def run_prompt(
         else:
             real = position % VERIFY_EVERY == 0
             SERVED.clear()
-            if not real:  # the package's first draft is raw's call: served, never made twice
-                SERVED[row["prompt"]] = (raw["answer"], raw["usage"], "length" if raw["cut"] else "stop")
+            if (
+                not real
+            ):  # the package's first draft is raw's call: served, never made twice (unless cut or a loop)
+                real = not serve_raw(
+                    row["prompt"], raw["answer"], raw["usage"], bool(raw["cut"]), runner["raw"].tokenize
+                )
             revisions, strategy = (1, None) if variant == "loop" else (args.revisions, "resample")
             record = loop_record(row, runner["model"], critic, args.rounds, revisions, strategy)
             record["first_served"] = not real and row["prompt"] not in SERVED  # served entries are used up

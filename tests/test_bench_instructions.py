@@ -38,6 +38,11 @@ class FakeRaw:
     def __init__(self, text: str) -> None:
         self.text, self.tasks = text, []
 
+    def tokenize(self, text: str) -> list[int]:
+        return [
+            len(word) for word in text.split()
+        ]  # stands for the model's tokenizer: a loop of words is one
+
     def complete(self, task: str) -> dict[str, Any]:
         self.tasks.append(task)
         return {
@@ -396,3 +401,20 @@ def test_on_qwen_one_prompt_runs_every_variant_and_the_loops_first_draft_is_raws
     assert all(len(r["load"]) == 2 and r["commit"] for r in records)
     assert "in the fixed hash order; 1 complete" in capsys.readouterr().out
     assert bi.main(argv) == 0 and len(results.read_text().splitlines()) == 4, "resumed: nothing made again"
+
+
+def test_raw_is_served_as_the_first_draft_only_when_the_package_would_write_it() -> None:
+    """Raw's reply stands in for the package's first draft only when it finished and holds no loop the embedded
+    model stops: a cut reply, or one repeating a span back to back, is made for real."""
+    from _runs import SERVED, serve_raw
+
+    raw = FakeRaw("")
+    sentence = " ".join(f"w{'x' * (k % 7)}" for k in range(40))  # 40 words of varied lengths: a 40-token span
+    SERVED.clear()
+    assert serve_raw("task", "The wind can whisper.", [20, 5], False, raw.tokenize)
+    assert SERVED.pop("task") == ("The wind can whisper.", [20, 5], "stop")
+    assert not serve_raw("task", "The wind can", [20, 3], True, raw.tokenize)  # cut at its limit
+    assert not serve_raw("task", " ".join([sentence] * 3), [20, 120], False, raw.tokenize)  # a loop
+    assert serve_raw("task", " ".join([sentence] * 2), [20, 80], False, raw.tokenize)  # two copies: no loop
+    assert SERVED == {"task": (" ".join([sentence] * 2), [20, 80], "stop")}
+    SERVED.clear()

@@ -90,40 +90,28 @@ class EmbeddedChatModel(BaseChatModel):
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
     `repeat_penalty`, `stop`, `prompt_lookup`, `stop_repetition`.
 
-    Attributes:
-        model: the bundled model to run, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path`
-            is the default (`default_embedded()`: Qwen when its parts are installed, else Gemma), fixed when the
-            instance is built.
+    Attributes (defaults from the model's profile, `reflection_graph.models.profile`; docs/models.md has more):
+        model: the bundled model, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path` is
+            the default (`default_embedded()`: Qwen when installed, else Gemma), fixed when the instance is built.
         model_path: a GGUF file instead of a bundled model.
-        n_ctx: context window in tokens (default: the model's profile, `reflection_graph.models.profile`: 8,192
-            for an instruction-tuned model such as Qwen, 2,048 for Gemma).
+        n_ctx: context window in tokens (8,192 for an instruction-tuned model such as Qwen, 2,048 for Gemma).
         n_threads: CPU threads; `None` uses half the CPUs, at least one (faster than all of them on 2 cores).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
         temperature: sampling temperature (0 is greedy; critics and first drafts use 0).
-        max_tokens: token budget of a free-text reply (default: the profile's, 2,048 for an instruction-tuned
-            model, so no normal answer is cut; 200 for Gemma). A reply cut by it has `finish_reason` "length".
-        structured_max_tokens: token budget of a grammar-constrained JSON reply (default: the profile's).
-        top_p: nucleus sampling.
-        top_k: top-k sampling.
-        min_p: min-p sampling.
-        repeat_penalty: penalty on repeated tokens (default: the profile's, 1.0 (none) for an
-            instruction-tuned model, whose code and revisions copy text; 1.1 for Gemma, which loops without it).
-        stop: extra stop sequences, added to the model's own (its end-of-turn token through a chat template,
-            `DEFAULT_STOP` for a base model).
-        empty_retries: kept for compatibility and ignored: empty replies are retried by
-            `reflection_graph._runtime._calls`.
-        prefix_cache_mb: memory for saved prompt-prefix states, in MB (at most 16 states per loaded GGUF; 0 keeps
-            none: every call then evaluates its whole prompt, with the same figures). A state holds the KV cache
-            of its tokens, about 28 KB a token for Qwen, 18 KB for Gemma.
-        prompt_lookup: prompt-lookup decoding of free-text replies: False (default) for none, None for calls
-            that continue a conversation holding an earlier answer (revisions), True for every free-text call.
-            Also a call option. Off by default: llama.cpp verifies the proposals in batches, whose rounding
-            changed a greedy Gemma revision's text in a test, so it is not yet output-preserving.
-        stop_repetition: stop a free-text reply as soon as its tokens end in one span repeated back to back (3
-            copies, the repeats covering at least 64 tokens; `models._repetition`), keeping its text up to the end
-            of the span's first copy, with `finish_reason` "repetition" (the loop treats it as cut). Default: the
-            profile's, on for every bundled model. Also a call option. A reply that does not loop is the same
-            text with it on or off.
+        max_tokens: a free-text reply's token budget (2,048 for an instruction-tuned model, so no normal answer
+            is cut; 200 for Gemma); a reply cut by it has `finish_reason` "length".
+        structured_max_tokens: a grammar-constrained JSON reply's token budget.
+        top_p, top_k, min_p: nucleus, top-k and min-p sampling.
+        repeat_penalty: penalty on repeated tokens (1.0, none, for an instruction-tuned model, whose code and
+            revisions copy text; 1.1 for Gemma, which loops without it).
+        stop: extra stop sequences, added to the model's own (its end-of-turn token, or `DEFAULT_STOP`).
+        empty_retries: ignored (kept for compatibility): `_runtime._calls` retries empty replies.
+        prefix_cache_mb: memory for saved prompt-prefix states, MB (0: none kept; the same figures, slower).
+        prompt_lookup: prompt-lookup decoding of free-text replies: False (default) none, None revisions only,
+            True every call; also a call option. Off: llama.cpp's batched checks changed a Gemma revision's text.
+        stop_repetition: stop a free-text reply whose tokens end in one span repeated back to back (3 copies,
+            64 tokens of repeats; `models._repetition`), keep it up to the end of the first copy, `finish_reason`
+            "repetition" (the loop treats it as cut). On for the bundled models; also a call option.
 
     Example:
         ```python
@@ -218,20 +206,10 @@ class EmbeddedChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        keys = (
-            "n_ctx",
-            "seed",
-            "temperature",
-            "max_tokens",
-            "top_p",
-            "top_k",
-            "min_p",
-            "repeat_penalty",
-            "stop_repetition",
-        )
+        keys = ("n_ctx", "seed", "temperature", "max_tokens", "top_p", "top_k", "min_p", "repeat_penalty")
         return {
             "model_path": self.model_path or f"embedded:{self.model}",
-            **{k: getattr(self, k) for k in keys},
+            **{k: getattr(self, k) for k in (*keys, "stop_repetition")},
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
