@@ -110,6 +110,8 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
                 return super()._generate(messages, stop, run_manager, **kwargs)
             shown = [[m.type, m.text] for m in messages]
             settings = self._sampling(stop, kwargs)
+            if kwargs.get("stop_repetition", getattr(self, "stop_repetition", False)):
+                settings["stop_repetition"] = True  # a call made with the stop is not one made without it
             plain = len(messages) == 1 and messages[0].type == "human" and settings["temperature"] == 0.0
             served = SERVED.pop(messages[0].text, None) if plain else None
             if served is not None:  # the plain greedy call raw already made

@@ -483,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": base.max_tokens,
         "n_ctx": base.n_ctx,
         "repeat_penalty": base.repeat_penalty,
+        **({"stop_repetition": True} if getattr(base, "stop_repetition", False) else {}),
         "temperature": base.temperature,
         "seed": base.seed,
         "raw": "llama-cpp-python create_chat_completion, temperature 0, its defaults",
