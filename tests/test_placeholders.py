@@ -19,6 +19,7 @@ from reflection_graph._text._placeholders import (
     inline_placeholders,
     introduced_placeholders,
     placeholders,
+    with_salutations_named,
     without_placeholder_lines,
 )
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
@@ -201,3 +202,41 @@ def test_scripts_group_han_and_kana_and_ignore_digits_and_punctuation() -> None:
         whole_line("メールに感謝がありません。", scripts("日本語で書いてください"))
         == "メールに感謝がありません。"
     )
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        ("Dear [Recruiter's Name],\n\nI decline.", "Dear Recruiter,\n\nI decline."),
+        ("  Hi [Hiring Manager's name]!\nNo.", "  Hi Hiring Manager!\nNo."),
+        ("Dear [Name],\nNo.", "Hello,\nNo."),
+        ("Dear [Recipient's Full Name]:\nNo.", "Hello:\nNo."),
+        ("Hello <your name>,\nNo.", "Hello,\nNo."),
+        (
+            "Dear Dana,\nI decline [Company]'s offer.",
+            "Dear Dana,\nI decline [Company]'s offer.",
+        ),  # not a greeting
+        ("Dear [Name] and team,\nNo.", "Dear [Name] and team,\nNo."),  # more than the slot: the reviser's
+    ],
+)
+def test_a_greeting_slot_is_addressed_to_the_role_it_names(answer: str, named: str) -> None:
+    task = "Write to the recruiter declining the offer."
+    assert with_salutations_named(answer, task=task) == named
+    template = "Write an email template declining offers."  # a template asked for keeps its slots
+    assert with_salutations_named(answer, task=template) == answer
+
+
+def test_when_every_candidate_keeps_a_greeting_slot_the_answer_names_the_role_and_the_rounds_keep_the_text() -> (
+    None
+):
+    slotted = GOOD.replace("Dear Dana", "Dear [Recruiter's Name]")
+    assert slotted != GOOD
+    generator = RecordingChatModel(replies=[slotted, slotted.replace("\nSam", "\nSam Lee")])
+    critic = FakeCriticModel(critiques=[critique(5.0), critique(6.0)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Write to the recruiter declining the offer."}
+    )
+    assert [r["placeholder"] for r in result["trajectory"]] == [True, True]  # counted in selection as before
+    assert [r["candidate"] for r in result["trajectory"]][0] == slotted  # the rounds keep what was written
+    assert "[Recruiter's Name]" not in result["candidate"]
+    assert result["candidate"].startswith("Dear Recruiter,")

@@ -1,7 +1,8 @@
 """Template placeholders (`[Your Name]`, `[Company]`, `<name>`, `{name}`): a fill-in slot left in an answer.
 
 An instruction-tuned model asked to "replace 'Tom' with your name" signs `[Your Name]`: a template, not an
-answer. A line that is nothing but such a slot is left out of the final answer (`without_placeholder_lines`). A
+answer. A line that is nothing but such a slot is left out of the final answer (`without_placeholder_lines`), and
+a greeting that is nothing but one is addressed to the role it names (`with_salutations_named`). A
 slot inside a line that neither the task nor its context holds (`inline_placeholders`) keeps the `JudgeCritic`
 from accepting the candidate (its critique names the slot; one the candidate brought in, that the answer it is
 compared with lacked, also judges it worse) and ranks it below every candidate without one in selection
@@ -29,6 +30,7 @@ __all__ = [
     "inline_placeholders",
     "introduced_placeholders",
     "placeholders",
+    "with_salutations_named",
     "without_placeholder_lines",
 ]
 
@@ -148,6 +150,38 @@ def without_placeholder_lines(answer: str, *, task: str, context: str | None = N
     slot to fill. Inline slots ("Dear [Name],") stay: the critique names them and the reviser writes them out.
     Code, and a task that asks for a template, are returned as they are."""
     return _reading(answer, task, context)[0]
+
+
+_SALUTATION_SLOT = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<greeting>Dear|Hi|Hello)[ \t]+(?P<slot>\[[^\[\]\n]{1,40}\]|<[^<>\n]{1,40}>|\{[^{}\n]{1,40}\})"
+    r"(?P<end>[ \t]*[,:!]?[ \t]*)$",
+    re.M,
+)
+_NAME_WORDS = re.compile(r"(?:['’]s)?\s*(?:full\s+|first\s+|last\s+)?name$", re.I)
+_NOT_A_ROLE = frozenset(
+    {"", "your", "recipient", "recipient's", "name", "the", "their", "his", "her", "contact"}
+)
+
+
+def with_salutations_named(answer: str, *, task: str, context: str | None = None) -> str:
+    """`answer` with a greeting line that holds nothing but a placeholder the task did not ask for ("Dear
+    [Recruiter's Name],") addressed to the role the slot names ("Dear Recruiter,"), or, when it names none
+    ("Dear [Name],"), "Hello,": the last resort of a final answer whose every candidate kept the slot, so a person
+    is never handed one to fill. Other lines, code and a task asking for a template are left as they are."""
+    if _SALUTATION_SLOT.search(answer) is None:  # the common case: no greeting slot, no scan
+        return answer
+    slots = set(introduced_placeholders(answer, task=task, context=context))
+
+    def named(match: re.Match[str]) -> str:
+        if match["slot"] not in slots:
+            return match[0]
+        role = _NAME_WORDS.sub("", match["slot"][1:-1].strip()).strip()
+        end = match["end"].strip() or ","
+        if role.casefold() in _NOT_A_ROLE or role.casefold().startswith("your "):
+            return f"{match['indent']}Hello{end}"
+        return f"{match['indent']}{match['greeting']} {role}{end}"
+
+    return _SALUTATION_SLOT.sub(named, answer)
 
 
 def inline_placeholders(
