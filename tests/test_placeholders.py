@@ -212,6 +212,9 @@ def test_scripts_group_han_and_kana_and_ignore_digits_and_punctuation() -> None:
         ("Dear [Name],\nNo.", "Hello,\nNo."),
         ("Dear [Recipient's Full Name]:\nNo.", "Hello:\nNo."),
         ("Hello <your name>,\nNo.", "Hello,\nNo."),
+        ("Dear Recruiter's Name,\nNo.", "Dear Recruiter,\nNo."),  # the brackets dropped, the slot kept
+        ("Dear Recipient's Name,\nNo.", "Hello,\nNo."),
+        ("Dear Mr. Name,\nNo.", "Dear Mr. Name,\nNo."),  # a name, not a slot
         (
             "Dear Dana,\nI decline [Company]'s offer.",
             "Dear Dana,\nI decline [Company]'s offer.",

@@ -153,7 +153,8 @@ def without_placeholder_lines(answer: str, *, task: str, context: str | None = N
 
 
 _SALUTATION_SLOT = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<greeting>Dear|Hi|Hello)[ \t]+(?P<slot>\[[^\[\]\n]{1,40}\]|<[^<>\n]{1,40}>|\{[^{}\n]{1,40}\})"
+    r"^(?P<indent>[ \t]*)(?P<greeting>Dear|Hi|Hello)[ \t]+"
+    r"(?P<slot>\[[^\[\]\n]{1,40}\]|<[^<>\n]{1,40}>|\{[^{}\n]{1,40}\}|(?P<bare>[A-Z][\w ]{0,30}['’]s [Nn]ame))"
     r"(?P<end>[ \t]*[,:!]?[ \t]*)$",
     re.M,
 )
@@ -165,17 +166,21 @@ _NOT_A_ROLE = frozenset(
 
 def with_salutations_named(answer: str, *, task: str, context: str | None = None) -> str:
     """`answer` with a greeting line that holds nothing but a placeholder the task did not ask for ("Dear
-    [Recruiter's Name],") addressed to the role the slot names ("Dear Recruiter,"), or, when it names none
+    [Recruiter's Name],", or its bare "Dear Recruiter's Name," a reviser told to drop the brackets writes)
+    addressed to the role the slot names ("Dear Recruiter,"), or, when it names none
     ("Dear [Name],"), "Hello,": the last resort of a final answer whose every candidate kept the slot, so a person
     is never handed one to fill. Other lines, code and a task asking for a template are left as they are."""
-    if _SALUTATION_SLOT.search(answer) is None:  # the common case: no greeting slot, no scan
+    if _SALUTATION_SLOT.search(answer) is None or asks_for_template(
+        task, context
+    ):  # the common case: no scan
         return answer
     slots = set(introduced_placeholders(answer, task=task, context=context))
 
     def named(match: re.Match[str]) -> str:
-        if match["slot"] not in slots:
+        if match["bare"] is None and match["slot"] not in slots:
             return match[0]
-        role = _NAME_WORDS.sub("", match["slot"][1:-1].strip()).strip()
+        inner = match["bare"] or match["slot"][1:-1]
+        role = _NAME_WORDS.sub("", inner.strip()).strip()
         end = match["end"].strip() or ","
         if role.casefold() in _NOT_A_ROLE or role.casefold().startswith("your "):
             return f"{match['indent']}Hello{end}"
