@@ -511,16 +511,12 @@ def test_the_readme_command_ends_on_a_real_email_on_qwen(readme_runs: list[dict[
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met (issue 37): seed 0's draft greets 'Dear [Recruiter's Name],'; the critique names it, but every "
-    "revision keeps it, so the final answer does (a line that is only '[Your Name]' is left out)",
-)
 def test_no_final_answer_of_the_readme_job_holds_a_template_placeholder(
     readme_runs: list[dict[str, Any]],
 ) -> None:
     """Qwen signs its plain first draft `[Your Name]` (the task gives no name): the critique names it, and the final
-    answer holds no placeholder the task did not ask for (a line that is only one is left out)."""
+    answer holds no placeholder the task did not ask for (a line that is only one is left out, a greeting that is
+    only one addressed to the role it names)."""
     from reflection_graph._text._placeholders import placeholders
 
     for result in readme_runs:
@@ -531,12 +527,6 @@ def test_no_final_answer_of_the_readme_job_holds_a_template_placeholder(
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met (issue 37): on seed 0 every line is whole and in Latin letters and none names a fault a real "
-    "email lacks (the critique is written only for an answer the verdict calls wrong), but the final answer "
-    "holds 'Dear [Recruiter's Name],', which every revision kept",
-)
 def test_every_critique_line_of_the_readme_job_is_whole_and_names_no_fault_a_real_email_lacks(
     readme_runs: list[dict[str, Any]],
 ) -> None:
