@@ -216,8 +216,8 @@ def cut_issue(reason: str | bool) -> str:
 
 def rank(entry: Mapping[str, Any]) -> tuple[bool, bool, bool, int, float]:
     """The sort key of a candidate (a round or a sample; higher is better): not an echo (`entry["echo"]`), then
-    not cut (`entry["cut"]`: by its reply limit or in a loop, `CUT_ISSUES`), then no placeholder brought in (`entry["placeholder"]`), then the
-    verifier's checks passed, then the score."""
+    not cut (`entry["cut"]`: by its reply limit or in a loop, `CUT_ISSUES`), then no placeholder brought in
+    (`entry["placeholder"]`), then the verifier's checks passed, then the score."""
     critique = entry.get("critique") or {}
     passed = int(critique.get("checks_passed") or 0)
     return (

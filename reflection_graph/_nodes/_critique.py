@@ -72,10 +72,9 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
     assert critique is not None
     judged = critique.model_dump()
     accepted = _rules.accepts(critique.score, critique.is_acceptable, settings.score_threshold)
+    # a reply cut by its limit or stopped in a loop is not a finished answer, whatever the critic said
     cut = bool(sample.get("cut", False))
-    if (
-        cut
-    ):  # a reply cut by its limit or stopped in a loop is not a finished answer, whatever the critic said
+    if cut:
         judged["issues"] = [_rules.cut_issue(sample["cut"]), *judged.get("issues", [])]
         judged["is_acceptable"], accepted = False, False
     return {

@@ -82,6 +82,20 @@ __all__ = [
 ]
 
 
+_IDENTIFYING = (
+    "n_ctx",
+    "seed",
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repeat_penalty",
+    "stop_repetition",
+)
+"""The settings that tell one `EmbeddedChatModel` from another in LangChain's caches and traces."""
+
+
 class EmbeddedChatModel(BaseChatModel):
     """A LangChain chat model running a GGUF through llama.cpp, offline.
 
@@ -206,10 +220,9 @@ class EmbeddedChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        keys = ("n_ctx", "seed", "temperature", "max_tokens", "top_p", "top_k", "min_p", "repeat_penalty")
         return {
             "model_path": self.model_path or f"embedded:{self.model}",
-            **{k: getattr(self, k) for k in (*keys, "stop_repetition")},
+            **{k: getattr(self, k) for k in _IDENTIFYING},
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
