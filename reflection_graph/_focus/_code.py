@@ -7,7 +7,7 @@ completion), so a base model (the embedded Gemma 3 270M) writes the function bod
 into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
 critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
 Revisions see a solved example, the previous code, the failing tests (the critique's issues) and the stub again.
-With a `CodeTestCritic`, `CODE_TEST_DEFAULTS` are the code focus's sampling defaults (`code_defaults`).
+With a `CodeTestCritic`, the code focus samples fresh drafts by default (`_defaults.VERIFIER_DEFAULTS`).
 
 Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
 opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).
@@ -29,13 +29,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reflection_graph._focus._examples import prose_examples
 from reflection_graph._text._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
-from reflection_graph.settings import Settings
 
 __all__ = [
     "CODE_STOP",
-    "CODE_TEST_DEFAULTS",
     "Stub",
-    "code_defaults",
     "code_messages",
     "docstring_tests",
     "find_stub",
@@ -61,21 +58,6 @@ The first draft gets no example: it is the plain completion of the stub."""
 CODE_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#")
 """The usual stop sequences of a code completion (HumanEval's): a base model that has finished the function
 starts the next top-level statement."""
-
-CODE_TEST_DEFAULTS: dict[str, Any] = {
-    "strategy": "resample",
-    "n_drafts": 1,
-    "n_revisions": 2,
-    "max_iterations": 3,
-}
-"""The settings `focus="code"` gets with a `CodeTestCritic` (each one a user passes wins): one first draft (the
-plain greedy call), then, while the tests fail, up to 2 more rounds of 2 fresh drafts of the same task at the
-sampling temperature (`strategy="resample"`, each draft with a new seed), the tests picking the best. 5
-generations at most, 1 when the first draft passes. Why fresh drafts and not revisions shown the failing tests:
-on HumanEval/40-82 (the development problems; Qwen2.5-Coder-1.5B, run 8391a4e8 of bench/README.md), where the
-greedy reply failed a visible example, fresh samples held a passing function more often than the revisions did
-(best-of-4 by the visible examples solved 24 of 26 measured problems, the revising loop 22), and the revisions
-found no passing function the samples missed. `strategy="loop"` revises instead."""
 
 REVISE_HEADER = "# A previous attempt at the function below failed its tests.\n"
 CHAT_REVISE = (
@@ -288,16 +270,6 @@ def finish_candidate(task: str, text: str, entry_point: str | None = None) -> st
         if is_python(full):
             return full + "\n"
     return "\n".join([stub.source, *body]) + "\n"
-
-
-def code_defaults(critic: Any, settings: Settings) -> Settings:
-    """`settings` with `CODE_TEST_DEFAULTS` under the fields its caller did not set, when the focus is code and
-    the critic runs tests; else `settings` as they are."""
-    from reflection_graph.critics.code_tests import CodeTestCritic
-
-    if settings.focus == "code" and isinstance(critic, CodeTestCritic):
-        return settings.with_defaults(CODE_TEST_DEFAULTS)
-    return settings
 
 
 def with_solution_import(tests: str, entry_point: str) -> str:

@@ -378,7 +378,7 @@ def test_the_loop_treats_it_as_a_verifier_and_returns_the_answer_that_follows_mo
 
     generator = RecordingChatModel(replies=["A reply, with a comma.", "A reply with no comma at all"])
     critic = InstructionCritic(["punctuation:no_comma"])
-    result = create_reflection_graph(generator, critic=critic, max_iterations=3).invoke(
+    result = create_reflection_graph(generator, critic=critic, max_iterations=3, strategy="loop").invoke(
         {"task": "Reply without commas."}
     )
     assert result["stop_reason"] == "accepted" and result["candidate"] == "A reply with no comma at all"
@@ -386,6 +386,34 @@ def test_the_loop_treats_it_as_a_verifier_and_returns_the_answer_that_follows_mo
         "punctuation:no_comma: not followed" in generator.prompts[1]
     )  # the reviser saw the failed instruction
     assert [r["critique"]["checks_passed"] for r in result["trajectory"]] == [0, 1]
+
+
+def test_by_default_it_draws_fresh_drafts_of_the_task_and_the_checkers_pick(no_nltk_data: Path) -> None:
+    """With an InstructionCritic and no strategy given, later rounds are 2 fresh drafts of the prompt itself (no
+    critique shown), as with tests under the code focus; what the caller sets wins, and a person reviewing
+    rounds keeps the revising loop."""
+    from reflection_graph import Settings, create_reflection_graph
+    from reflection_graph._focus._defaults import VERIFIER_DEFAULTS, setup_defaults
+    from reflection_graph._nodes import setup_of
+    from reflection_graph.graph import build_reflection_graph
+    from tests.fakes import RecordingChatModel
+
+    critic = InstructionCritic(["punctuation:no_comma"])
+    layered = setup_defaults(critic, Settings())
+    assert layered == Settings(**VERIFIER_DEFAULTS) and layered.given == set()  # a layer, not the caller's
+    assert setup_defaults(critic, Settings(strategy="loop")).strategy == "loop"
+    assert setup_defaults(critic, Settings(), human_review=True) == Settings()
+    assert setup_defaults(None, Settings()) == Settings()
+
+    replies = ["One, two.", "Three, four.", "Five six", "Seven, eight."]
+    generator = RecordingChatModel(replies=replies)
+    result = create_reflection_graph(generator, critic=critic).invoke({"task": "Reply without commas."})
+    assert result["stop_reason"] == "accepted" and result["candidate"] == "Five six"
+    assert [len(r.get("samples", [r])) for r in result["trajectory"]] == [1, 2]
+    assert len(generator.prompts) == 3 and len(set(generator.prompts)) == 1  # every draft from the task alone
+    assert "not followed" not in generator.prompts[-1]
+    review = build_reflection_graph(RecordingChatModel(replies=replies), critic=critic, human_review=True)
+    assert setup_of(review).strategy.name == "loop"  # resample would refuse human_review
 
 
 @pytest.mark.embedded
@@ -415,4 +443,6 @@ def test_through_the_embedded_model_on_ifbench_prompts_the_loop_never_returns_le
             assert again.checks_passed == r["critique"]["checks_passed"]
         final = critic.critique(CritiqueRequest(task=row["prompt"], candidate=result["candidate"]))
         assert final.checks_passed >= rounds[0]["critique"]["checks_passed"]
+        # the default for a verifier: after a failed first draft, a round of 2 fresh drafts
+        assert [len(r.get("samples", [r])) for r in rounds] == [1] + [2] * (len(rounds) - 1)
         print(json.dumps({"key": row["key"], "passed": final.checks_passed, "rounds": len(rounds)}))
