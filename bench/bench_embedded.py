@@ -202,6 +202,10 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
 
     record = {"task": TASK, "role": "Data Engineer", "company": "Acme"}
     rows, passed, totals = [], 0, [0, 0, 0, 0]
+    speed = gauge(options)
+    print(
+        f"this machine now: llama-cpp-python alone generates {speed:.1f} tokens/s on this model", flush=True
+    )
     for seed in range(args.seeds):
         load_before, start = load_average(), time.perf_counter()
         result = build_graph(dataclasses.replace(options, seed=seed)).invoke({"task": TASK})
@@ -238,6 +242,7 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
                 "yes" if ok else "no",
                 ", ".join(failed) or "-",
                 round(wall, 1),
+                result["usage"]["total"]["output_tokens"],
                 f"{len(lines)}/{len(broken)}/{len(invented)}",
                 "yes" if holes else "no",
                 f"{load_before} -> {load_average()}",
@@ -257,6 +262,7 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
             "real email",
             "failed checks",
             "wall s",
+            "generated tokens",
             "critique lines/broken/invented",
             "placeholder",
             "load 1-min",
@@ -266,9 +272,30 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
     print(
         f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py); "
         f"critique lines {totals[0]}, cut or not Latin {totals[1]}, a fault shown on a round whose email passes "
-        f"the email rules {totals[2]}; final answers with a placeholder {totals[3]}; commit {commit()}"
+        f"the email rules {totals[2]}; final answers with a placeholder {totals[3]}; commit {commit()}; "
+        f"llama-cpp-python alone: {speed:.1f} tokens/s before the seeds, {gauge(options):.1f} after"
     )
     return 0
+
+
+GAUGE_PROMPT = "Count from 1 to 300, the numbers separated by commas: 1, 2, 3,"
+
+
+def gauge(options: Any) -> float:
+    """This machine's speed right now: tokens/s of one greedy completion of 128 tokens through llama-cpp-python
+    alone, on the run's own model, from an empty cache. Wall times of the same job differ by a fifth between days
+    on a shared host at the same load average; this is what they are read against."""
+    from reflection_graph.models import resolve_model
+
+    model: Any = resolve_model(options.model)  # an EmbeddedChatModel: its loaded llama.cpp model
+    loaded = model._loaded()
+    with loaded.lock:
+        loaded.llama.reset()
+        start = time.perf_counter()
+        out = loaded.llama.create_completion(GAUGE_PROMPT, max_tokens=128, temperature=0.0)
+        seconds = time.perf_counter() - start
+        loaded.llama.reset()
+    return float(out["usage"]["completion_tokens"]) / seconds
 
 
 if __name__ == "__main__":
