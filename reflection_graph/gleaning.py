@@ -352,7 +352,8 @@ def create_gleaning_graph(
         critic_guidelines=validation_prompt,
         base_url=base_url,
         name=f"{name}_document",
-        **{**settings, "max_iterations": num_rounds + 1},
+        # gleaning refines: one revision a round, also with a verifier critic (whose graph default is fresh drafts)
+        **{"strategy": "loop", "n_revisions": 1, **settings, "max_iterations": num_rounds + 1},
     )
     gleaner = _Gleaner(reflection, include_trajectory)
     builder = StateGraph(

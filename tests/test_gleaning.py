@@ -291,6 +291,23 @@ def test_a_critic_instance_works_without_validation_prompt() -> None:
     assert out["results"][0]["iterations"] == 2 and out["results"][0]["stop_reason"] == "max_iterations"
 
 
+def test_a_verifier_critic_refines_each_document_as_gleaning_does(tmp_path: Any, monkeypatch: Any) -> None:
+    """An InstructionCritic alone would make a graph draw fresh drafts (its default); gleaning keeps its own
+    meaning: one refinement a round, shown what failed."""
+    import nltk
+
+    from reflection_graph.critics import InstructionCritic
+
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])  # as on a machine with no NLTK data
+    gen = RecordingChatModel(replies=["One, two.", "Three four."])
+    graph = create_gleaning_graph(
+        gen, critic=InstructionCritic(["punctuation:no_comma"]), validation_prompt=None, num_rounds=2
+    )
+    (result,) = graph.invoke({"documents": ["doc-0"], "prompt": "S {document}"})["results"]
+    assert result["stop_reason"] == "accepted" and result["output"] == "Three four."
+    assert result["usage"]["revise"]["calls"] == 1 and "punctuation:no_comma" in gen.prompts[1]
+
+
 def test_graph_shape() -> None:
     graph = create_gleaning_graph(
         RecordingChatModel(replies=["x"]), critic=accept_all(), validation_prompt="v"
