@@ -308,10 +308,10 @@ def needs_samples(raw: dict[str, Any]) -> bool:
 
 
 def built_on_other_raw(variant: str, record: dict[str, Any] | None, raw: dict[str, Any] | None) -> bool:
-    """Whether `variant`'s `record` was built on a raw reply other than `raw`'s (a raw record made again can differ): the
-    samples, drawn or not by another verdict on the visible examples; a graph whose first draft was served from
-    another raw reply. A graph whose first draft was made for real does not depend on raw (the report compares it
-    with the raw it shows)."""
+    """Whether `variant`'s `record` was built on a raw reply other than `raw`'s (a raw record made again can
+    differ): the samples, drawn or not by another verdict on the visible examples; a graph whose first draft was
+    served from another raw reply. A graph whose first draft was made for real does not depend on raw (the report
+    compares it with the raw it shows)."""
     if record is None or raw is None:
         return False
     if variant == "samples":
@@ -338,11 +338,8 @@ def run_problem(
     task_id, wanted = problem["task_id"], set(variants)
     for variant in VARIANTS:
         done = results.get(run, task_id, variant)
-        if variant not in wanted:
-            continue
-        if not to_make(done, rerun_loaded) and not (
-            rerun_loaded and built_on_other_raw(variant, done, results.get(run, task_id, "raw"))
-        ):
+        stale = rerun_loaded and built_on_other_raw(variant, done, results.get(run, task_id, "raw"))
+        if variant not in wanted or not (to_make(done, rerun_loaded) or stale):
             continue
         start, load_before = time.monotonic(), load_average()
         if variant == "raw":

