@@ -27,7 +27,8 @@ settings: a call made once (the tree's first revisions are the loop's) is replay
 made twice. Per-problem results go to a JSON Lines file in bench/results/ (one record per problem and variant,
 appended and flushed as soon as it is known, with the 1-minute load average before and after, generated tokens per
 second and the commit), keyed by model, settings and problem, so a run can be killed and resumed, and
-`--report-only` prints the table from it.
+`--report-only` prints the table from it. `--rerun-loaded` makes again the records measured above `LOAD_LIMIT`
+(`run_problem`), their model calls made afresh (`Calls.max_load`).
 """
 
 from __future__ import annotations
@@ -46,16 +47,20 @@ from _common import equal_tokens
 from _raw import RawChat, commit, embedded_model, file_sha256, load_average
 from _runs import (
     CUT_REASONS,
+    LOAD_LIMIT,
     SERVED,
     VERIFY_EVERY,
     Calls,
     Results,
     cached_model,
+    loaded,
     run_key,
     serve_raw,
+    to_make,
 )
 
 __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from here
+    "LOAD_LIMIT",
     "SERVED",
     "VERIFY_EVERY",
     "Calls",
@@ -67,6 +72,7 @@ __all__ = [  # the shared pieces are re-exported: bench_code.py reads them from 
     "equal_tokens",
     "file_sha256",
     "load_average",
+    "loaded",
     "run_key",
 ]
 
@@ -278,7 +284,7 @@ def samples_record(
     from reflection_graph._focus._code import finish_candidate
     from reflection_graph._runtime._calls import sampled
 
-    if raw["visible"] is None or raw["visible"] == 1.0:
+    if not needs_samples(raw):
         return {"drawn": False, "candidates": []}
     task = task_of(problem)
     candidates = []
@@ -296,6 +302,23 @@ def samples_record(
     return {"drawn": True, "candidates": candidates}
 
 
+def needs_samples(raw: dict[str, Any]) -> bool:
+    """Whether best-of-N's samples are drawn for this raw record: where it fails a visible example."""
+    return raw.get("visible") is not None and raw["visible"] < 1.0
+
+
+def built_on_other_raw(variant: str, record: dict[str, Any] | None, raw: dict[str, Any] | None) -> bool:
+    """Whether `variant`'s `record` was built on a raw reply other than `raw`'s (a raw record made again can
+    differ): the samples, drawn or not by another verdict on the visible examples; a graph whose first draft was
+    served from another raw reply. A graph whose first draft was made for real does not depend on raw (the report
+    compares it with the raw it shows)."""
+    if record is None or raw is None:
+        return False
+    if variant == "samples":
+        return bool(record.get("drawn")) != needs_samples(raw)
+    return bool(record.get("first_served")) and "first" in record and record["first"] != raw.get("code")
+
+
 def run_problem(
     problem: dict[str, Any],
     model: Any,
@@ -306,11 +329,17 @@ def run_problem(
     settings: dict[str, Any],
     samples: int,
     variants: Iterable[str] = VARIANTS,
+    rerun_loaded: bool = False,
 ) -> None:
-    """Every variant not yet recorded for this problem, each record written as soon as it is known."""
+    """Every variant not yet recorded for this problem, each record written as soon as it is known. With
+    `rerun_loaded`, also every variant whose record as the report reads it (this run's, or the baseline's) was
+    measured above `LOAD_LIMIT`, or was built on a raw reply other than the one raw's record now holds
+    (`built_on_other_raw`): made again under `run`, it takes precedence over the baseline's."""
     task_id, wanted = problem["task_id"], set(variants)
     for variant in VARIANTS:
-        if variant not in wanted or results.get(run, task_id, variant) is not None:
+        done = results.get(run, task_id, variant)
+        stale = rerun_loaded and built_on_other_raw(variant, done, results.get(run, task_id, "raw"))
+        if variant not in wanted or not (to_make(done, rerun_loaded) or stale):
             continue
         start, load_before = time.monotonic(), load_average()
         if variant == "raw":
@@ -349,7 +378,9 @@ def run_problem(
         shown = "-" if "solved" not in record else ("solved" if record["solved"] else "failed")
         print(
             f"{task_id:<14} {variant:<8} {shown:<7} {record.get('tokens', '')!s:>6} tokens "
-            f"{record['seconds']:>6.1f}s load {record['load'][0]:.2f}-{record['load'][1]:.2f}",
+            f"{record['seconds']:>6.1f}s load {record['load'][0]:.2f}-{record['load'][1]:.2f}"
+            + (" (loaded)" if loaded(record) else "")
+            + (f" (made again: run {done['run']}'s record replaced)" if done is not None else ""),
             file=sys.stderr,
             flush=True,
         )
@@ -402,7 +433,7 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
         out[f"{name}_n"] = len(have)
     out["first"] = sum(bool(r["loop"].get("first_solved")) for r in rows)
     made = [r for r in rows if "first" in r["loop"] and not r["loop"].get("first_served")]
-    out["first_same"] = sum(bool(r["loop"].get("first_same_as_raw")) for r in made)
+    out["first_same"] = sum(r["loop"]["first"] == r["raw"].get("code") for r in made)  # the raw shown here
     out["first_checked"] = len(made)
     out["cut"] = {
         name: sum(int(r[name].get("cut") or 0) for r in rows if r[name] is not None)
@@ -411,9 +442,9 @@ def summary(rows: Sequence[dict[str, Any]], max_n: int) -> dict[str, Any]:
     out["cut"]["samples"] = sum(
         int(c.get("cut") or 0) for r in rows for c in (r.get("samples") or {}).get("candidates", [])
     )
-    records = [r[name] for r in rows for name in ("raw", "loop", "tree") if r[name] is not None]
+    records = [r[name] for r in rows for name in (*VARIANTS, "revising") if r.get(name) is not None]
     out["max_load"] = max((max(x.get("load") or [0.0]) for x in records), default=0.0)
-    out["loaded"] = sum(max(x.get("load") or [0.0]) > 3 for x in records)
+    out["loaded"] = sum(loaded(x) for x in records)
     out["commits"] = sorted({str(x.get("commit")) for x in records if x.get("commit")})
     out["raw_visible"] = sum(r["raw"]["visible"] == 1.0 for r in rows)
     out["no_visible"] = sum(r["raw"]["visible"] is None for r in rows)

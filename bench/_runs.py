@@ -8,7 +8,10 @@
 - `SERVED` and `VERIFY_EVERY`: a plain greedy call a bench already made with llama-cpp-python alone (its raw
   baseline), served as the package's first draft, which is the same call (tests/models/test_embedded.py checks
   it byte for byte on Qwen); the benches make it for real on every `VERIFY_EVERY`-th problem and count how often
-  it gives raw's reply.
+  it gives raw's reply;
+- `LOAD_LIMIT`, `loaded` and `to_make`: a record (or a call) measured at a 1-minute load average above the limit
+  is flagged, and `--rerun-loaded` makes it again; its model calls are then never replayed from a call made
+  under load, or from one whose load is not known (`Calls.max_load`).
 """
 
 from __future__ import annotations
@@ -21,16 +24,35 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _raw import load_average
+
 __all__ = [
     "CUT_REASONS",
+    "LOAD_LIMIT",
     "SERVED",
     "VERIFY_EVERY",
     "Calls",
     "Results",
     "cached_model",
+    "loaded",
     "run_key",
     "serve_raw",
+    "to_make",
 ]
+
+LOAD_LIMIT = 3.0
+"""Records measured at a 1-minute load average above this are flagged (figures from them are not reported);
+`--rerun-loaded` makes them again."""
+
+
+def loaded(record: dict[str, Any], limit: float = LOAD_LIMIT) -> bool:
+    """Whether `record` (a result, or a cached call) was measured at a 1-minute load above `limit`."""
+    return max(record.get("load") or [0.0]) > limit
+
+
+def to_make(done: dict[str, Any] | None, rerun_loaded: bool) -> bool:
+    """Whether a record is made: none yet, or (`--rerun-loaded`) the one there was measured above `LOAD_LIMIT`."""
+    return done is None or (rerun_loaded and loaded(done))
 
 
 class Calls:
@@ -43,6 +65,9 @@ class Calls:
         self.hits = self.misses = 0
         self.replay_only = False
         """Refuse a call not in the file (`explain` replays a run, it never calls the model)."""
+        self.max_load: float | None = None
+        """Replay only calls made at or below this 1-minute load (`--rerun-loaded`): one made above it, or one
+        whose load was not recorded (made before calls carried it), is made again and replaces it."""
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -54,6 +79,12 @@ class Calls:
     def get(self, key: str) -> dict[str, Any] | None:
         with self.lock:
             call = self.calls.get(key)
+            if (
+                call is not None
+                and self.max_load is not None
+                and (not call.get("load") or loaded(call, self.max_load))
+            ):
+                call = None
             self.hits += call is not None
             self.misses += call is None
             return call
@@ -125,7 +156,7 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
             if call is None and calls.replay_only:
                 raise LookupError("a model call that the run did not make (replay only)")
             if call is None:
-                start = time.monotonic()
+                start, load_before = time.monotonic(), load_average()
                 result = super()._generate(messages, stop, run_manager, **kwargs)
                 message = result.generations[0].message
                 call = {
@@ -133,6 +164,7 @@ def cached_model(base: Any, calls: Calls, gguf_sha: str, **update: Any) -> Any:
                     "usage": dict(message.usage_metadata or {}),
                     "meta": dict(message.response_metadata or {}),
                     "seconds": round(time.monotonic() - start, 2),
+                    "load": [load_before, load_average()],
                 }
                 calls.put(key, call)
             message = AIMessage(

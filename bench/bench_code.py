@@ -28,6 +28,18 @@ cost, and the tree. Resumable: per-problem results go to bench/results/humaneval
 
     python bench/bench_code.py --set humaneval --model embedded:qwen2.5-coder-1.5b --ids 40-163
     python bench/bench_code.py --set humaneval --model embedded:qwen2.5-coder-1.5b --report-only
+
+Every record holds the 1-minute load average before and after it was made. `--rerun-loaded` makes again the
+records measured above a load of 3 (`LOAD_LIMIT`, bench/_runs.py), as the report reads them: this run's own, or
+the `--baseline-run`'s raw, samples and tree, each re-made record written under this run so that it is read before
+the baseline's; a record built on a raw reply other than the re-made one (samples drawn by another verdict, a
+graph whose first draft was served from another reply) is made again with it, and no model call made under load
+(or of unknown load) is replayed. `--max-load` leaves out of the report every problem with a raw, loop, samples
+or tree record above it, and summarises the revising loop (the baseline's loop, which this run cannot make
+again) over the problems whose own record is at or below it, naming the others:
+
+    python bench/bench_code.py --set humaneval --model embedded:qwen2.5-coder-1.5b --ids 40-45,60-70,93-99 \
+        --threads 2 --baseline-run 8391a4e831dfa781 --rerun-loaded
 """
 
 from __future__ import annotations
@@ -44,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table  # noqa: E402
 from _raw import llama_cpp_missing  # noqa: E402
+from _runs import LOAD_LIMIT, loaded  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[1] / "datasets" / "code.jsonl"
 STOP = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
@@ -205,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         help="humaneval: report only problems whose every record was measured at or below this load average.",
     )
     parser.add_argument(
+        "--rerun-loaded",
+        action="store_true",
+        help=f"humaneval: make records at a load > {LOAD_LIMIT:g} again (this run's, or the baseline's raw, samples "
+        "and tree: the new record is this run's and is read before the baseline's); their model calls are made "
+        "now, none replayed from a call made under load or of unknown load.",
+    )
+    parser.add_argument(
         "--explain",
         action="store_true",
         help="humaneval: after the table, say for each problem where raw fails a visible example whether a "
@@ -250,10 +270,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _ids(text: str) -> list[int]:
-    """Problem numbers from "40-82" or "40,41,50-52"."""
+    """Problem numbers from "40-82" or "40-45,60-70,93-99"."""
     numbers: list[int] = []
     for part in text.split(","):
         low, _, high = part.strip().partition("-")
+        if not low.isdigit() or not (high or low).isdigit():
+            raise ValueError(f"{text!r} is not a list of problem numbers: write them as 40-45,60-70,93-99")
         numbers += range(int(low), int(high or low) + 1)
     return sorted(set(numbers))
 
@@ -298,6 +320,7 @@ def humaneval(args: argparse.Namespace) -> int:
     run = he.run_key(identity)
     if not args.report_only:
         calls = he.Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
+        calls.max_load = LOAD_LIMIT if args.rerun_loaded else None  # a re-made record replays no loaded call
         model = he.cached_model(base, calls, identity["gguf_sha256"])
         raw = he.RawChat(path, base.n_ctx, base.max_tokens, args.threads)
         judge = he.Judge()
@@ -308,7 +331,18 @@ def humaneval(args: argparse.Namespace) -> int:
             for phase in (("raw", "loop"), ("samples",), ("tree",)):
                 wanted = [v for v in phase if not args.variants or v in args.variants]
                 for problem in chosen[start : start + 10]:
-                    he.run_problem(problem, model, raw, judge, results, run, settings, args.samples, wanted)
+                    he.run_problem(
+                        problem,
+                        model,
+                        raw,
+                        judge,
+                        results,
+                        run,
+                        settings,
+                        args.samples,
+                        wanted,
+                        args.rerun_loaded,
+                    )
         print(f"model calls replayed: {calls.hits}, made: {calls.misses}", file=sys.stderr)
     report(
         he,
@@ -342,24 +376,40 @@ def report(
     max_n: int,
     max_load: float | None = None,
 ) -> None:
-    """The table of the problems of `chosen` that have every variant recorded under `run` (with `max_load`, only
-    those whose every record was measured at or below that 1-minute load average)."""
+    """The table of the problems of `chosen` that have raw, the loop and the tree recorded (this run's records, or
+    the baseline's for raw, the samples and the tree). With `max_load`, a problem is left out when one of its raw,
+    loop, samples or tree records was measured above that 1-minute load average (or has no load recorded); the
+    revising loop (the baseline's loop, which this run cannot make again) is summarised only over the problems
+    whose own record is at or below it, and the report names the problems it leaves out."""
     from reflection_graph.runners.humaneval import task_number
 
-    rows, dropped = [], []
+    rows, dropped, revising_out, remade = [], [], [], 0
     for problem in chosen:
-        records = {v: results.get(run, problem["task_id"], v) for v in (*he.VARIANTS, "revising")}
+        task_id = problem["task_id"]
+        records = {v: results.get(run, task_id, v) for v in he.VARIANTS}
         present = {k: v for k, v in records.items() if v is not None}
-        loads = [x for r in present.values() for x in (r.get("load") or [])]
-        if max_load is not None and present and (not loads or max(loads) > max_load):
-            dropped.append(problem["task_id"])
+        if max_load is not None and present and not all(_within(r, max_load) for r in present.values()):
+            dropped.append(task_id)
             continue
-        row = he._row(present)
-        if row is not None:
-            rows.append(row)
+        revising = results.get(run, task_id, "revising")
+        left_out = revising is not None and max_load is not None and not _within(revising, max_load)
+        row = he._row({**present, **({"revising": revising} if revising and not left_out else {})})
+        if row is None:
+            continue
+        rows.append(row)
+        revising_out += [task_id] if left_out else []
+        remade += sum(present[v]["run"] == run for v in ("raw", "samples", "tree") if v in present)
     if dropped:
         print(
-            f"left out: {len(dropped)} problems with a record measured above load {max_load}: {', '.join(dropped)}"
+            f"left out: {len(dropped)} problems with a raw, loop, samples or tree record measured above load "
+            f"{max_load} (or with no load recorded): {', '.join(dropped)} (--rerun-loaded makes the records "
+            f"above {LOAD_LIMIT:g} again)"
+        )
+    if revising_out:
+        print(
+            f"the revising loop (run {results.baseline}) left out where its own record was measured above load "
+            f"{max_load}: {len(revising_out)} problems: {', '.join(revising_out)} (this run cannot make it again: "
+            "its figures are over the other problems)"
         )
     settings = identity["settings"]
     print(
@@ -374,8 +424,9 @@ def report(
     )
     if results.baseline:
         print(
-            f"raw, the samples and the tree come from run {results.baseline} where this run has none (they do not "
-            "depend on the loop's settings); its loop is shown as the revising loop\n"
+            f"raw, the samples and the tree come from run {results.baseline} where this run has none of its own "
+            f"(they do not depend on the loop's settings; {remade} of those in this table are this run's, made "
+            "again with --rerun-loaded); its loop is shown as the revising loop\n"
         )
     if not rows:
         print("no problem has every variant recorded yet for this model and these settings")
@@ -402,7 +453,12 @@ def report(
             parts.append((f"held out ({len(outside)} problems outside {min(dev)}-{max(dev)})", outside))
     parts.append((f"all ({covered}{', development included' if dev else ''})", rows))
     for label, part in parts:
-        _print_summary(he, label, part, max_n, results.baseline)
+        _print_summary(he, label, part, max_n, results.baseline, max_load)
+
+
+def _within(record: dict[str, Any], max_load: float) -> bool:
+    """Whether `record` was measured at or below the 1-minute load `max_load` (False when no load is recorded)."""
+    return bool(record.get("load")) and not loaded(record, max_load)
 
 
 def _mark(value: Any) -> str:
@@ -435,7 +491,12 @@ def _problem_row(he: Any, row: dict[str, Any]) -> list[Any]:
 
 
 def _print_summary(
-    he: Any, label: str, rows: list[dict[str, Any]], max_n: int, baseline: str | None = None
+    he: Any,
+    label: str,
+    rows: list[dict[str, Any]],
+    max_n: int,
+    baseline: str | None = None,
+    max_load: float | None = None,
 ) -> None:
     s = he.summary(rows, max_n=max_n)
     n = s["problems"]
@@ -461,7 +522,8 @@ def _print_summary(
                 f"the revising loop (strategy='loop', run {baseline})",
                 f"{s['revising']}/{s['revising_n']}",
                 round(s["revising_tokens"]),
-                "the code default before; of the problems it ran",
+                "the code default before; of the problems it ran"
+                + ("" if max_load is None else f", its record at or below load {max_load:g}"),
             ]
         )
     pair = he.equal_tokens(s["best"], s["loop_tokens"])
@@ -490,7 +552,7 @@ def _print_summary(
         f"the loop's first draft is raw's code on {s['first_same']} of {s['first_checked']} problems made for real; "
         f"replies cut by the reply limit: raw {s['cut']['raw']}, loop {s['cut']['loop']}, tree {s['cut']['tree']}, "
         f"samples {s['cut']['samples']}; highest 1-minute load average {s['max_load']:.2f} ({s['loaded']} records "
-        f"measured above 3: their seconds are not comparable; greedy and seeded replies do not depend on it); commits "
+        f"measured above {LOAD_LIMIT:g}: their seconds are not comparable; greedy and seeded replies do not depend on it); commits "
         f"{', '.join(s['commits']) or '-'}"
     )
     print(f"loop solves, raw does not: {', '.join(s['loop_gained']) or 'none'}")

@@ -46,7 +46,8 @@ they are (bench/_runs.py: a call shared by two variants or made before a kill is
 the records go to `bench/results/ifbench-<model>.jsonl`, keyed by a run key (`VERSION`, the GGUF, its settings,
 the loop's prompts) and the prompt, with the load average before and after, tokens/s and the commit: a run can be
 killed and resumed, and `--report-only` prints the tables from it. Records measured at a 1-minute load above
-`LOAD_LIMIT` are flagged; `--rerun-loaded` makes them again.
+`LOAD_LIMIT` are flagged; `--rerun-loaded` makes them again (bench/_runs.py), replaying no model call made
+under load or of unknown load.
 
     python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b --limit 3       # while developing
     python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b --limit 64      # resumes
@@ -70,13 +71,16 @@ from _common import equal_tokens, print_table, wilson  # noqa: E402
 from _raw import RawChat, commit, embedded_model, file_sha256, load_average  # noqa: E402
 from _runs import (  # noqa: E402
     CUT_REASONS,
+    LOAD_LIMIT,
     SERVED,
     VERIFY_EVERY,
     Calls,
     Results,
     cached_model,
+    loaded,
     run_key,
     serve_raw,
+    to_make,
 )
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -90,8 +94,6 @@ VARIANTS = ("raw", "loop", "samples", "resample")
 """In the order they are made: `samples` before `resample`, whose fresh drafts are the samples' cached calls."""
 LOOPS = ("loop", "resample")
 """The variants that run the graph (their first draft is raw's call, served or made for real)."""
-LOAD_LIMIT = 3.0
-"""Records measured at a 1-minute load average above this are flagged (figures from them are not reported)."""
 ORDER_SALT = "ifbench-order:"
 
 
@@ -212,10 +214,6 @@ def samples_record(
     return {"drawn": True, "candidates": candidates}
 
 
-def loaded(record: dict[str, Any]) -> bool:
-    return max(record.get("load") or [0.0]) > LOAD_LIMIT
-
-
 def run_prompt(
     row: dict[str, Any], position: int, runner: dict[str, Any], results: Results, run: str, args: Any
 ) -> None:
@@ -223,7 +221,7 @@ def run_prompt(
     pid, critic = prompt_id(row), critic_of(row)
     for variant in VARIANTS:
         done = results.get(run, pid, variant)
-        if done is not None and not (args.rerun_loaded and loaded(done)):
+        if not to_make(done, args.rerun_loaded):
             if variant != "samples" or not done["drawn"] or len(done["candidates"]) >= args.samples:
                 continue
         start, load_before = time.monotonic(), load_average()
@@ -525,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     results = Results(results_path)
     if not args.report_only:
         calls = Calls(results_path.with_name(results_path.stem + "-calls.jsonl"))
+        calls.max_load = LOAD_LIMIT if args.rerun_loaded else None  # a re-made record replays no loaded call
         runner = {
             "model": cached_model(base, calls, identity["gguf_sha256"]),
             "raw": RawChat(path, base.n_ctx, base.max_tokens, args.threads),
