@@ -43,6 +43,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import _runs
 from _common import equal_tokens
 from _raw import RawChat, commit, embedded_model, file_sha256, load_average
 from _runs import (
@@ -308,15 +309,9 @@ def needs_samples(raw: dict[str, Any]) -> bool:
 
 
 def built_on_other_raw(variant: str, record: dict[str, Any] | None, raw: dict[str, Any] | None) -> bool:
-    """Whether `variant`'s `record` was built on a raw reply other than `raw`'s (a raw record made again can
-    differ): the samples, drawn or not by another verdict on the visible examples; a graph whose first draft was
-    served from another raw reply. A graph whose first draft was made for real does not depend on raw (the report
-    compares it with the raw it shows)."""
-    if record is None or raw is None:
-        return False
-    if variant == "samples":
-        return bool(record.get("drawn")) != needs_samples(raw)
-    return bool(record.get("first_served")) and "first" in record and record["first"] != raw.get("code")
+    """`_runs.built_on_other_raw` on a HumanEval raw record: its code, and samples drawn where it fails a visible
+    example."""
+    return raw is not None and _runs.built_on_other_raw(variant, record, raw.get("code"), needs_samples(raw))
 
 
 def run_problem(

@@ -33,6 +33,7 @@ __all__ = [
     "VERIFY_EVERY",
     "Calls",
     "Results",
+    "built_on_other_raw",
     "cached_model",
     "loaded",
     "run_key",
@@ -53,6 +54,22 @@ def loaded(record: dict[str, Any], limit: float = LOAD_LIMIT) -> bool:
 def to_make(done: dict[str, Any] | None, rerun_loaded: bool) -> bool:
     """Whether a record is made: none yet, or (`--rerun-loaded`) the one there was measured above `LOAD_LIMIT`."""
     return done is None or (rerun_loaded and loaded(done))
+
+
+def built_on_other_raw(
+    variant: str, record: dict[str, Any] | None, raw_text: str | None, samples_needed: bool
+) -> bool:
+    """Whether `variant`'s `record` was built on a raw reply other than `raw_text` (a raw record made again can
+    differ): the samples, drawn or not by another verdict on raw (`samples_needed` is the verdict now); a graph
+    whose first draft was served from another raw reply. A graph whose first draft was made for real does not
+    depend on raw (the report compares it with the raw it shows)."""
+    if record is None or raw_text is None:
+        return False
+    if variant == "samples":
+        return bool(record.get("drawn")) != samples_needed
+    return (
+        bool(record.get("first_served")) and "first" in record and record["first"].strip() != raw_text.strip()
+    )
 
 
 class Calls:

@@ -47,7 +47,8 @@ the records go to `bench/results/ifbench-<model>.jsonl`, keyed by a run key (`VE
 the loop's prompts) and the prompt, with the load average before and after, tokens/s and the commit: a run can be
 killed and resumed, and `--report-only` prints the tables from it. Records measured at a 1-minute load above
 `LOAD_LIMIT` are flagged; `--rerun-loaded` makes them again (bench/_runs.py), replaying no model call made
-under load or of unknown load.
+under load or of unknown load, and with them whatever was built on a raw reply other than the re-made one (samples
+drawn or not by another verdict, a first draft served from another reply).
 
     python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b --limit 3       # while developing
     python bench/bench_instructions.py --model embedded:qwen2.5-coder-1.5b --limit 64      # resumes
@@ -76,6 +77,7 @@ from _runs import (  # noqa: E402
     VERIFY_EVERY,
     Calls,
     Results,
+    built_on_other_raw,
     cached_model,
     loaded,
     run_key,
@@ -217,15 +219,21 @@ def samples_record(
 def run_prompt(
     row: dict[str, Any], position: int, runner: dict[str, Any], results: Results, run: str, args: Any
 ) -> None:
-    """Every variant not yet recorded for this prompt (or recorded at a high load, with `--rerun-loaded`)."""
+    """Every variant not yet recorded for this prompt. With `--rerun-loaded`, also every variant recorded at a high
+    load, or built on a raw reply other than the one raw's record now holds (`built_on_other_raw`: a raw record made
+    again can differ)."""
     pid, critic = prompt_id(row), critic_of(row)
     for variant in VARIANTS:
-        done = results.get(run, pid, variant)
-        if not to_make(done, args.rerun_loaded):
+        done, raw = results.get(run, pid, variant), results.get(run, pid, "raw")
+        stale = (
+            args.rerun_loaded
+            and raw is not None
+            and built_on_other_raw(variant, done, raw["answer"], not all(raw["strict"]))
+        )
+        if not (to_make(done, args.rerun_loaded) or stale):
             if variant != "samples" or not done["drawn"] or len(done["candidates"]) >= args.samples:
                 continue
         start, load_before = time.monotonic(), load_average()
-        raw = results.get(run, pid, "raw")
         if variant == "raw":
             record = raw_record(row, runner["raw"], critic)
         elif variant == "samples":

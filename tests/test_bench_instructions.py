@@ -116,6 +116,42 @@ def test_where_raw_follows_every_instruction_no_sample_is_drawn(bi: Any, tmp_pat
     assert model.calls == 2, "one first draft per graph (loop, resample), accepted; no sample"
 
 
+def _built_on(bi: Any, results: Any, raw_answer: str) -> str:
+    """A prompt's four records as a run left them: raw measured under load and failing its instruction, samples
+    drawn, the loop's first draft served from raw's reply, resample's made for real."""
+    pid = bi.prompt_id(ROW)
+    base = {"run": "run1", "task_id": pid, "key": ROW["key"], "commit": "old", "load": [1.0, 1.0]}
+    results.put({**base, "variant": "raw", "answer": raw_answer, "strict": [False], "load": [3.5, 3.4]})
+    results.put({**base, "variant": "samples", "drawn": True, "candidates": [{"strict": [False]}] * 2})
+    results.put({**base, "variant": "loop", "first_served": True, "first": raw_answer})
+    results.put({**base, "variant": "resample", "first_served": False, "first": "Made for real."})
+    return pid
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["same-reply", "other-reply"])
+def test_a_raw_made_again_under_rerun_loaded_takes_what_was_built_on_its_old_reply_with_it(
+    bi: Any, tmp_path: Path, same: bool
+) -> None:
+    """A raw record measured above the load limit is made again; if its reply changed (here it now follows the
+    instruction), the samples (drawn by the old verdict) and the loop (its first draft served from the old reply)
+    are made again too; a first draft made for real is kept, and so is everything when the reply is the same."""
+    old = "The wind can whisper."
+    new = old if same else "The wind can whisper, and whisper again."
+    results = bi.Results(tmp_path / "r.jsonl")
+    pid = _built_on(bi, results, old)
+    runner = {"model": bi._common.FastChat(reply="whisper and whisper"), "raw": FakeRaw(new), "commit": "new"}
+    bi.run_prompt(ROW, 1, runner, results, "run1", _args(rerun_loaded=True))
+    made = [v for v in bi.VARIANTS if results.get("run1", pid, v)["commit"] == "new"]
+    assert made == (["raw"] if same else ["raw", "loop", "samples"])
+    assert results.get("run1", pid, "raw")["answer"] == new
+    assert results.get("run1", pid, "samples")["drawn"] is same, "no sample where raw now follows every one"
+
+    again = bi.Results(tmp_path / "r.jsonl")  # read back: a resumed run finds nothing left to make
+    runner["commit"] = "later"
+    bi.run_prompt(ROW, 1, runner, again, "run1", _args(rerun_loaded=True))
+    assert all(again.get("run1", pid, v)["commit"] != "later" for v in bi.VARIANTS)
+
+
 @pytest.mark.parametrize("position", [1, 5], ids=["first-draft-served", "first-draft-made"])
 def test_resample_is_made_after_the_samples_and_its_fresh_drafts_are_their_cached_calls(
     bi: Any, tmp_path: Path, position: int
