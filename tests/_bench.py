@@ -1,11 +1,12 @@
-"""A bench/ script imported by a test: the folder is on `sys.path` only while the test runs."""
+"""A bench/ script imported by a test: the folder is on `sys.path` only while the test runs; and a fake of the
+embedded model under Qwen's profile, for the benches' call caches."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,3 +21,31 @@ def bench_module(name: str) -> Iterator[Any]:
         yield importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCH))
+
+
+def fake_qwen(
+    reply: Callable[[dict[str, Any], list[Any]], str], tokens: tuple[int, int], **fields: Any
+) -> Any:
+    """The embedded model with Qwen's profile (its settings, prompt format and call keys) and no GGUF loaded: each
+    call's reply is `reply(<the call's sampling settings>, <its messages>)`, with `tokens` (input, output) as its
+    usage."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    class FakeQwen(EmbeddedChatModel):
+        def _loaded(self) -> Any:
+            raise AssertionError("no GGUF is loaded in this test")
+
+        def _generate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
+            text = reply(self._sampling(stop, kwargs), messages)
+            usage = {"input_tokens": tokens[0], "output_tokens": tokens[1], "total_tokens": sum(tokens)}
+            message = AIMessage(
+                content=text, usage_metadata=usage, response_metadata={"finish_reason": "stop"}
+            )
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    return FakeQwen(model="qwen2.5-coder-1.5b", **fields)

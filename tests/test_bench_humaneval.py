@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests._bench import bench_module
+from tests._bench import bench_module, fake_qwen
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -298,30 +298,17 @@ def test_calls_made_under_load_or_of_unknown_load_are_made_again_with_max_load(
     import hashlib
     import json
 
-    from langchain_core.messages import AIMessage, HumanMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
-    from reflection_graph.models.embedded import EmbeddedChatModel
+    from langchain_core.messages import HumanMessage
 
     runs = sys.modules["_runs"]
     monkeypatch.setattr(runs, "load_average", lambda: 1.5)
     made: list[str] = []
 
-    class FakeQwen(EmbeddedChatModel):
-        def _loaded(self) -> Any:
-            raise AssertionError("no GGUF is loaded in this test")
+    def reply(settings: dict[str, Any], messages: list[Any]) -> str:
+        made.append(messages[0].text)
+        return "made now"
 
-        def _generate(
-            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any
-        ) -> ChatResult:
-            made.append(messages[0].text)
-            usage = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
-            message = AIMessage(
-                content="made now", usage_metadata=usage, response_metadata={"finish_reason": "stop"}
-            )
-            return ChatResult(generations=[ChatGeneration(message=message)])
-
-    base = FakeQwen(model="qwen2.5-coder-1.5b")
+    base = fake_qwen(reply, (3, 2))
     assert base.stop_repetition is True, "Qwen's profile stops loops: every free-text call key names it"
     settings = base._sampling(None, {})
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._bench import bench_module
+from tests._bench import bench_module, fake_qwen
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 ROW = {
@@ -159,34 +159,16 @@ def test_resample_is_made_after_the_samples_and_its_fresh_drafts_are_their_cache
     """The bench's own call cache (bench/_runs.py `cached_model`) over a seeded fake of the embedded model: the
     samples draw seeds 1..4 of the plain prompt; resample's first draft is raw's (served) or the loop's (cached),
     its fresh drafts (round 2: samples 1-2, round 3: 3-4) are the samples' calls, and it makes no model call."""
-    from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
     made: list[tuple[int, float, list[list[str]]]] = []
 
-    class SeededQwen(EmbeddedChatModel):
+    def reply(settings: dict[str, Any], messages: list[Any]) -> str:
         """The embedded model's settings and prompt format, its reply a function of the seed: sample 4 follows."""
-
-        def _loaded(self) -> Any:
-            raise AssertionError("no GGUF is loaded in this test")
-
-        def _generate(
-            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
-        ) -> ChatResult:
-            settings = self._sampling(stop, kwargs)
-            made.append((settings["seed"], settings["temperature"], [[m.type, m.text] for m in messages]))
-            whisper = settings["temperature"] > 0 and settings["seed"] == 4
-            text = "The wind can whisper, and whisper again." if whisper else "The wind can whisper."
-            usage = {"input_tokens": 20, "output_tokens": 6, "total_tokens": 26}
-            message = AIMessage(
-                content=text, usage_metadata=usage, response_metadata={"finish_reason": "stop"}
-            )
-            return ChatResult(generations=[ChatGeneration(message=message)])
+        made.append((settings["seed"], settings["temperature"], [[m.type, m.text] for m in messages]))
+        whisper = settings["temperature"] > 0 and settings["seed"] == 4
+        return "The wind can whisper, and whisper again." if whisper else "The wind can whisper."
 
     calls = bi.Calls(tmp_path / "calls.jsonl")
-    model = bi.cached_model(SeededQwen(model="qwen2.5-coder-1.5b", seed=0), calls, "sha")
+    model = bi.cached_model(fake_qwen(reply, (20, 6), seed=0), calls, "sha")
     runner = {"model": model, "raw": FakeRaw("The wind can whisper."), "commit": "c"}
     made_before: dict[str, int] = {}
 
