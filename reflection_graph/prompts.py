@@ -18,6 +18,7 @@ Placeholders:
 - REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
 - CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
   {critique}, {preserve_rule}, {focus}
+- FRESH_DRAFT_PROMPT (a fresh draft told an earlier answer's faults, after the user's request): {request}, {faults}
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "FAULT_NOT_HELD",
     "FOCUS_CUES",
     "FOCUS_PROMPTS",
+    "FRESH_DRAFT_PROMPT",
     "GENERATE_PROMPT",
     "GENERATE_SYSTEM",
     "JUDGE_EXAMPLES",
@@ -56,6 +58,7 @@ __all__ = [
     "PromptOverride",
     "draft_messages",
     "format_critique",
+    "fresh_draft_request",
     "plain_request",
     "render_prompt",
     "revise_messages",
@@ -445,3 +448,21 @@ def _chat_revision(
         AIMessage(candidate),
         HumanMessage(render_prompt(CHAT_REVISE_PROMPT, values)),
     ]
+
+
+FRESH_DRAFT_PROMPT = """{request}
+
+An earlier answer to this request had these faults. Write a new, complete answer without them:
+{faults}"""
+"""A fresh draft that is told the faults a critique found (the `fresh_draft` tactic, after revisions that changed
+nothing)."""
+
+
+def fresh_draft_request(task: str, critique: Mapping[str, Any]) -> str | None:
+    """The task with the faults of `critique` (issues, their fixes, the feedback) as a fresh draft's request, or
+    None when the critique names none."""
+    lines = [f"- {i}" for i in critique.get("issues") or []]
+    lines += [f"- {s}" for s in critique.get("suggestions") or []]
+    if not lines:
+        return None
+    return render_prompt(FRESH_DRAFT_PROMPT, {"request": task, "faults": "\n".join(dict.fromkeys(lines))})

@@ -55,6 +55,12 @@ class Round(TypedDict):
     it revised did not hold; it ranks below every candidate without one."""
     samples: NotRequired[list[dict[str, Any]]]
     """With `n_drafts`/`n_revisions` > 1: every candidate sampled this round, with its score and critique."""
+    tactic: NotRequired[str]
+    """What made a revision round's candidate (`reflection_graph.strategies.Tactic`): `revise`, `rule`,
+    `sampled_revision` or `fresh_draft`."""
+    repeated: NotRequired[list[str]]
+    """The tactics whose reply returned the revised candidate unchanged before `tactic` made this one: those
+    replies were not judged and made no round."""
 
 
 def append_rounds(left: list[Round] | None, right: list[Round] | None) -> list[Round]:
@@ -105,8 +111,9 @@ class Pending(TypedDict):
     iteration: int
     job: Job
     samples: list[dict[str, Any]]
-    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`, and `cut` (the reply's
-    `finish_reason`: "length" or "repetition") when it did not finish."""
+    """Each: `candidate`, `usage` (of the call that made it), `echo` and `placeholder`, `cut` (the reply's
+    `finish_reason`: "length" or "repetition") when it did not finish, and for a revision `tactic` and
+    `repeated` (see `Round`)."""
 
 
 class ReflectionState(InputState, OutputState, total=False):

@@ -25,12 +25,13 @@ from reflection_graph.prompts import (
     GENERATE_SYSTEM,
     REVISE_SYSTEM,
     draft_messages,
+    fresh_draft_request,
     plain_request,
     revise_messages,
 )
 from reflection_graph.settings import Settings
 
-__all__ = ["draft", "echo_sources", "finisher", "revision"]
+__all__ = ["draft", "echo_sources", "finisher", "fresh_draft", "revision"]
 
 
 def _code(settings: Settings, role: str) -> bool:
@@ -51,6 +52,18 @@ def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any
     return draft_messages(
         state["task"], state.get("context"), lessons, focus=settings.focus, template=template
     )
+
+
+def fresh_draft(
+    settings: Settings, state: Mapping[str, Any], critique: Mapping[str, Any], model: Any
+) -> list[BaseMessage] | None:
+    """The messages of a fresh draft by `model` told the faults `critique` names: the first draft's request with
+    the faults after it. None when the critique names none, or for completion-style code prompts (a stub's
+    prompt has no place for them)."""
+    request = fresh_draft_request(str(state["task"]), critique)
+    if request is None or (_code(settings, "generate") and not chat_template(model)):
+        return None
+    return draft(settings, {**state, "task": request}, "", model)
 
 
 def revision(

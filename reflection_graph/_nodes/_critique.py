@@ -85,6 +85,7 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
         "echo": sample.get("echo", False),
         **({"cut": True} if cut else {}),
         "placeholder": sample.get("placeholder", False),
+        **{key: sample[key] for key in ("tactic", "repeated") if key in sample},
         "usage": with_total({**sample.get("usage", {}), "critique": part}),
     }
 
@@ -132,6 +133,10 @@ def _critiqued(
     }
     if chosen.get("cut"):
         record["cut"] = True
+    if "tactic" in chosen:
+        record["tactic"] = chosen["tactic"]
+    if "repeated" in chosen:
+        record["repeated"] = chosen["repeated"]
     if len(samples) > 1:
         record["samples"] = samples
     update: dict[str, Any] = {"trajectory": [record], "iterations": iteration}

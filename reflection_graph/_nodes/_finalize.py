@@ -1,10 +1,9 @@
 """The `finalize` node: save this run's lessons (with memory) and build the outputs: the answer (`select`), its
 critique, the stop reason, the rounds and the usage totals (summed once, here, from the rounds).
 
-The answer leaves out a line that holds nothing but a template placeholder the task did not ask for (`[Your
-Name]` under a sign-off; see reflection_graph/_text/_placeholders.py), and a greeting that is nothing but one
-("Dear [Recruiter's Name],") is addressed to the role it names ("Dear Recruiter,"), outside the code focus; the
-round it came from keeps its text as the model wrote it."""
+The answer is a candidate as it was judged: nothing rewrites it here. A rule that fixes text (a template
+placeholder the task did not ask for) is a tactic of the loop whose candidate the critic judges like any other
+(reflection_graph/_text/_rule_revision.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from langchain_core.runnables import RunnableConfig
 from reflection_graph._loop import _rules
 from reflection_graph._nodes._step import Step
 from reflection_graph._runtime._usage import run_usage
-from reflection_graph._text._placeholders import with_salutations_named, without_placeholder_lines
 from reflection_graph.state import Round
 
 __all__ = ["afinalize", "finalize"]
@@ -58,10 +56,6 @@ def _outputs(step: Step, state: Mapping[str, Any], failure: BaseException | None
         update["critique"] = None
     else:
         update["candidate"], update["critique"] = state.get("candidate") or "", None
-    if step.settings.focus != "code" and update["candidate"]:
-        task, context = str(state.get("task") or ""), state.get("context")
-        answer = without_placeholder_lines(update["candidate"], task=task, context=context)
-        update["candidate"] = with_salutations_named(answer, task=task, context=context)
     if "trajectory" not in state:
         update["trajectory"] = []
     return update

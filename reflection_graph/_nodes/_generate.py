@@ -1,15 +1,22 @@
 """The `generate` node: draft `n_drafts` candidates (or revise into `n_revisions`, or take a given candidate to
 glean), for the `critique` node to judge. It writes only `rg_pending`, and `stop_reason` when no critique will
-follow (the trigger said no, the round limit is already reached, a model error, a strategy's last revision)."""
+follow (the trigger said no, the round limit is already reached, a model error, a strategy's last revision, or
+every tactic returned its input unchanged).
+
+No round repeats itself: a revision whose text equals the candidate it revises (whitespace folded) is no new
+candidate. It is not judged and not counted as a round; the same sample slot tries the strategy's next tactic
+(`Strategy.tactics`: a rule's fix, a warmer revision with a seed of its own, a fresh draft told the critique's
+faults), within the slot's `1 + retries` attempts that `max_model_calls` already counts. Each candidate carries
+the tactic that made it (`tactic`) and the tactics that repeated their input before it (`repeated`)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import contextvars
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -23,8 +30,10 @@ from reflection_graph._runtime._budget import BudgetExhausted, current_budget
 from reflection_graph._runtime._calls import acall, call, sampled
 from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
 from reflection_graph._text._placeholders import inline_placeholders
+from reflection_graph._text._rule_revision import rule_revision
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
+from reflection_graph.strategies.base import Tactic
 
 __all__ = ["agenerate", "generate"]
 
@@ -88,6 +97,16 @@ class _Plan:
     """A reviewer's words went into this revision (and are cleared once used)."""
     slots: Callable[[str], list[str]] | None = None
     """The template placeholders a candidate introduces (None: not checked, as for code)."""
+    previous: str | None = None
+    """The candidate a revision revises (None for drafts)."""
+    tactics: tuple[Tactic, ...] = ()
+    """The tactics a revision slot tries, in order, while each returns `previous` unchanged."""
+    fresh: list[BaseMessage] | None = None
+    """The messages of a fresh draft told the critique's faults (the `fresh_draft` tactic)."""
+    generator: BaseChatModel | None = None
+    """The model of a fresh draft (the generator)."""
+    rule: Callable[[str], str | None] | None = None
+    """A rule's fix of a candidate, or None where no rule applies (the `rule` tactic; not for code)."""
 
 
 def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
@@ -119,6 +138,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
     settings, roles = step.settings, step.roles
     iteration = int(state.get("iterations") or 0) + 1
     previous: str | None = None
+    fresh: list[BaseMessage] | None = None
     if job == "draft":
         text = str(step.memory.format_lessons(lessons)) if lessons else ""
         messages = _messages.draft(settings, state, text, roles.generator)
@@ -131,6 +151,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         history = _rules.bounded(rounds[:-1], settings.history_window)
         messages = _messages.revision(settings, state, previous, critique, history, roles.reviser)
         model, count = roles.reviser, settings.n_revisions
+        fresh = _messages.fresh_draft(settings, state, critique, roles.generator)
     assert model is not None
     budget = current_budget()
     if (
@@ -151,6 +172,11 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
         slots=_slots(settings, state),
+        previous=previous,
+        tactics=step.strategy.tactics if job == "revise" else (),
+        fresh=fresh,
+        generator=roles.generator,
+        rule=_rule(settings, state),
     )
 
 
@@ -164,32 +190,61 @@ def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list
     return lambda text: inline_placeholders(text, task=task, context=context)
 
 
-_Sampled = tuple[str | None, RoleUsage, BaseException | None, str | None]
-"""A sample: its text (None when it failed), the usage of its calls, its error, and why its reply did not finish
-(`_cut`), or None."""
+def _rule(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], str | None] | None:
+    """The `rule` tactic's fix of a candidate (a placeholder the task did not ask for, written out or left out);
+    none for code."""
+    if settings.focus == "code":
+        return None
+    task, context = str(state.get("task") or ""), state.get("context")
+    return lambda text: rule_revision(text, task=task, context=context)
+
+
+def same_text(a: str, b: str) -> bool:
+    """`a` and `b` are the same text, whitespace folded (a revision that returns its input)."""
+    return a.split() == b.split()
+
+
+class _Sampled(NamedTuple):
+    """A sample: its text (None when it failed, or when every tactic repeated its input), the usage of its
+    calls, its error, why its reply did not finish (`_cut`) or None, the tactic that made it, and the tactics
+    that returned their input unchanged before it."""
+
+    text: str | None
+    usage: RoleUsage
+    error: BaseException | None
+    cut: str | None
+    tactic: str | None = None
+    repeated: tuple[str, ...] = ()
 
 
 def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     """The state update of `generate` from its samples (text, usage, error): the pending candidates."""
     role = _ROLE[plan.job]
     samples: list[dict[str, Any]] = [
-        {"candidate": plan.finish(text), "usage": {role: part}, **({"cut": cut} if cut else {})}
-        for text, part, _, cut in results
-        if text  # an empty reply was retried by the call layer; one still empty is dropped
+        {
+            "candidate": text if r.tactic == "rule" else plan.finish(text),
+            "usage": {role: r.usage},
+            **({"cut": r.cut} if r.cut else {}),
+            **({"tactic": r.tactic} if r.tactic else {}),
+            **({"repeated": list(r.repeated)} if r.repeated else {}),
+        }
+        for r in results
+        if (text := r.text)  # an empty reply was retried by the call layer; one still empty is dropped
     ]
     if not samples:
-        usage = {role: sum_usage([part for _, part, _, _ in results])}
-        error = next(
-            (e for _, _, e, _ in results if e is not None and not isinstance(e, BudgetExhausted)), None
-        )
-        if error is None and any(isinstance(e, BudgetExhausted) for _, _, e, _ in results):
+        usage = {role: sum_usage([r.usage for r in results])}
+        errors = [r.error for r in results]
+        error = next((e for e in errors if e is not None and not isinstance(e, BudgetExhausted)), None)
+        if error is None and any(isinstance(e, BudgetExhausted) for e in errors):
             return {"stop_reason": "budget", "rg_spent": usage}  # the step's budget says why
+        if error is None and all(r.repeated for r in results):
+            return {"stop_reason": "plateau", "rg_spent": usage}  # no tactic made a new candidate
         detail = f"{type(error).__name__}: {error}" if error else "every sample was empty"
         return {"stop_reason": "error", "error": f"{role} failed: {detail}", "rg_spent": usage}
     for sample in samples:
         sample["echo"] = _rules.echoes(sample["candidate"], plan.prompts)
         sample["placeholder"] = bool(plan.slots and plan.slots(sample["candidate"]))
-    lost = [part for text, part, _, _ in results if not text]  # failed samples' calls count too
+    lost = [r.usage for r in results if not r.text]  # failed samples' calls count too
     if lost:
         samples[0]["usage"] = {role: sum_usage([samples[0]["usage"][role], *lost])}
     update: dict[str, Any] = {"rg_pending": Pending(iteration=plan.iteration, job=plan.job, samples=samples)}
@@ -200,28 +255,106 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     return update
 
 
-def _limits(settings: Settings) -> dict[str, Any]:
-    return {"retries": settings.retries, "timeout_s": settings.timeout_s, "ok": _nonempty}
+def _limits(settings: Settings, retries: int) -> dict[str, Any]:
+    return {"retries": retries, "timeout_s": settings.timeout_s, "ok": _nonempty}
+
+
+def _attempt(plan: _Plan, tactic: Tactic, index: int) -> tuple[Any, list[BaseMessage]]:
+    """The model and messages of one attempt of sample slot `index` by `tactic`."""
+    if tactic == "fresh_draft" and plan.fresh is not None and plan.generator is not None:
+        return sampled(plan.generator, index, greedy=index == 0), plan.fresh
+    if tactic == "sampled_revision":  # a seed no slot's first revision takes, at the sampling temperature
+        return sampled(plan.model, plan.count + index + 1), plan.messages
+    return sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft"), plan.messages
+
+
+def _tactics(plan: _Plan, index: int) -> list[Tactic]:
+    """What sample slot `index` tries, in order: a draft's one call; for a revision, the strategy's tactics (a
+    rule fixes the candidate once, in slot 0; a fresh draft needs its messages)."""
+    if plan.job != "revise":
+        return ["revise"]
+    return [
+        t
+        for t in plan.tactics
+        if not (t == "rule" and (index > 0 or plan.rule is None))
+        and not (t == "fresh_draft" and plan.fresh is None)
+    ]
+
+
+def _outcome_of(
+    plan: _Plan, tactic: Tactic, text: str | None, repeated: list[str]
+) -> tuple[bool, str | None]:
+    """Whether an attempt's reply is final (a new candidate, or an error) and the tactic to record for it."""
+    if text is None or plan.previous is None:
+        return True, (None if plan.job != "revise" else tactic)
+    if same_text(plan.finish(text), plan.previous):
+        repeated.append(tactic)
+        return False, None
+    return True, tactic
+
+
+_Ask = tuple[Any, list[BaseMessage], int]
+"""An attempt to make: the model, its messages and the retries it may take."""
+_Reply = tuple[str | None, BaseException | None, str | None, RoleUsage]
+"""An attempt's outcome: its text (None when it failed), its error, why its reply did not finish, its usage."""
+
+
+def _slot(plan: _Plan, index: int) -> Generator[_Ask, _Reply, _Sampled]:
+    """Sample slot `index`: the attempts it asks for (its caller makes each call, directly or awaited) until one
+    makes a new candidate, an attempt fails, or the slot's `1 + retries` attempts are spent."""
+    left = 1 + plan.settings.retries
+    repeated: list[str] = []
+    usage: list[RoleUsage] = []
+    for tactic in _tactics(plan, index):
+        if tactic == "rule":
+            fixed = plan.rule(plan.previous) if plan.rule and plan.previous else None
+            if fixed and not same_text(fixed, plan.previous or ""):
+                return _Sampled(fixed, sum_usage(usage), None, None, "rule", tuple(repeated))
+            continue
+        if left <= 0:
+            break
+        model, messages = _attempt(plan, tactic, index)
+        text, error, cut, part = yield model, messages, left - 1
+        usage.append(part)
+        left -= max(1, part["calls"])
+        final, made_by = _outcome_of(plan, tactic, text, repeated)
+        if final:
+            return _Sampled(text, sum_usage(usage), error, cut, made_by, tuple(repeated))
+    return _Sampled(None, sum_usage(usage), None, None, None, tuple(repeated))
 
 
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
-    with metering() as meter:
-        try:
-            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
-            reply = call(model, plan.messages, config, **_limits(plan.settings))
-            return _text(reply), meter.usage, None, _cut(reply)
-        except Exception as exc:
-            return None, meter.usage, exc, None
+    slot = _slot(plan, index)
+    try:
+        ask = next(slot)
+        while True:
+            model, messages, retries = ask
+            with metering() as meter:
+                try:
+                    reply = call(model, messages, config, **_limits(plan.settings, retries))
+                    done: _Reply = (_text(reply), None, _cut(reply), meter.usage)
+                except Exception as exc:
+                    done = (None, exc, None, meter.usage)
+            ask = slot.send(done)
+    except StopIteration as end:
+        return end.value
 
 
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
-    with metering() as meter:
-        try:
-            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
-            reply = await acall(model, plan.messages, config, **_limits(plan.settings))
-            return _text(reply), meter.usage, None, _cut(reply)
-        except Exception as exc:
-            return None, meter.usage, exc, None
+    slot = _slot(plan, index)
+    try:
+        ask = next(slot)
+        while True:
+            model, messages, retries = ask
+            with metering() as meter:
+                try:
+                    reply = await acall(model, messages, config, **_limits(plan.settings, retries))
+                    done: _Reply = (_text(reply), None, _cut(reply), meter.usage)
+                except Exception as exc:
+                    done = (None, exc, None, meter.usage)
+            ask = slot.send(done)
+    except StopIteration as end:
+        return end.value
 
 
 def generate(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:

@@ -192,7 +192,7 @@ def with_salutations_named(answer: str, *, task: str, context: str | None = None
 def inline_placeholders(
     candidate: str, *, task: str, context: str | None = None, earlier: Iterable[str | None] = ()
 ) -> list[str]:
-    """The placeholders of `candidate` a person would still be handed: `introduced_placeholders` of the text
-    without its placeholder-only lines (which a final answer leaves out, `without_placeholder_lines`), so a
-    `[Your Name]` under a sign-off neither blocks acceptance nor sends the reviser after it; "Dear [Name]," does."""
-    return _not_in(list(_reading(candidate, task, context)[1]), earlier)
+    """The placeholders of `candidate` a person would be handed (`introduced_placeholders`), inline or on a
+    line of their own ("[Your Name]" under a sign-off): nothing removes them after the loop, so each keeps a
+    candidate from being accepted and sends the reviser after it."""
+    return _not_in(introduced_placeholders(candidate, task=task, context=context), earlier)

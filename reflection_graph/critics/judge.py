@@ -75,6 +75,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._text._placeholders import inline_placeholders
+from reflection_graph._text._rule_revision import placeholder_edits
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,
@@ -140,6 +141,7 @@ class Judgement:
         p_yes_earlier: the earlier candidate's `p_yes`, read only to settle a tie (else None).
         placeholders: the template placeholders the candidate holds that the task did not ask for (whether it
             brought them in or kept the earlier answer's; see the module doc).
+        edits: the placeholder rule's concrete edits of the candidate (`placeholder_edits`), its fault's fix.
     """
 
     p_yes: float
@@ -149,6 +151,7 @@ class Judgement:
     tie: bool = False
     p_yes_earlier: float | None = None
     placeholders: tuple[str, ...] = ()
+    edits: tuple[str, ...] = ()
 
 
 def preference(as_a: float, as_b: float) -> float:
@@ -166,12 +169,14 @@ def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
 
 
-def placeholder_fault(slots: Sequence[str]) -> Fault:
-    """The fault the placeholder rule names for `slots` (the template placeholders a candidate brought in)."""
+def placeholder_fault(slots: Sequence[str], edits: Sequence[str] = ()) -> Fault:
+    """The fault the placeholder rule names for `slots` (the template placeholders a candidate brought in), with
+    `edits` (`placeholder_edits`: each a concrete change that quotes the lines it changes) as its fix."""
     plural = "s" if len(slots) > 1 else ""
     return Fault(
         issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
-        fix=f"Remove {', '.join(slots)}: write the real text only where the task gives it, else leave that part out.",
+        fix=" ".join(edits)
+        or f"Remove {', '.join(slots)}: write the real text only where the task gives it, else leave that part out.",
     )
 
 
@@ -291,9 +296,14 @@ class JudgeCritic(LogprobReadingCritic):
         """The readings of `request.candidate`, one question at a time (see `_run`); returns a `Judgement`."""
         p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
         placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
+        edits = (
+            tuple(placeholder_edits(request.candidate, task=request.task, context=request.context))
+            if placed
+            else ()
+        )
         reference = best_earlier(request)
         if reference is None:
-            return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed))
+            return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed), edits=edits)
         earlier = str(reference["candidate"])
         as_a_question, as_b_question = self.preference_messages(request, earlier)
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
@@ -315,7 +325,7 @@ class JudgeCritic(LogprobReadingCritic):
         score = moved_score(min(10.0, max(0.0, float(reference.get("score") or 0.0))), p_better)
         accepted = won and p_yes > 0.5 and not placed
         return Judgement(
-            p_yes, p_better, min(10.0, max(0.0, score)), accepted, tie, p_yes_earlier, tuple(placed)
+            p_yes, p_better, min(10.0, max(0.0, score)), accepted, tie, p_yes_earlier, tuple(placed), edits
         )
 
     def _check_steps(self, request: CritiqueRequest, faults: Sequence[Fault]) -> _Steps:
@@ -361,7 +371,9 @@ class JudgeCritic(LogprobReadingCritic):
         """A rejected candidate's critique: the confirmed faults and the placeholder rule's, the judge's readings
         that tell against it, and plain notes (feedback only) when nothing is found."""
         faults = (
-            [*faults, placeholder_fault(judgement.placeholders)] if judgement.placeholders else list(faults)
+            [*faults, placeholder_fault(judgement.placeholders, judgement.edits)]
+            if judgement.placeholders
+            else list(faults)
         )
         issues = [f.issue for f in faults]
         suggestions = [f.fix for f in faults if f.fix]

@@ -14,6 +14,9 @@ strategy's name:
   `last_revision` (whether a revision is returned without a critique), `stop_rules` (which of the stop rules
   of reflection_graph/_loop/_rules.py apply after a critique), and `fresh_drafts` with `first_seed` (whether a
   later round drafts afresh instead of revising, and the seeds its drafts take);
+- `tactics`: what makes the next candidate when a revision returns its input unchanged (whitespace folded):
+  such a revision is no new candidate, is not judged and is not counted as a round; the next tactic is tried in
+  the same model-call slot (each slot has `1 + retries` attempts, the bound `max_model_calls` already counts);
 - `max_model_calls`: the most model calls one run can make with given settings. The default follows from the
   answers above (the loop's calls, plus the revision `last_revision` returns uncritiqued); a strategy that calls
   the models another way says so by overriding it.
@@ -25,13 +28,20 @@ Adding a strategy is one module with a `Strategy` subclass and one line in refle
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from reflection_graph._loop._rules import ALL_STOP_RULES, StopRule
 from reflection_graph._runtime._calls import max_model_calls
 from reflection_graph.settings import Settings
 
-__all__ = ["Strategy"]
+__all__ = ["TACTICS", "Strategy", "Tactic"]
+
+Tactic = Literal["revise", "rule", "sampled_revision", "fresh_draft"]
+"""What makes a revision round's candidate: the reviser shown the critique (greedy), a rule that fixes text the
+critic named (a template placeholder; no model call), the reviser sampled warmer with a seed of its own, or a fresh
+draft of the task that is told the critique's faults."""
+TACTICS: tuple[Tactic, ...] = ("revise", "rule", "sampled_revision", "fresh_draft")
+"""Every tactic, in the loop's default order."""
 
 
 class Strategy:
@@ -46,6 +56,9 @@ class Strategy:
         state: a TypedDict of the state keys the strategy's own nodes keep, or None.
         fresh_drafts: later rounds draw `n_revisions` new drafts of the task (the first draft's prompt, no
             critique shown) instead of revising; their seeds come from `first_seed`.
+        tactics: the order in which a revision round's tactics are tried while each returns its input unchanged
+            (`Tactic`; the first is the greedy revision). A tactic that does not apply (no rule fixes this
+            candidate) is passed over.
     """
 
     name: ClassVar[str] = ""
@@ -54,6 +67,7 @@ class Strategy:
     stop_rules: ClassVar[frozenset[StopRule]] = ALL_STOP_RULES
     state: ClassVar[type | None] = None
     fresh_drafts: ClassVar[bool] = False
+    tactics: ClassVar[tuple[Tactic, ...]] = TACTICS
 
     # ---------------------------------------------------------------------------------------- build time
 
