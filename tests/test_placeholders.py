@@ -40,10 +40,65 @@ from tests.fakes import FakeCriticModel, RecordingChatModel, critique
         ("Use `{name}` in the template string.", []),  # inline code
         ("```python\nprint(f'{name}')\n```\nDone.", []),  # a code fence
         ('def greet(name):\n    return f"Hello {name}"', []),  # code
+        ("Best,\n[Name]", ["[Name]"]),  # a lone slot under a sign-off, though it has no space
+        ("Hi [Name], the value is scores[Name].", ["[Name]"]),  # the second is an index
     ],
 )
 def test_what_is_a_placeholder(text: str, slots: list[str]) -> None:
     assert placeholders(text) == slots
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[flake8]\nmax-line-length = 100\nexclude = .git,__pycache__",  # an INI file
+        "Put this in setup.cfg:\n\n[flake8]\nmax-line-length = 100\n\nThen run flake8.",
+        '[tool.ruff]\nline-length = 100\n\n[tool.ruff.lint]\nselect = ["E", "F"]',  # a TOML file
+        "Add a [tool.ruff] table to pyproject.toml, headed by its own line:\n\n[tool.ruff]",
+        '[[bin]]\nname = "app"',  # a TOML array of tables
+        "[mypy]\n\nstrict = true",  # a header with a key under it, past a blank line
+        "SELECT\n    [Customer Name],\n    [Order Date]\nFROM [Sales Orders];",  # T-SQL identifiers
+        "Run this:\n\nUPDATE [Sales Orders] SET [Order Date] = GETDATE()\nWHERE [Order Id] = 7;",
+        "select\n    [Customer Name]\nfrom [Sales Orders];",  # lower case, a statement ended by ';'
+        "Setup is quick.\n\n[Read the guide][guide]\n\n[guide]: https://example.org/guide",  # reference links
+        'Read [the guide] first.\n\n[the guide]: https://example.org/guide "Guide"',  # a shortcut reference
+        "Print scores[Name] for each student, and table[Row Key] for each row.",  # indexes
+        "Use a List<Item> here.",  # a type argument
+    ],
+)
+def test_code_config_links_and_indexes_hold_no_placeholder(text: str) -> None:
+    assert placeholders(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Select the option you like; then write Dear [Name],",  # prose that opens with a SQL word
+        "Update: see [Company Name] for details.\nFrom then on, sign as [Your Name].",
+        "Dear [Recipient's Full Name]:\nNo.",  # a colon after a greeting slot is no link definition
+        "Best regards,\n[Your Name]\nx = 1",  # one `key = value` line: not a config file
+    ],
+)
+def test_prose_that_looks_a_little_like_code_keeps_its_placeholders(text: str) -> None:
+    assert placeholders(text)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Write an offer letter. Put the applicant's name in square brackets so I can mail-merge it.",
+        "Write a welcome email with a merge field for the recipient's name.",
+        "Write a form letter to our donors.",
+        "Write the reply with the customer's name bracketed.",
+    ],
+)
+def test_a_task_asking_for_merge_fields_asks_for_a_template(task: str) -> None:
+    answer = "Dear [Applicant Name],\n\nWelcome aboard.\n\nBest,\n[Your Name]"
+    assert asks_for_template(task)
+    assert introduced_placeholders(answer, task=task) == []
+    assert inline_placeholders(answer, task=task) == []
+    assert without_placeholder_lines(answer, task=task) == answer
+    assert with_salutations_named(answer, task=task) == answer
 
 
 def test_only_a_placeholder_nothing_earlier_held_is_brought_in() -> None:

@@ -1,22 +1,30 @@
 """Template placeholders (`[Your Name]`, `[Company]`, `<name>`, `{name}`): a fill-in slot left in an answer.
 
 An instruction-tuned model asked to "replace 'Tom' with your name" signs `[Your Name]`: a template, not an
-answer. A line that is nothing but such a slot is left out of the final answer (`without_placeholder_lines`), and
-a greeting that is nothing but one is addressed to the role it names (`with_salutations_named`). A
-slot inside a line that neither the task nor its context holds (`inline_placeholders`) keeps the `JudgeCritic`
-from accepting the candidate (its critique names the slot; one the candidate brought in, that the answer it is
-compared with lacked, also judges it worse) and ranks it below every candidate without one in selection
-(`_rules.rank`), so a final answer holds one only when every candidate does, or when the task asks for a
-template ("template", "placeholder", "fill in", "blank" in the task or its context).
+answer. `without_placeholder_lines` gives the text without the lines that are nothing but such a slot, and
+`with_salutations_named` addresses a greeting that is nothing but one to the role it names: rule-made edits of a
+text, which change no line that is not a slot. A slot inside a line that neither the task nor its context holds
+(`inline_placeholders`) keeps the `JudgeCritic` from accepting the candidate (its critique names the slot; one
+the candidate brought in, that the answer it is compared with lacked, also judges it worse) and ranks it below
+every candidate without one in selection (`_rules.rank`), so a final answer holds one only when every candidate
+does, or when the task asks for a template (below).
 
-Only prose is read: text inside code fences or backticks is skipped, and a text that looks like code (a line
-opening with `def`, `class`, `import`, `return`, `#include`, ...) holds none (`f"{name}"` and `List<T>` are
-code, not slots). A slot is 1 to 40 characters with at least two letters: `[1]` (a citation), `[x]` (a
-checkbox), `[text](url)` (a link), `<a@b.org>`, `<br>` and `x^{2}` are not placeholders.
+Only prose is read: text inside code fences or backticks is skipped, and a text that looks like code holds none:
+a line opening with `def`, `class`, `import`, `return`, `#include`, ...; a SQL statement (`SELECT`, `INSERT
+INTO`, `UPDATE ... SET`, `CREATE TABLE`, ...); an INI or TOML file (a `[section]` header over a `key = value`
+line, or two `key = value` lines). So `f"{name}"`, `List<T>`, T-SQL's `[Customer Name]` and `[flake8]` are code,
+not slots. A slot is 1 to 40 characters with at least two letters, and none of these is one: `[1]` (a citation),
+`[x]` (a checkbox), `[text](url)`, `[text][ref]`, `[ref]: url` and a `[ref]` that such a line defines (Markdown
+links), `scores[Name]` and `List<Item>` (a bracket attached to a name on its left: an index, a type argument),
+a config section header (a line that is nothing but a bracketed name with no space, when the name is dotted or
+holds a digit, the brackets are doubled, or a `key = value` line follows: `[tool.ruff]`, `[flake8]`, `[[bin]]`;
+a lone `[Name]` under a sign-off stays a slot), `<a@b.org>`, `<br>` and `x^{2}`.
+A task that asks for bracketed fields ("template", "placeholder", "fill in", "blank", "mail-merge", "merge
+field", "in square brackets", ...) asks for its slots: none is a fault there.
 
 Every function here is a pure function of its strings, and a candidate is read once: its reading against its
 task and context (the lines left out, the inline slots) and the task's own are kept in small bounded memos
-(`functools.lru_cache`), so `generate`, the judge and `finalize` asking about the same candidate share one.
+(`functools.lru_cache`), so `generate`, the judge and a rule-based edit asking about the same candidate share one.
 """
 
 from __future__ import annotations
@@ -40,8 +48,32 @@ _CODE_LINE = re.compile(
     r"package |fn |func |@\w+)",
     re.M,
 )
-_SQUARE = re.compile(r"\[([^\[\]\n]{1,40})\](?!\()")
-_ANGLE = re.compile(r"<(\w[^<>\n]{0,38}\w|\w)>")
+_SQL = re.compile(
+    r"^[ \t]*(?:SELECT|INSERT[ \t]+INTO|UPDATE[ \t][^\n]*?[ \t]SET|DELETE[ \t]+FROM|MERGE[ \t]+INTO|"
+    r"ALTER[ \t]+TABLE|DROP[ \t]+(?:TABLE|VIEW)|CREATE[ \t]+(?:OR[ \t]+(?:REPLACE|ALTER)[ \t]+)?(?:UNIQUE[ \t]+)?"
+    r"(?:TABLE|VIEW|INDEX|PROC|PROCEDURE|FUNCTION|TRIGGER))(?![\w'’])|^[ \t]*WITH[ \t]+\w+[ \t]+AS[ \t]*\(",
+    re.M,
+)
+"""A line opening a SQL statement, in capitals ("Select the option" and "Update:" are prose)."""
+_SQL_ANY_CASE = re.compile(_SQL.pattern, re.M | re.I)
+_STATEMENT_END = re.compile(r";[ \t]*$", re.M)
+"""A statement's end: SQL in lower case counts where a line ends with one."""
+_CONFIG_KEY = re.compile(r"^[ \t]*(?:[A-Za-z_][\w.\-]*|\"[^\"\n]+\")[ \t]*=[ \t]*\S", re.M)
+"""An INI or TOML `key = value` line."""
+_BLANK_LINES = re.compile(r"[ \t]*\r?\n(?:[ \t]*\r?\n)*")
+_SECTION = re.compile(r"^[ \t]*(?P<slot>\[\[?(?P<name>[\w.\-]+)\]\]?)[ \t]*$", re.M)
+"""A line that is nothing but a bracketed name with no space in it: a config section header when it is doubled,
+dotted or holds a digit (`[[bin]]`, `[tool.ruff]`, `[flake8]`), or when a `key = value` line follows it."""
+_REF_DEF = re.compile(
+    r"^[ \t]{0,3}\[(?P<label>[^\[\]\n]+)\]:[ \t]*(?:<[^<>\n]*>|[^\s/.#]*[/.#]\S*)"
+    r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*$",
+    re.M,
+)
+"""A Markdown link reference definition: `[guide]: https://example.org "title"`."""
+_SQUARE = re.compile(r"(?<![\w\])])\[([^\[\]\n]{1,40})\](?![(\[])")
+"""A bracketed slot; not an index (`scores[Name]`), nor either half of a link (`[text](url)`, `[text][ref]`)."""
+_DOTTED = re.compile(r"\w+(?:\.\w+)+")
+_ANGLE = re.compile(r"(?<!\w)<(\w[^<>\n]{0,38}\w|\w)>")
 _CURLY = re.compile(r"(?<![\w\\^_}$])\{(\w[^{}\n]{0,38}\w|\w)\}")
 _HTML_TAGS = frozenset(
     "a b i u p s q br hr em li ol ul dd dl dt tr td th div span strong small sub sup code pre html body head "
@@ -51,14 +83,48 @@ _QUOTE = re.compile(r"(?<![A-Za-z])['’]|['’](?![A-Za-z])")
 """A quote mark that is not a possessive or a contraction ("[Recruiter's Name]" is a slot; "<a href='x'>" is not)."""
 _OPENING = re.compile(r"[\[<{]")
 _NOT_A_SLOT = frozenset({"sic", "sic!", "x", "citation needed"})
-_TEMPLATE_ASKED = re.compile(r"\b(templates?|placeholders?|fill[- ]in|fill in|blanks?)\b", re.I)
+_TEMPLATE_ASKED = re.compile(
+    r"\b(?:templates?|placeholders?|fill[- ]?ins?|blanks?|mail[- ]?merg(?:e[ds]?|ing)|merge[- ](?:fields?|tags?)|"
+    r"form letters?|(?:square|angle|curly)[- ]brackets?|in brackets|bracketed)\b",
+    re.I,
+)
+
+
+def _looks_like_sql(text: str) -> bool:
+    """A line of `text` opens a SQL statement: in capitals, or in any case where a line ends with `;`."""
+    return bool(_SQL.search(text) or (_STATEMENT_END.search(text) and _SQL_ANY_CASE.search(text)))
+
+
+def _looks_like_config(text: str) -> bool:
+    """An INI or TOML file: a section header over a `key = value` line, or two `key = value` lines."""
+    keys = list(_CONFIG_KEY.finditer(text))
+    if len(keys) >= 2:
+        return True
+    return bool(keys) and any(_heads_keys(text, m.end()) for m in _SECTION.finditer(text))
+
+
+def _heads_keys(text: str, end: int) -> bool:
+    """The first line after the one ending at `end` that is not blank is a `key = value` line."""
+    gap = _BLANK_LINES.match(text, end)
+    return gap is not None and _CONFIG_KEY.match(text, gap.end()) is not None
 
 
 def _prose(text: str) -> str:
-    """`text` without code fences and inline code; empty when the text looks like code."""
-    if _CODE_LINE.search(text):
+    """`text` without code fences and inline code; empty when the text looks like code, SQL or a config file."""
+    if _CODE_LINE.search(text) or _looks_like_sql(text) or _looks_like_config(text):
         return ""
     return _FENCED.sub(" ", text)
+
+
+def _headers(prose: str) -> set[int]:
+    """Where the config section headers of `prose` start (as `_SQUARE` matches them)."""
+    starts: set[int] = set()
+    for m in _SECTION.finditer(prose):
+        name = m["name"]
+        doubled = m["slot"].startswith("[[") and m["slot"].endswith("]]")
+        if doubled or "." in name or any(ch.isdigit() for ch in name) or _heads_keys(prose, m.end()):
+            starts.update((m.start("slot"), m.start("slot") + 1))
+    return starts
 
 
 def _is_slot(inner: str, bracket: str) -> bool:
@@ -67,6 +133,8 @@ def _is_slot(inner: str, bracket: str) -> bool:
         return False
     if any(ch in word for ch in '@:/="#%&;|') or _QUOTE.search(word):
         return False  # an address, a URL, an attribute, a JSON pair, a quote: not a slot
+    if bracket == "[" and _DOTTED.fullmatch(word):
+        return False  # a dotted name (`[tool.ruff]`, `[os.path]`): code, not a slot
     return not (bracket == "<" and word.casefold() in _HTML_TAGS)
 
 
@@ -75,9 +143,18 @@ def placeholders(text: str) -> list[str]:
     if not text or not _OPENING.search(text):
         return []  # no bracket at all: the common case
     prose = _prose(text)
+    links = {_key(m["label"]) for m in _REF_DEF.finditer(prose)}
+    if links:
+        prose = _REF_DEF.sub(lambda m: " " * len(m[0]), prose)
+    headers = _headers(prose)
     found: list[tuple[int, str]] = []
     for pattern, bracket in ((_SQUARE, "["), (_ANGLE, "<"), (_CURLY, "{")):
-        found += [(m.start(), m.group(0)) for m in pattern.finditer(prose) if _is_slot(m.group(1), bracket)]
+        found += [
+            (m.start(), m.group(0))
+            for m in pattern.finditer(prose)
+            if _is_slot(m.group(1), bracket)
+            and not (bracket == "[" and (m.start() in headers or _key(m.group(1)) in links))
+        ]
     return list(dict.fromkeys(slot for _, slot in sorted(found)))
 
 
@@ -128,7 +205,7 @@ _SLOT_LINE_REST = re.compile(r"[\s,;.:!\-*]*")
 @functools.lru_cache(maxsize=128)
 def _reading(candidate: str, task: str, context: str | None) -> tuple[str, tuple[str, ...]]:
     """`candidate` without its placeholder-only lines, and the placeholders the task did not ask for that it
-    still holds inline: read once per candidate, though `generate`, the judge and `finalize` each ask."""
+    still holds inline: read once per candidate, though `generate`, the judge and a rule-based edit each ask."""
     slots = introduced_placeholders(candidate, task=task, context=context)
     if not slots:
         return candidate, ()
