@@ -53,7 +53,6 @@ from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._llama import (
     _load,
     _Loaded,
-    default_threads,
     has_chat_template,
     llama_load_guard,
 )
@@ -115,7 +114,8 @@ class EmbeddedChatModel(BaseChatModel):
             the default (`default_embedded()`: Qwen when installed, else Gemma), fixed when the instance is built.
         model_path: a GGUF file instead of a bundled model.
         n_ctx: context window in tokens (8,192 for an instruction-tuned model such as Qwen, 2,048 for Gemma).
-        n_threads: CPU threads; `None`: every usable CPU up to 4, half of them beyond (`default_threads`).
+        n_threads: CPU threads, to generate and to evaluate prompts; `None`: every usable CPU (the process's
+            affinity) for prompts and, to generate, up to 4 of them, half of them beyond (`thread_counts`).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
         temperature: sampling temperature (0 is greedy; critics and first drafts use 0).
         max_tokens: a free-text reply's token budget (2,048 for an instruction-tuned model, so no normal answer
@@ -240,7 +240,7 @@ class EmbeddedChatModel(BaseChatModel):
         return params
 
     def _loaded(self) -> _Loaded:
-        return _load(self.resolved_model_path, self.n_ctx, self.n_threads or default_threads())
+        return _load(self.resolved_model_path, self.n_ctx, self.n_threads)
 
     token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
     count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
