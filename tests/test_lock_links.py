@@ -226,3 +226,22 @@ def test_a_hard_link_in_another_directory_meets_the_output_lock(tmp_path: Path) 
         assert graph.calls == [] and not lock_path(link).exists()
     finally:
         held.release()
+
+
+def test_the_output_lock_follows_the_file_a_compaction_puts_in_place(tmp_path: Path) -> None:
+    out, temporary, link = tmp_path / "out.jsonl", tmp_path / "out.jsonl.tmp", tmp_path / "link.jsonl"
+    out.write_text("")
+    held = OutputLock(out)
+    held.acquire()
+    try:
+        held.cover()  # OUT not replaced since: its own lock does not refuse it
+        temporary.write_text("{}\n")
+        os.replace(temporary, out)  # what a compaction does
+        held.cover()
+        os.link(out, link)
+        with pytest.raises(BatchLocked, match=f"writing it as {re.escape(str(out))}"):
+            OutputLock(link).acquire()
+    finally:
+        held.release()
+    with OutputLock(link):  # released: free through the link too
+        pass

@@ -3,8 +3,8 @@ same file (a symlink, a hard link, a bind mount, a ``..`` detour) meets the same
 
 * A batch writing ``OUT`` locks ``OUT.lock`` beside the real file (symlinks resolved; the file names its holder)
   and, with ``flock``, the file ``OUT`` itself: the one it finds and the one its first compaction puts in its
-  place (a compaction replaces the file), both held to the end. Every name of those files, a hard link
-  included, meets that lock.
+  place (a compaction replaces the file), held to the end (the first is let go once no name reaches it). Every
+  name of those files, a hard link included, meets that lock.
 * A run on thread ``T`` of the checkpoint file ``CHECKPOINT`` locks ``checkpoint-<inode>.thread-<hash>.lock``
   beside the real file: named by the file's identity (its inode, created empty first when it does not exist),
   not by its name, so a hard link to it in the same directory, or its directory reached by a bind mount, meets
@@ -158,7 +158,8 @@ class _FileLock:
 class OutputLock(_FileLock):
     """The lock of a batch writing ``OUT``, so two runs never write one ``OUT`` (`BatchLocked`), whatever name each
     gives it: ``OUT.lock`` beside the real file (naming the holder) and an ``flock`` on the file ``OUT`` itself,
-    taken again by `cover` on the file a compaction puts in its place; all are held until `release`."""
+    taken again by `cover` on the file a compaction puts in its place; each is held until `release`, or until no
+    name reaches it any more."""
 
     def __init__(self, out_path: Path) -> None:
         self.out_path = out_path
@@ -191,6 +192,9 @@ class OutputLock(_FileLock):
             fd = os.open(self.out_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:  # nothing written yet: no other name can reach it
             return
+        if _identity(fd) in {_identity(held) for held in self._held}:  # not replaced since: locked already
+            os.close(fd)
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -198,6 +202,11 @@ class OutputLock(_FileLock):
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise self._busy(_holder_by_inode(self.out_path)) from None
+        # a replaced OUT that no name reaches any more is let go (and its space freed)
+        for old in list(self._held):
+            if os.fstat(old).st_nlink == 0:
+                self._held.remove(old)
+                os.close(old)
         self._held.append(fd)
 
     def release(self) -> None:
@@ -205,6 +214,11 @@ class OutputLock(_FileLock):
         while self._held:
             os.close(self._held.pop())
         super().release()
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    status = os.fstat(fd)
+    return status.st_dev, status.st_ino
 
 
 def _same(entry: os.DirEntry[str], mine: os.stat_result) -> bool:
