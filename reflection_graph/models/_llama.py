@@ -76,6 +76,33 @@ def llama_load_guard(llama_cpp: Any) -> Iterator[None]:
             low.llama_model_default_params = original
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (`taskset`, a container's cpuset) where the OS reports
+    one, else every CPU of the machine."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_threads() -> int:
+    """Every CPU this process may use on a small machine (up to 4), half of them on a larger one (its physical
+    cores, as llama-cpp-python's own default assumes). On this project's idle 2-core machine the README job took
+    57 s on 2 threads against 86 s on 1, the same replies (docs/models.md)."""
+    usable = usable_cpus()
+    return usable if usable <= 4 else usable // 2
+
+
+def thread_counts(n_threads: int | None) -> tuple[int, int]:
+    """The threads llama.cpp generates with and the threads it evaluates a prompt with (its batch threads).
+
+    Args:
+        n_threads: the user's setting, for both; None: `default_threads` to generate and every usable CPU
+            (`usable_cpus`) to evaluate a prompt, which is compute-bound. llama-cpp-python's own default for the
+            second is every CPU of the machine, whatever the process's affinity.
+    """
+    if n_threads is not None:
+        return n_threads, n_threads
+    return default_threads(), usable_cpus()
+
+
 @dataclass
 class _Loaded:
     llama: Any
@@ -106,7 +133,7 @@ def _chat_formatter(llama: Any) -> tuple[Any, str]:
     return formatter, eos
 
 
-_LOADED: dict[tuple[str, int, int], _Loaded] = {}
+_LOADED: dict[tuple[str, int, int, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 _ABANDONED: list[_Loaded] = []
 """Models left busy at exit, kept referenced so they are not freed before the process ends."""
@@ -134,7 +161,7 @@ def has_chat_template(path: str) -> bool:
     fails later with llama.cpp's own error."""
     real = os.path.realpath(path)
     with _LOAD_LOCK:
-        for (where, _, _), loaded in _LOADED.items():
+        for (where, *_), loaded in _LOADED.items():
             if where == real:
                 return loaded.formatter is not None
     return _template_in(real)
@@ -154,16 +181,29 @@ def _template_in(path: str) -> bool:
         vocab.close()
 
 
-def _load(path: str, n_ctx: int, n_threads: int) -> _Loaded:
-    """Load a GGUF once per process per (path, n_ctx, n_threads); calls on it are serialized by `lock`."""
-    key = (os.path.realpath(path), n_ctx, n_threads)
+def _load(path: str, n_ctx: int, n_threads: int | None) -> _Loaded:
+    """Load a GGUF once per process per (path, n_ctx, thread counts); calls on it are serialized by `lock`.
+
+    Args:
+        path: the GGUF file.
+        n_ctx: the context window in tokens.
+        n_threads: the threads to generate and to evaluate prompts with; None: `thread_counts`' defaults.
+    """
+    threads, batch_threads = thread_counts(n_threads)
+    key = (os.path.realpath(path), n_ctx, threads, batch_threads)
     with _LOAD_LOCK:
         loaded = _LOADED.get(key)
         if loaded is None:
             llama_cpp = _import_llama_cpp()
             with llama_load_guard(llama_cpp):
                 llama = llama_cpp.Llama(
-                    model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_batch=512, seed=0, verbose=False
+                    model_path=path,
+                    n_ctx=n_ctx,
+                    n_threads=threads,
+                    n_threads_batch=batch_threads,
+                    n_batch=512,
+                    seed=0,
+                    verbose=False,
                 )
             formatter, end_of_turn = _chat_formatter(llama)
             loaded = _Loaded(llama=llama, lock=threading.Lock(), formatter=formatter, end_of_turn=end_of_turn)

@@ -50,7 +50,12 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from reflection_graph._runtime._threads import run_detached
 from reflection_graph.models import _completion, _replies, _reuse, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
-from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
+from reflection_graph.models._llama import (
+    _load,
+    _Loaded,
+    has_chat_template,
+    llama_load_guard,
+)
 from reflection_graph.models._prompting import DEFAULT_STOP, messages_to_prompt
 from reflection_graph.models._structured import (
     _schema_of,
@@ -109,7 +114,8 @@ class EmbeddedChatModel(BaseChatModel):
             the default (`default_embedded()`: Qwen when installed, else Gemma), fixed when the instance is built.
         model_path: a GGUF file instead of a bundled model.
         n_ctx: context window in tokens (8,192 for an instruction-tuned model such as Qwen, 2,048 for Gemma).
-        n_threads: CPU threads; `None`: every usable CPU up to 4, half of them beyond (`_default_threads`).
+        n_threads: CPU threads, to generate and to evaluate prompts; `None`: every usable CPU (the process's
+            affinity) for prompts and, to generate, up to 4 of them, half of them beyond (`thread_counts`).
         seed: sampling seed, so runs repeat; `None` draws a new seed per call.
         temperature: sampling temperature (0 is greedy; critics and first drafts use 0).
         max_tokens: a free-text reply's token budget (2,048 for an instruction-tuned model, so no normal answer
@@ -234,7 +240,7 @@ class EmbeddedChatModel(BaseChatModel):
         return params
 
     def _loaded(self) -> _Loaded:
-        return _load(self.resolved_model_path, self.n_ctx, self.n_threads or _default_threads())
+        return _load(self.resolved_model_path, self.n_ctx, self.n_threads)
 
     token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
     count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
@@ -419,11 +425,3 @@ _PACKAGE_CUES = frozenset(CUE_LINES)
 def _chat_message(message: BaseMessage) -> dict[str, str]:
     """A LangChain message as a chat-template message (`role`, `content`)."""
     return {"role": _ROLES.get(message.type, "user"), "content": message.text}
-
-
-def _default_threads() -> int:
-    """Every CPU this process may use on a small machine (up to 4), half of them on a larger one (its physical
-    cores, as llama-cpp-python's own default assumes). On this project's idle 2-core machine the README job took
-    57 s on 2 threads against 86 s on 1, the same replies (docs/models.md)."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return usable if usable <= 4 else usable // 2

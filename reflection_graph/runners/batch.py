@@ -30,10 +30,11 @@ Record identity: every entry stores ``input_hash`` (`BatchRecord.input_hash`, a 
 current input (a line inserted above records keyed by line number, or an edited task) is moved to
 ``OUT.stale.jsonl`` and its record runs again; the summary's ``changed_samples`` say which.
 
-One run per output: a run holds an exclusive lock on ``OUT.lock`` (which names its pid, host and start time).
-A second run on the same ``OUT`` raises `BatchLocked`; the lock of a run that died is taken over. ``OUT`` is
-taken with its symlinks resolved: a symlink to a running batch's ``OUT`` is refused the same way, and a symlink
-given as ``OUT`` stays a symlink (its target is written, and the side files go beside the target).
+One run per output: a run holds an exclusive lock on ``OUT.lock`` (which names its pid, host and start time)
+and on the file ``OUT`` itself (`OutputLock`). A second run on the same ``OUT`` raises `BatchLocked`; the lock
+of a run that died is taken over. ``OUT`` is taken with its symlinks resolved: a symlink or a hard link to a
+running batch's ``OUT`` is refused the same way, and a symlink given as ``OUT`` stays a symlink (its target is
+written, and the side files go beside the target).
 
 Inputs are never written: a run refuses, before anything is written, an ``OUT`` that is ``IN``, or one whose
 side files (``OUT.tmp``, ``OUT.summary.json`` and its ``.tmp``, ``OUT.lock``, ``OUT.stale.jsonl``) would
@@ -281,6 +282,7 @@ async def arun_batch(
     lock.acquire()
     try:
         summary, pending = _start(in_file, out_file, records, input_errors, lock, shard_label)
+        lock.cover()  # the compacted OUT is a new file: any name of it meets the lock too
         summary.out_path = str(Path(out_path))
         graph = _resolve_graph(graph_or_factory) if pending else None
         results: dict[str, dict[str, Any]] = {}
