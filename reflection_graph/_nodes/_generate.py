@@ -23,6 +23,7 @@ from reflection_graph._runtime._budget import BudgetExhausted, current_budget
 from reflection_graph._runtime._calls import acall, call, sampled
 from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
 from reflection_graph._text._placeholders import inline_placeholders
+from reflection_graph.models import plain_completion
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
 
@@ -88,6 +89,15 @@ class _Plan:
     """A reviewer's words went into this revision (and are cleared once used)."""
     slots: Callable[[str], list[str]] | None = None
     """The template placeholders a candidate introduces (None: not checked, as for code)."""
+    stub: bool = False
+    """The drafts complete a code stub: the greedy one is the plain completion (`models.plain_completion`)."""
+
+    def model_for(self, index: int) -> Any:
+        """The model of sample `index`: seeded by `sampled`, and the greedy first draft of a stub made as a
+        plain completion of it."""
+        number = self.first_seed + index
+        model = sampled(self.model, number, greedy=self.job == "draft")
+        return plain_completion(model) if self.stub and number == 0 else model
 
 
 def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
@@ -151,6 +161,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
         slots=_slots(settings, state),
+        stub=job == "draft" and _messages.completes_stub(settings, state, model),
     )
 
 
@@ -207,7 +218,7 @@ def _limits(settings: Settings) -> dict[str, Any]:
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
+            model = plan.model_for(index)
             reply = call(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
@@ -217,7 +228,7 @@ def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
 async def _asample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
     with metering() as meter:
         try:
-            model = sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft")
+            model = plan.model_for(index)
             reply = await acall(model, plan.messages, config, **_limits(plan.settings))
             return _text(reply), meter.usage, None, _cut(reply)
         except Exception as exc:
