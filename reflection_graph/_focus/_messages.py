@@ -5,7 +5,9 @@ a candidate.
   is (`plain_request`), the very call a user makes without the loop, whatever the focus.
 - `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
   (reflection_graph/_focus/_code.py), chat-style for a model prompted through its chat template, else
-  completion-style; a reply that continues the stub becomes the full function.
+  completion-style; a reply that continues the stub becomes the full function. A completion-style first draft is
+  the plain completion of the stub (`completes_stub`): the stub alone, by the model as a plain completion runs it
+  (`models.plain_completion`).
 - Any other focus: the named templates of reflection_graph/prompts.py (`focus` picks the targeted revision
   rules), and the reply is kept as it is (an overridden code prompt's reply only gets its fences balanced).
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from reflection_graph._focus._code import code_messages, finish_candidate
+from reflection_graph._focus._code import code_messages, find_stub, finish_candidate
 from reflection_graph._text._extract import well_formed
 from reflection_graph.models.profile import chat_template
 from reflection_graph.prompts import (
@@ -31,12 +33,18 @@ from reflection_graph.prompts import (
 )
 from reflection_graph.settings import Settings
 
-__all__ = ["draft", "echo_sources", "finisher", "fresh_draft", "revision"]
+__all__ = ["completes_stub", "draft", "echo_sources", "finisher", "fresh_draft", "revision"]
 
 
 def _code(settings: Settings, role: str) -> bool:
     """Completion-style code prompts: the code focus with the role's default prompt."""
     return settings.focus == "code" and settings.prompts.get(role) is None
+
+
+def completes_stub(settings: Settings, state: Mapping[str, Any], model: Any) -> bool:
+    """Whether `draft` prompts `model` with a code stub to complete (completion-style, no overridden prompt): its
+    greedy draft is then the plain completion of the stub, made by `models.plain_completion(model)`."""
+    return _code(settings, "generate") and not chat_template(model) and find_stub(state["task"]) is not None
 
 
 def draft(settings: Settings, state: Mapping[str, Any], lessons: str, model: Any) -> list[BaseMessage]:

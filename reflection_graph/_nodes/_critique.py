@@ -148,14 +148,16 @@ def _critiqued(
     return update
 
 
-def _ends_search(settings: Settings, verdict: Judged) -> bool:
+def _ends_search(settings: Settings, sample: Mapping[str, Any], verdict: Judged) -> bool:
     """A failed critique ends this round's search, and so does (with a threshold) a passing sample; a critique
-    the budget refused does not (the others already admitted finish)."""
+    the budget refused does not (the others already admitted finish), nor does a cut sample, whatever its score
+    (it is never accepted, `_judged_sample`)."""
     critique, _, error = verdict
     if error is not None:
         return not isinstance(error, BudgetExhausted)
     return (
         critique is not None
+        and not sample.get("cut")
         and settings.score_threshold is not None
         and critique.score >= settings.score_threshold
     )
@@ -171,7 +173,7 @@ def critique(step: Step, state: Mapping[str, Any], config: RunnableConfig) -> di
     for sample in pending:
         verdict = judge(step.roles.critic, _request(state, step.settings, sample["candidate"]), config)
         judged.append((sample, verdict))
-        if _ends_search(step.settings, verdict):
+        if _ends_search(step.settings, sample, verdict):
             break
     return _critiqued(step, state, judged)
 
@@ -196,7 +198,7 @@ async def acritique(step: Step, state: Mapping[str, Any], config: RunnableConfig
         for finished in asyncio.as_completed(tasks):
             index, verdict = await finished
             done[index] = verdict
-            if _ends_search(step.settings, verdict):
+            if _ends_search(step.settings, pending[index], verdict):
                 break
     finally:
         for task in tasks:

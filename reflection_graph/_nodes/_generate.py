@@ -31,6 +31,7 @@ from reflection_graph._runtime._calls import acall, call, sampled
 from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
 from reflection_graph._text._placeholders import inline_placeholders
 from reflection_graph._text._rule_revision import rule_revision
+from reflection_graph.models import plain_completion
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
 from reflection_graph.strategies.base import Tactic
@@ -107,6 +108,8 @@ class _Plan:
     """The model of a fresh draft (the generator)."""
     rule: Callable[[str], str | None] | None = None
     """A rule's fix of a candidate, or None where no rule applies (the `rule` tactic; not for code)."""
+    stub: bool = False
+    """The drafts complete a code stub: the greedy one is the plain completion (`models.plain_completion`)."""
 
 
 def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
@@ -177,6 +180,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
         fresh=fresh,
         generator=roles.generator,
         rule=_rule(settings, state),
+        stub=job == "draft" and _messages.completes_stub(settings, state, model),
     )
 
 
@@ -265,7 +269,9 @@ def _attempt(plan: _Plan, tactic: Tactic, index: int) -> tuple[Any, list[BaseMes
         return sampled(plan.generator, index, greedy=index == 0), plan.fresh
     if tactic == "sampled_revision":  # a seed no slot's first revision takes, at the sampling temperature
         return sampled(plan.model, plan.count + index + 1), plan.messages
-    return sampled(plan.model, plan.first_seed + index, greedy=plan.job == "draft"), plan.messages
+    number = plan.first_seed + index
+    model = sampled(plan.model, number, greedy=plan.job == "draft")
+    return (plain_completion(model) if plan.stub and number == 0 else model), plan.messages
 
 
 def _tactics(plan: _Plan, index: int) -> list[Tactic]:

@@ -47,6 +47,8 @@ class GraphOptions:
         base_url: OpenAI-compatible server URL for string model names.
         max_tokens: most tokens per model reply, or None for the model's default.
         seed: sampling seed, or None.
+        stop_repetition: stop a reply that repeats itself (`EmbeddedChatModel.stop_repetition`), or None for the
+            model's default.
         checkpoint: SQLite file for a checkpointer, or None.
         memory: SQLite file for the Reflexion memory store, or None.
         memory_embeddings: ``auto`` (semantic memory with the `[semantic]` extra's offline embedder when it is
@@ -65,6 +67,7 @@ class GraphOptions:
     base_url: str | None = None
     max_tokens: int | None = None
     seed: int | None = None
+    stop_repetition: bool | None = None
     checkpoint: Path | None = None
     memory: Path | None = None
     memory_embeddings: str = "auto"
@@ -105,14 +108,20 @@ def _resolve_model(spec: str | None, options: GraphOptions, role: str) -> Any:
 
 
 def _apply_sampling(model: Any, options: GraphOptions) -> Any:
-    """Set ``--max-tokens``/``--seed`` on a resolved model, or fail naming the option it does not support."""
-    update = {k: v for k, v in (("max_tokens", options.max_tokens), ("seed", options.seed)) if v is not None}
+    """Set ``--max-tokens``/``--seed``/``--[no-]stop-repetition`` on a resolved model, or fail naming the option
+    it does not support."""
+    given = (
+        ("max_tokens", options.max_tokens),
+        ("seed", options.seed),
+        ("stop_repetition", options.stop_repetition),
+    )
+    update = {k: v for k, v in given if v is not None}
     if not update:
         return model
     fields = getattr(type(model), "model_fields", {})
-    for name in update:
+    for name, value in update.items():
         if name not in fields:
-            flag = "--max-tokens" if name == "max_tokens" else "--seed"
+            flag = "--" + ("no-" if value is False else "") + name.replace("_", "-")
             raise BadInput(
                 f"{flag} is not supported by {type(model).__name__}; drop the option for this model"
             )

@@ -32,6 +32,12 @@ _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "base_url": (str | None, None, "OpenAI-compatible server URL for string model names."),
     "max_tokens": (int | None, None, "Most tokens per model reply."),
     "seed": (int | None, None, "Sampling seed (where the model supports one)."),
+    "stop_repetition": (
+        bool | None,
+        None,
+        "Stop a reply that repeats one span back to back beyond the copies the task asks for (the embedded "
+        "model's default: on); --no-stop-repetition lets every reply run to its limit.",
+    ),
     "memory": (Path | None, None, "SQLite file for Reflexion memory: lessons from past critiques."),
     "memory_embeddings": (
         str,

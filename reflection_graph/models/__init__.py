@@ -2,7 +2,8 @@
 
 `resolve_model` turns a spec (`"embedded"`, `"local:/path.gguf"`, `"provider:model"`, a model name plus `base_url`,
 a `BaseChatModel` or a plain callable) into a LangChain chat model. `describe(model)` says what any model is and can
-do (`reflection_graph.models.profile`), and `at_temperature_zero(model)` is the one way to get it greedy. The
+do (`reflection_graph.models.profile`), `at_temperature_zero(model)` is the one way to get it greedy, and
+`plain_completion(model)` the way to get the call a plain completion of a code stub makes. The
 embedded model lives in `reflection_graph.models.embedded` and needs the `[local]` extra.
 """
 
@@ -16,7 +17,7 @@ from reflection_graph.models._resolve import (
     resolve_model,
     supports_structured_output,
 )
-from reflection_graph.models.profile import ModelFacts, at_temperature_zero, describe
+from reflection_graph.models.profile import ModelFacts, at_temperature_zero, describe, plain_completion
 
 __all__ = [
     "MODEL_ENV_VAR",
@@ -28,6 +29,7 @@ __all__ = [
     "at_temperature_zero",
     "critic_model",
     "describe",
+    "plain_completion",
     "resolve_model",
     "supports_structured_output",
 ]

@@ -85,7 +85,9 @@ def plan(
     overrides: dict[str, Any],
 ) -> _reuse.Plan:
     """How a call on `messages` (rendered as `prompt`) is evaluated and generated (`_reuse.plan`): prompt lookup
-    and the repetition stop apply to free text only (a JSON reply is bounded by its grammar)."""
+    and the repetition stop apply to free text only (a JSON reply is bounded by its grammar); the stop lets
+    through the copies the messages ask for (`_repetition.requested_copies` of every message but the model's own
+    earlier replies)."""
     generation = not (overrides.get("logprobs") or overrides.get("top_logprobs") is not None)
     lookup = overrides.get("prompt_lookup", model.prompt_lookup)
     repetition = bool(overrides.get("stop_repetition", model.stop_repetition))
@@ -99,7 +101,12 @@ def plan(
         generation=generation,
         lookup=None if lookup is None else bool(lookup),
     )
-    return replace(planned, stop_repetition=generation and repetition)
+    asked = "\n".join(m.text for m in messages if m.type != "ai")
+    return replace(
+        planned,
+        stop_repetition=generation and repetition,
+        requested_copies=_repetition.requested_copies(asked) if generation and repetition else 1,
+    )
 
 
 def prompt_ids(model: EmbeddedChatModel, loaded: _Loaded, prompt: str) -> list[int]:

@@ -11,12 +11,21 @@ token it qualifies, and where its first copy ends is known without searching. Sh
 rule `| --- | --- |`, `0, 0, 0`, a line of `====`) never cover `MIN_REPEATED_TOKENS` tokens of repeats; a reply that
 varies a single token between copies never matches at all.
 
+A repetition the task asks for is no loop. `requested_copies` reads the counts a prompt asks for ("6 rows",
+"five identical dicts", "repeat it 10 times": a number, in digits or words, before a plural noun or "times"), and
+a detector told that count (`requested`) lets that many copies through: it stops at `requested + 1` copies (never
+fewer than `MIN_COPIES`), and the reply keeps the copies that were asked for. Reading a count too many only lets a
+loop run on to the reply limit, where the reply is cut anyway ("length"); reading one too few would cut the answer
+the user asked for, so any count in the prompt counts, the largest wins, and only counts of a text's length
+("300 words", "80 characters") are left out: they measure the answer, they ask for no copies.
+
 `RepetitionStop` is the detector as llama-cpp-python's stopping criterion (`create_completion(...,
 stopping_criteria=StoppingCriteriaList([...]))`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +37,7 @@ __all__ = [
     "Loop",
     "RepetitionDetector",
     "RepetitionStop",
+    "requested_copies",
 ]
 
 REPETITION = "repetition"
@@ -50,16 +60,18 @@ class Loop:
         start: where the span's first copy starts (an index into the generated tokens); the copies run back to back
             from there, as far back as they go.
         end: the tokens generated when the loop was found (the last copy may be partial).
+        copies: the copies the reply keeps: the ones the task asked for (`requested_copies`), else the first.
     """
 
     period: int
     start: int
     end: int
+    copies: int = 1
 
     @property
     def keep(self) -> int:
-        """The tokens the reply keeps: up to the end of the span's first copy."""
-        return self.start + self.period
+        """The tokens the reply keeps: up to the end of the span's last copy kept (`copies`)."""
+        return self.start + self.copies * self.period
 
 
 class RepetitionDetector:
@@ -69,6 +81,8 @@ class RepetitionDetector:
         max_period: the longest span looked for, in tokens.
         min_repeated: the fewest tokens the repeats after the first copy must cover.
         min_copies: the fewest copies of the span, the first included (at least 2).
+        requested: the copies the task asks for (`requested_copies`; 1: none): a loop needs one copy more (and
+            at least `min_copies`), and the reply keeps that many.
 
     Example:
         ```python
@@ -85,13 +99,16 @@ class RepetitionDetector:
         max_period: int = MAX_PERIOD,
         min_repeated: int = MIN_REPEATED_TOKENS,
         min_copies: int = MIN_COPIES,
+        requested: int = 1,
     ) -> None:
-        if max_period < 1 or min_repeated < 1 or min_copies < 2:
+        if max_period < 1 or min_repeated < 1 or min_copies < 2 or requested < 1:
             raise ValueError(
-                f"max_period ({max_period}) and min_repeated ({min_repeated}) must be at least 1 and min_copies "
-                f"({min_copies}) at least 2"
+                f"max_period ({max_period}), min_repeated ({min_repeated}) and requested ({requested}) must be at "
+                f"least 1 and min_copies ({min_copies}) at least 2"
             )
         self.max_period = max_period
+        self.requested = requested
+        min_copies = max(min_copies, requested + 1)
         self.tokens: list[int] = []
         self.loop: Loop | None = None
         # runs[p]: how many of the latest tokens equal the token p before them; the latest runs[p] + p tokens then
@@ -125,7 +142,7 @@ class RepetitionDetector:
         self._longest = longest
         if period:
             end = n + 1
-            self.loop = Loop(period=period, start=end - found - period, end=end)
+            self.loop = Loop(period=period, start=end - found - period, end=end, copies=self.requested)
         return self.loop
 
     def extend(self, tokens: Any) -> Loop | None:
@@ -155,7 +172,7 @@ class RepetitionStop:
     completion (the same criterion replays a recorded call, as `bench/bench_embedded.py` does).
 
     Args:
-        **limits: `RepetitionDetector`'s `max_period`, `min_repeated`, `min_copies`.
+        **limits: `RepetitionDetector`'s `max_period`, `min_repeated`, `min_copies`, `requested`.
     """
 
     def __init__(self, **limits: int) -> None:
@@ -180,6 +197,56 @@ class RepetitionStop:
         return self.detector.settled
 
     def kept(self) -> list[int]:
-        """The generated tokens a reply keeps: up to the end of the loop's first copy (all of them without one)."""
+        """The generated tokens a reply keeps: up to the end of the loop's copies kept (all of them without one)."""
         tokens = self.detector.tokens
         return tokens[: self.loop.keep] if self.loop is not None else list(tokens)
+
+
+_UNITS = dict(
+    zip(
+        "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen".split(),
+        range(1, 20),
+        strict=True,
+    ),
+    dozen=12,
+    hundred=100,
+)
+_TENS = dict(
+    zip("twenty thirty forty fifty sixty seventy eighty ninety".split(), range(20, 100, 10), strict=True)
+)
+_DIGIT_WORDS = "|".join(list(_UNITS)[:9])
+_NUMBER = rf"\d{{1,4}}|(?:{'|'.join(_TENS)})(?:[- ](?:{_DIGIT_WORDS}))?|{'|'.join(_UNITS)}"
+_COUNT = re.compile(
+    rf"\b({_NUMBER})(?:\s+(?:of\s+)?[A-Za-z][\w'-]*){{0,3}}?\s+(times|[A-Za-z][\w'-]*s)\b", re.IGNORECASE
+)
+"""A count: a number, then up to three words ("identical user", "of the"), then a plural noun or "times"."""
+_NOT_COPIES = frozenset(
+    {"words", "characters", "chars", "letters", "syllables", "sentences", "tokens", "bytes", "digits"}
+    | {"is", "was", "has", "as", "its", "this", "his", "us", "thus", "plus", "minus", "less", "always"}
+)
+"""Words after a number that ask for no copies: a measure of the answer's length, or no noun at all."""
+
+
+def requested_copies(text: str) -> int:
+    """The most copies `text` (a prompt) may ask for: the largest count it holds (see the module doc), or 1.
+
+    Example:
+        ```python
+        requested_copies("A literal with 6 rows of nine zeros")  # 9
+        requested_copies("Write an essay of at least 300 words")  # 1
+        ```
+    """
+    counts = [1]
+    for match in _COUNT.finditer(text):
+        if match.group(2).lower() not in _NOT_COPIES:
+            counts.append(_number(match.group(1)))
+    return max(counts)
+
+
+def _number(word: str) -> int:
+    """The value of a number `_COUNT` matched: digits, a number word, or tens and units ("twenty-five")."""
+    if word.isdigit():
+        return int(word)
+    parts = re.split(r"[- ]", word.lower())
+    return sum(_TENS.get(part, 0) or _UNITS[part] for part in parts)

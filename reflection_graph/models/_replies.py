@@ -154,12 +154,13 @@ def generate_text(
     """One completion of `prompt`, cleaned. An empty reply is retried (next seed, warmer) by the one retry
     layer, `reflection_graph._runtime._calls`, where every attempt is counted in `max_model_calls`.
 
-    With `plan.stop_repetition` a `RepetitionStop` watches the tokens: a reply that falls into a loop is stopped,
-    keeps its text up to the end of the repeated span's first copy and reports `finish_reason` "repetition". With
+    With `plan.stop_repetition` a `RepetitionStop` watches the tokens: a reply that falls into a loop (more copies
+    of one span than the prompt asks for, `plan.requested_copies`) is stopped, keeps its text up to the end of the
+    copies asked for (the first copy when none were) and reports `finish_reason` "repetition". With
     `emit` (streaming) a `TextTap` passes the text on as it is written, never beyond what such a cut would keep."""
     loaded = model._loaded()
     plan = plan or _reuse.Plan()
-    watch = _repetition.RepetitionStop() if plan.stop_repetition else None
+    watch = _repetition.RepetitionStop(requested=plan.requested_copies) if plan.stop_repetition else None
     criteria: list[Any] = [watch] if watch is not None else []
     if emit is not None:  # after the watch: the tap reads what it has settled in the same call
         criteria.append(TextTap(loaded.llama, [*params["stop"], *model._end_of_turn(loaded)], emit, watch))

@@ -67,6 +67,8 @@ class Plan:
         lookup: generate with prompt-lookup decoding (`models._lookup`).
         revision: the call continues a conversation holding an earlier answer (what `lookup=None` turns it on for).
         stop_repetition: stop a free-text reply that repeats itself (`models._repetition`).
+        requested_copies: the copies of one span the prompt asks for (`_repetition.requested_copies`), which the
+            repetition stop lets through.
     """
 
     prefixes: tuple[str, ...] = ()
@@ -74,6 +76,7 @@ class Plan:
     lookup: bool = False
     revision: bool = False
     stop_repetition: bool = False
+    requested_copies: int = 1
 
 
 def section_offsets(text: str) -> list[int]:

@@ -131,7 +131,9 @@ class EmbeddedChatModel(BaseChatModel):
             True every call; also a call option. Off: llama.cpp's batched checks changed a Gemma revision's text.
         stop_repetition: stop a free-text reply whose tokens end in one span repeated back to back (3 copies,
             64 tokens of repeats; `models._repetition`), keep it up to the end of the first copy, `finish_reason`
-            "repetition" (the loop treats it as cut). On for the bundled models; also a call option.
+            "repetition" (the loop treats it as cut). A repetition the prompt asks for ("6 rows", "5 identical
+            dicts", "10 times") is let through: the stop needs one copy more, and then keeps the copies asked
+            for. On for the bundled models; also a call option.
 
     Example:
         ```python

@@ -17,7 +17,9 @@ has them. The facts come from the model object:
 
 **An embedded model** (`ModelProfile`): one profile per bundled GGUF, one for any other file. A profile holds the
 facts of the model (is it prompted through a chat template, can its next-token probabilities judge), the defaults of
-its calls (context window, reply limits, repeat penalty) and, for a bundled model, where its GGUF is.
+its calls (context window, reply limits, repeat penalty) and, for a bundled model, where its GGUF is. A
+completion-style profile's repeat penalty and repetition stop are for prose: `plain_completion(model)` sets them to
+llama-cpp-python's own defaults for the loop's first draft of a code stub, the plain completion of the stub.
 `EmbeddedChatModel` takes every default it is not given from its profile, so a setting the user passes always wins.
 
 - `qwen2.5-coder-1.5b` (instruction-tuned, chat template): llama-cpp-python's own chat defaults where they matter,
@@ -48,6 +50,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "EMBEDDED_ENV_VAR",
     "INSTRUCT",
+    "PLAIN_COMPLETION",
     "PROFILES",
     "REPLY_LIMITS",
     "DefaultCritic",
@@ -61,6 +64,7 @@ __all__ = [
     "default_embedded",
     "default_model_path",
     "describe",
+    "plain_completion",
     "profile_defaults",
     "token_bound",
 ]
@@ -322,6 +326,42 @@ def at_temperature_zero(model: Model) -> Model:
     if not _temperature_zero(model) or getattr(model, "temperature", None) == 0:
         return model
     copied: Model = model.model_copy(update={"temperature": 0.0})  # type: ignore[attr-defined]
+    return copied
+
+
+PLAIN_COMPLETION: dict[str, Any] = {"repeat_penalty": 1.0, "stop_repetition": False}
+"""What a completion-style profile sets for prose, at llama-cpp-python's own `create_completion` defaults: no
+repeat penalty (code copies names on purpose) and no repetition stop (llama.cpp has none)."""
+
+
+def plain_completion(model: Model) -> Model:
+    """`model` as a plain completion of a code stub runs it: what a user of the bare model gets from
+    `Llama.create_completion(stub, temperature=0, max_tokens=...)` (the loop's first draft of a stub).
+
+    An `EmbeddedChatModel` prompted completion-style (a base model such as Gemma 3 270M) is copied with
+    `PLAIN_COMPLETION` for each of those settings still at its profile's default (a value the user chose is kept);
+    any other model (a chat-template model, whose first draft is the plain chat call already, a hosted model, a
+    plain callable) is returned as it is. The input model is never mutated.
+
+    Example:
+        ```python
+        plain_completion(EmbeddedChatModel(model="gemma-3-270m")).repeat_penalty  # 1.0 (its profile: 1.1)
+        ```
+    """
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    if not isinstance(model, EmbeddedChatModel):
+        return model
+    profile = model.embedded_profile
+    if profile.chat_template:
+        return model
+    defaults = profile.defaults()
+    update = {
+        name: value
+        for name, value in PLAIN_COMPLETION.items()
+        if getattr(model, name) == defaults[name] and defaults[name] != value
+    }
+    copied: Model = model.model_copy(update=update) if update else model  # type: ignore[assignment]
     return copied
 
 

@@ -1,12 +1,15 @@
 """The repetition stop on the real Qwen2.5-Coder-1.5B (marked `embedded`, like tests/models/test_embedded.py).
 
-Greedy Qwen asked to copy one long sentence 20 times copies it exactly, back to back: the criterion must stop it
-right after the third copy (on a bare `llama_cpp.Llama` completion and through `EmbeddedChatModel`), and the reply
-kept is what the model wrote before its first repeat. A reply that does not loop is the same text with the stop on
-or off. Each test runs at most a few hundred tokens (under about 20 s on 2 cores)."""
+Greedy Qwen asked to copy one long sentence 20 times copies it exactly, back to back: the criterion alone, told of
+no count, must stop it right after the third copy (on a bare `llama_cpp.Llama` completion). Asked to copy it with
+no count, on and on, `EmbeddedChatModel` stops it there too, and the reply kept is what the model wrote before its
+first repeat. A repetition the prompt asks for (six rows of zeros, five identical dicts) is answered whole. A
+reply that does not loop is the same text with the stop on or off. Each test runs at most a few hundred tokens
+(under about 20 s on 2 cores)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -36,6 +39,12 @@ REPEAT = [
         content=f"Copy the sentence below 20 times, one copy per line. Output only the 20 lines.\n\n{SENTENCE}"
     )
 ]
+UNASKED = [
+    HumanMessage(
+        content=f"Copy the sentence below again and again, one copy per line, without ever stopping.\n\n{SENTENCE}"
+    )
+]
+"""A loop nobody counted: the stop lets no copy beyond the third through."""
 LIMIT = 600
 
 
@@ -84,7 +93,7 @@ def test_the_criterion_stops_a_bare_llama_completion_right_after_the_third_copy(
 def test_the_embedded_model_keeps_the_first_copy_and_says_why_it_stopped(qwen: EmbeddedChatModel) -> None:
     """Stopped (finish_reason "repetition"), the reply is what greedy Qwen writes before its first repeat: the very
     start of the reply it writes with the stop off, which goes on copying the sentence."""
-    reply = qwen.invoke(REPEAT)
+    reply = qwen.invoke(UNASKED)
     assert reply.response_metadata["finish_reason"] == REPETITION
     # the first copy, and at most the start of the next: the reply's first token ("Every") is not the one that
     # opens each later copy (" Every"), so the repeated span starts one token in
@@ -94,13 +103,13 @@ def test_the_embedded_model_keeps_the_first_copy_and_says_why_it_stopped(qwen: E
     assert usage is not None and usage["output_tokens"] < LIMIT // 2
     assert _loop_in(qwen, reply.text) is None
 
-    unstopped = qwen.invoke(REPEAT, stop_repetition=False, max_tokens=200)
+    unstopped = qwen.invoke(UNASKED, stop_repetition=False, max_tokens=200)
     assert unstopped.response_metadata["finish_reason"] == "length"
     assert unstopped.text.startswith(reply.text) and unstopped.text.count(SENTENCE) >= 4
 
 
 def test_a_streamed_loop_sends_only_the_kept_text(qwen: EmbeddedChatModel) -> None:
-    chunks: list[AIMessageChunk] = list(qwen.stream(REPEAT))
+    chunks: list[AIMessageChunk] = list(qwen.stream(UNASKED))
     text = "".join(c.text for c in chunks)
     assert text.count(SENTENCE) == 1
     assert chunks[-1].response_metadata["finish_reason"] == REPETITION
@@ -131,3 +140,38 @@ def test_a_dialogue_reply_either_stops_in_its_loop_or_holds_none(qwen: EmbeddedC
     if reply.response_metadata["finish_reason"] == REPETITION:
         assert usage["output_tokens"] < 256
     assert _loop_in(qwen, reply.text) is None
+
+
+# -- a repetition the prompt asks for is answered whole ------------------------------------------------------------
+
+ROW = re.compile(r"\[0(?:, 0){8}\]")
+ROWS = "Write a Python literal with 6 rows of nine zeros, every zero written out. Output only the code."
+DICT = re.compile(r"\{\s*['\"]name['\"]: ['\"]Ana['\"], ['\"]age['\"]: 30\s*\}")
+DICTS = (
+    'Write a Python list of 5 identical user dicts, each one {"name": "Ana", "age": 30}, every dict written out. '
+    "Output only the code."
+)
+
+
+def test_six_rows_of_zeros_asked_for_come_back_whole(qwen: EmbeddedChatModel) -> None:
+    reply = qwen.invoke([HumanMessage(content=ROWS)])
+    assert reply.response_metadata["finish_reason"] == "stop", reply.text
+    assert len(ROW.findall(reply.text)) == 6, reply.text
+
+
+def test_five_identical_dicts_asked_for_come_back_whole(qwen: EmbeddedChatModel) -> None:
+    reply = qwen.invoke([HumanMessage(content=DICTS)])
+    assert reply.response_metadata["finish_reason"] == "stop", reply.text
+    assert len(DICT.findall(reply.text)) == 5, reply.text
+
+
+def test_the_loops_first_draft_of_six_rows_is_whole_and_not_cut() -> None:
+    """Through the graph with every default (Qwen's own critic): the first draft holds the six rows and is not
+    marked cut."""
+    from reflection_graph import create_reflection_graph
+
+    model = EmbeddedChatModel(model=QWEN)
+    result = create_reflection_graph(model, max_iterations=1).invoke({"task": ROWS})
+    (round_,) = result["trajectory"]
+    assert not round_.get("cut"), round_["candidate"]
+    assert len(ROW.findall(round_["candidate"])) == 6, round_["candidate"]

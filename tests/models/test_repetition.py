@@ -23,6 +23,7 @@ from reflection_graph.models._repetition import (
     Loop,
     RepetitionDetector,
     RepetitionStop,
+    requested_copies,
 )
 from reflection_graph.models.embedded import EmbeddedChatModel
 from tests.fakes import EOG, scripted_embedded
@@ -298,3 +299,77 @@ def test_every_bundled_model_stops_repetition_by_default_and_a_user_setting_wins
     assert all(profile.stop_repetition for profile in PROFILES.values())
     assert EmbeddedChatModel(model="gemma-3-270m").stop_repetition is True
     assert EmbeddedChatModel(model="gemma-3-270m", stop_repetition=False).stop_repetition is False
+
+
+# -- a repetition the task asks for ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prompt", "copies"),
+    [
+        ("Write a Python literal with 6 rows of nine zeros.", 9),
+        ("Give me 5 identical user dicts in a list.", 5),
+        ("Print five identical lines saying hi.", 5),
+        ("Repeat the word 'ok' 10 times.", 10),
+        ("A table of twenty-five rows, please.", 25),
+        ("Write 3 paragraphs and 12 bullet points.", 12),
+        ("Write an essay of at least 300 words in under 2000 characters.", 1),
+        ("Write a haiku about rain.", 1),
+        ("In 3 is a prime, and x times two is even.", 1),
+    ],
+)
+def test_the_copies_a_prompt_asks_for_are_its_largest_count_of_things(prompt: str, copies: int) -> None:
+    assert requested_copies(prompt) == copies
+
+
+ROW = [11, 12, *[13, 14] * 8, 13, 15, 16]  # `    [0, 0, 0, 0, 0, 0, 0, 0, 0],\n`: 21 tokens
+ROWS_PROMPT = "Write a Python literal with 6 rows of nine zeros."
+
+
+def test_six_rows_the_prompt_asks_for_are_not_a_loop_though_the_same_rows_unasked_are() -> None:
+    rows = [500, 501, *ROW * 6, 502, 503]  # `grid = [`, six rows, `]` and the end of the block
+    assert _first_loop(rows, requested=requested_copies(ROWS_PROMPT)) is None
+    unasked = _first_loop(rows)  # told of no count: three copies and 64 tokens of repeats are a loop
+    assert unasked is not None and unasked[1].keep == 2 + len(ROW)
+
+
+def test_copies_beyond_the_ones_asked_for_are_still_a_loop_and_the_asked_ones_are_kept() -> None:
+    span = list(range(100, 130))  # a 30-token line
+    asked = requested_copies("Print the line below 4 times.")
+    tokens = PREFIX + span * 40
+    found = _first_loop(tokens, requested=asked)
+    assert found is not None
+    n, loop = found
+    assert asked == 4 and n == len(PREFIX) + 5 * 30  # stopped as the fifth copy is complete ...
+    assert _first_loop(tokens[: n - 1], requested=asked) is None  # ... not a token earlier
+    assert tokens[: loop.keep] == PREFIX + span * 4  # the four copies asked for
+
+
+def test_a_short_span_asked_for_many_times_still_needs_its_copies_and_64_tokens() -> None:
+    """A request lets more copies through, never fewer: `0, 0, 0` asked for 3 times is no loop at 4 copies of a
+    two-token span (under 64 tokens of repeats), as before."""
+    assert _first_loop(PREFIX + [5, 6] * 20, requested=3) is None
+    found = _first_loop(PREFIX + [5, 6] * 60, requested=3)
+    assert found is not None and found[0] == len(PREFIX) + 2 + MIN_REPEATED_TOKENS
+
+
+def test_a_requested_count_below_one_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="requested"):
+        RepetitionDetector(requested=0)
+
+
+SCRIPT_ROW = ["    [", *["0", ", "] * 8, "0", "],\n"]  # one token a text: 19 tokens a row
+SIX_ROWS = ["grid", " =", " [\n", *SCRIPT_ROW * 6, "]", EOG]
+
+
+def test_the_embedded_model_answers_the_rows_its_prompt_asks_for_whole_and_stops_them_unasked(
+    scripted: Callable[..., EmbeddedChatModel],
+) -> None:
+    model = scripted(SIX_ROWS, max_tokens=400, temperature=0)
+    asked = model.invoke([HumanMessage(content=f"Task: {ROWS_PROMPT}\n\nDraft:\n")])
+    assert asked.text == "".join(SIX_ROWS[:-1]).strip() and asked.response_metadata["finish_reason"] == "stop"
+    streamed = model.stream([HumanMessage(content=f"Task: {ROWS_PROMPT}\n\nDraft:\n")])
+    assert "".join(c.text for c in streamed) == asked.text
+    unasked = model.invoke([HumanMessage(content="Task: a Python literal of zeros\n\nDraft:\n")])
+    assert unasked.response_metadata["finish_reason"] == REPETITION
+    assert unasked.text == "".join(SIX_ROWS[:3] + SCRIPT_ROW).strip()
