@@ -206,7 +206,7 @@ _SLOT_LINE_REST = re.compile(r"[\s,;.:!\-*]*")
 def _reading(candidate: str, task: str, context: str | None) -> tuple[str, tuple[str, ...]]:
     """`candidate` without its placeholder-only lines, and the placeholders the task did not ask for that it
     still holds inline: read once per candidate, though `generate`, the judge and a rule-based edit each ask."""
-    slots = introduced_placeholders(candidate, task=task, context=context)
+    slots = list(_introduced(candidate, task, context))
     if not slots:
         return candidate, ()
     kept = []
@@ -272,4 +272,10 @@ def inline_placeholders(
     """The placeholders of `candidate` a person would be handed (`introduced_placeholders`), inline or on a
     line of their own ("[Your Name]" under a sign-off): nothing removes them after the loop, so each keeps a
     candidate from being accepted and sends the reviser after it."""
-    return _not_in(introduced_placeholders(candidate, task=task, context=context), earlier)
+    return _not_in(list(_introduced(candidate, task, context)), earlier)
+
+
+@functools.lru_cache(maxsize=128)
+def _introduced(candidate: str, task: str, context: str | None) -> tuple[str, ...]:
+    """`introduced_placeholders` of a candidate, read once though `generate`, the judge and the rule ask."""
+    return tuple(introduced_placeholders(candidate, task=task, context=context))
