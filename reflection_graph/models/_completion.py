@@ -100,8 +100,9 @@ def option_error(name: str, value: Any, allowed: str) -> str:
 
 
 def check_option(model_class: type[BaseModel], name: str, value: Any) -> Any:
-    """`value` for option `name`, validated as the field is (converted as pydantic converts it: 0 -> 0.0 for a
-    number); the one validator of the constructor's fields and of call options.
+    """`value` for call option `name`, validated by the declared field of that name (its type, bounds and
+    strictness, the very ones the constructor applies) and converted as pydantic converts it (0 -> 0.0 for a
+    number).
 
     Raises:
         ValueError: one line naming the option and the values it allows (`option_error`).

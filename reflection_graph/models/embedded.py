@@ -177,8 +177,9 @@ class EmbeddedChatModel(BaseChatModel):
     def _check_call_default(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
-        """A field that is also a call option says what is wrong in the words a call option does
-        (`_completion.check_option`, the validator of both)."""
+        """A field that is also a call option is refused in the one line a call option is refused with
+        (`_completion.option_error`); a call option is checked by this field's own type, bounds and strictness
+        (`_completion.check_option`)."""
         try:
             return handler(value)
         except ValidationError:
