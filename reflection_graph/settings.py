@@ -27,6 +27,10 @@ focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer u
 applied the same way whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every
 value is validated once, when it enters: a layer or an override validates only the fields it changes (and the
 checks across fields).
+
+Every value is also frozen when it enters (`frozen`): `prompts` is held as a `FrozenDict`, a read-only copy of the
+mapping given, so editing that mapping (or the graph's `settings.prompts`) after the build changes nothing the
+graph does; an edit of the frozen copy raises `TypeError`. Critics keep their options the same way.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import copy
 import functools
 import math
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
@@ -47,13 +51,16 @@ __all__ = [
     "MAX_TOKEN_BUDGET",
     "PROMPT_ROLES",
     "Focus",
+    "FrozenDict",
     "ParseErrorPolicy",
     "Select",
     "Settings",
     "SettingsKwargs",
     "allowed_values",
     "choices",
+    "frozen",
     "setting_fields",
+    "thawed",
 ]
 
 Select = Literal["best", "last"]
@@ -67,6 +74,89 @@ MAX_DRAFTS = 16
 """The largest `n_drafts` / `n_revisions`: each sample is a full model call plus a critique."""
 MAX_TOKEN_BUDGET = 10**12
 """The largest `token_budget`: far above any run, and it keeps the arithmetic exact."""
+
+
+class FrozenDict(Mapping[Any, Any]):
+    """A read-only mapping holding a deep-frozen copy of the items it was made from (see `frozen`).
+
+    It reads as a dict does (`[]`, `get`, `in`, iteration, `len`, `{**frozen_dict}`), compares equal to any mapping
+    with the same content (a tuple inside equal to a list inside, as JSON sees them), hashes when its values do,
+    and pickles and copies as LangGraph's checkpoints and `copy.deepcopy` need (a `types.MappingProxyType` does
+    neither). Setting or deleting an item raises `TypeError`.
+
+    Args:
+        items: a mapping, or (key, value) pairs; each value is frozen (`frozen`), so a later edit of a nested list
+            or dict of `items` does not reach the copy.
+
+    Example:
+        >>> prompts = {"generate": "Task: {task}"}
+        >>> held = FrozenDict(prompts)
+        >>> prompts["generate"] = "changed"
+        >>> held["generate"]
+        'Task: {task}'
+    """
+
+    __slots__ = ("_items",)
+    _items: dict[Any, Any]
+
+    def __init__(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = ()) -> None:
+        object.__setattr__(self, "_items", {key: frozen(value) for key, value in dict(items).items()})
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return bool(thawed(self) == thawed(other))
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._items!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._items,))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError(f"{type(self).__name__} is read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise TypeError(f"{type(self).__name__} is read-only")
+
+
+def frozen(value: Any) -> Any:
+    """A read-only copy of `value`, all the way down: a mapping becomes a `FrozenDict`, a list or tuple a tuple, a
+    set a frozenset; anything else (strings, numbers, None, callables, other objects) is kept as it is."""
+    if isinstance(value, FrozenDict):
+        return value
+    if isinstance(value, Mapping):
+        return FrozenDict(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(frozen(item) for item in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """A fresh plain copy of `value`, all the way down: a mapping becomes a dict, a list or tuple a list (a JSON
+    array), a set a set; for code that wants plain JSON-like values (jsonschema, a checker library), and that
+    may keep or change what it gets without reaching the frozen original."""
+    if isinstance(value, Mapping):
+        return {key: thawed(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thawed(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return {thawed(item) for item in value}
+    return value
 
 
 def _setting(
@@ -214,16 +304,27 @@ class Settings:
         flag="--time-budget",
     )
     prompts: Mapping[str, Any] = _setting(
-        {}, "Prompt overrides keyed by role (generate, critique, revise): strings or callables.", cli=False
+        {},
+        "Prompt overrides keyed by role (generate, critique, revise): strings or callables; held as a read-only "
+        "copy.",
+        cli=False,
     )
 
     def __post_init__(self) -> None:
         self._validate(Settings.__dataclass_fields__)
 
     def _validate(self, names: Any) -> None:
-        """Check the fields `names`, then the rules across fields."""
+        """Freeze the fields `names` (`frozen`: later edits of what the caller passed change nothing), check
+        them, then the rules across fields."""
         hints = _hints()
         for name in names:
+            value = getattr(self, name)
+            if name == "prompts" and not isinstance(value, Mapping):
+                raise ValueError(
+                    f"prompts must be a mapping of role to template, such as {{'generate': 'Task: {{task}}'}}, "
+                    f"got {type(value).__name__}"
+                )
+            object.__setattr__(self, name, frozen(value))
             _check(Settings.__dataclass_fields__[name], getattr(self, name), hints[name])
         if self.min_iterations > self.max_iterations:
             raise ValueError(

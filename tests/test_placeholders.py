@@ -301,9 +301,7 @@ def test_a_greeting_slot_every_revision_keeps_is_named_by_the_rule_and_judged() 
     generator = RecordingChatModel(replies=[slotted, slotted.replace("\nSam", "\nSam Lee")])
     critic = FakeCriticModel(critiques=[critique(5.0), critique(6.0), critique(7.0)])
     graph = create_reflection_graph(generator, critic=critic, max_iterations=3, min_iterations=3)
-    result = graph.invoke(
-        {"task": "Write to the recruiter declining the offer."}
-    )
+    result = graph.invoke({"task": "Write to the recruiter declining the offer."})
     rounds = result["trajectory"]
     assert [r["placeholder"] for r in rounds] == [True, True, False]
     assert rounds[0]["candidate"] == slotted  # the rounds keep what was written

@@ -33,6 +33,7 @@ from langchain_core.runnables import RunnableConfig
 
 from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding
+from reflection_graph.settings import frozen, thawed
 
 __all__ = [
     "NEEDS_NLTK_DATA",
@@ -359,7 +360,9 @@ class InstructionCritic(InlineCritic):
         instruction_id_list: the instruction ids, e.g. `["keywords:frequency", "count:word_count_range"]`
             (`supported_instructions()` lists them all).
         kwargs: one dict of arguments per instruction, as the benchmarks write them (arguments set to None are
-            dropped); None or omitted when no instruction takes arguments.
+            dropped); None or omitted when no instruction takes arguments. Both are copied read-only
+            (`critic.kwargs` holds `settings.FrozenDict`s): a later edit of the lists given (a `keywords` list)
+            changes nothing.
         name: the critic's name.
 
     Raises:
@@ -406,8 +409,9 @@ class InstructionCritic(InlineCritic):
                 "Install the data once (python -m nltk.downloader punkt_tab averaged_perceptron_tagger_eng "
                 "stopwords) or drop these instructions"
             )
-        self.instruction_id_list = ids
-        self.kwargs = args
+        # read-only copies all the way down: a later edit of the caller's lists (a `keywords` list) changes nothing
+        self.instruction_id_list: tuple[str, ...] = tuple(ids)
+        self.kwargs: tuple[Mapping[str, Any], ...] = tuple(frozen(entry) for entry in args)
         self.name = name
         self.descriptions: list[str] = []
         for index, iid in enumerate(ids):
@@ -423,13 +427,13 @@ class InstructionCritic(InlineCritic):
             if unset:
                 raise ValueError(
                     f"instruction {iid!r} needs the arguments {', '.join(unset)} (its checker would pick them at "
-                    f"random); got {self.kwargs[index]!r}"
+                    f"random); got {thawed(self.kwargs[index])!r}"
                 )
             picked = self._picked_at_random(index, resolved) if drew else []
             if picked:
                 raise ValueError(
                     f"instruction {iid!r} does not take the value given for {', '.join(picked)} (its checker "
-                    f"would pick one at random instead); got {self.kwargs[index]!r}"
+                    f"would pick one at random instead); got {thawed(self.kwargs[index])!r}"
                 )
 
     def _picked_at_random(self, index: int, resolved: Mapping[str, Any], tries: int = 8) -> list[str]:
@@ -450,10 +454,10 @@ class InstructionCritic(InlineCritic):
         iid = self.instruction_id_list[index]
         checker = _registry()[iid](iid)
         try:
-            description = checker.build_description(**self.kwargs[index])
+            description = checker.build_description(**thawed(self.kwargs[index]))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise ValueError(
-                f"arguments {self.kwargs[index]!r} do not fit instruction {iid!r} ({type(exc).__name__}: {exc}); "
+                f"arguments {thawed(self.kwargs[index])!r} do not fit instruction {iid!r} ({type(exc).__name__}: {exc}); "
                 "pass the arguments its checker takes"
             ) from exc
         return checker, str(description)

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from reflection_graph._text._extract import extract_json_text, first_json_value
 from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding, Severity
+from reflection_graph.settings import frozen, thawed
 
 __all__ = ["JSONSchemaCritic", "LengthCritic", "RequiredTermsCritic", "RuleCritic", "extract_json_text"]
 
@@ -100,7 +101,8 @@ class JSONSchemaCritic(RuleCritic):
 
     Args:
         schema: a JSON Schema (a dict, or a JSON string), or a pydantic model class whose JSON schema is used.
-            It is checked against its metaschema now.
+            It is checked against its metaschema now, and copied: a later edit of the dict given (a nested
+            `required` list too) changes nothing; `critic.schema` holds it read-only (`settings.FrozenDict`).
         max_errors: report at most this many schema violations.
         name: the critic's name.
 
@@ -135,7 +137,9 @@ class JSONSchemaCritic(RuleCritic):
             raise ValueError(
                 f"schema must be a JSON Schema dict, a JSON string or a pydantic model, got {schema!r}"
             )
-        resolved: Mapping[str, Any] | bool = dict(schema) if isinstance(schema, Mapping) else schema
+        # the validator's own plain copy, which nothing else holds: later edits of the caller's schema (its
+        # nested `required` lists too) change nothing; `self.schema` shows it read-only
+        resolved: dict[str, Any] | bool = thawed(schema) if isinstance(schema, Mapping) else schema
         validator_cls = jsonschema.validators.validator_for(resolved)
         try:
             validator_cls.check_schema(resolved)
@@ -144,7 +148,7 @@ class JSONSchemaCritic(RuleCritic):
         if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 1:
             raise ValueError(f"max_errors must be a positive int, got {max_errors!r}")
         _check_name(name)
-        self.schema = resolved
+        self.schema: Mapping[str, Any] | bool = frozen(resolved)
         self.validator = validator_cls(resolved, format_checker=validator_cls.FORMAT_CHECKER)
         self.max_errors = max_errors
         self.name = name

@@ -18,12 +18,20 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
-from reflection_graph.models import _repetition, _reuse, _structured
+from reflection_graph.models import _completion, _repetition, _reuse, _structured
 from reflection_graph.models._prompting import _clean
 from reflection_graph.models._streaming import ReplyChunks, TextTap
 
 if TYPE_CHECKING:
     from reflection_graph.models.embedded import EmbeddedChatModel
+
+
+def _checked(
+    model: EmbeddedChatModel, kwargs: dict[str, Any], stop: list[str] | None
+) -> tuple[dict[str, Any], list[str] | None]:
+    """A call's options and stop sequences, validated as the model's fields are (`_completion.call_options`),
+    before the model is loaded."""
+    return _completion.call_options(model, kwargs), _completion.check_option(type(model), "stop", stop)
 
 
 def generate(
@@ -33,6 +41,7 @@ def generate(
     run_manager: CallbackManagerForLLMRun | None = None,
     **kwargs: Any,
 ) -> ChatResult:
+    kwargs, stop = _checked(model, kwargs, stop)
     prompt = model.render_prompt(messages)
     loaded = model._loaded()
     params = model._sampling(stop, kwargs, loaded, messages)
@@ -59,6 +68,7 @@ def stream(
 ) -> Iterator[ChatGenerationChunk]:
     """The reply of `_generate` as it is written: text pieces, then a last chunk with the rest of the text,
     the usage and `finish_reason` (JSON and log-probability calls: that one chunk). See `_produce`."""
+    kwargs, stop = _checked(model, kwargs, stop)
     chunks = ReplyChunks()
     for item in stream_in_thread(functools.partial(model._produce, messages, stop, kwargs)):
         chunk = chunks.chunk(item)
@@ -76,6 +86,7 @@ async def astream(
     **kwargs: Any,
 ) -> AsyncIterator[ChatGenerationChunk]:
     """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
+    kwargs, stop = _checked(model, kwargs, stop)
     chunks = ReplyChunks()
     async for item in astream_detached(functools.partial(model._produce, messages, stop, kwargs)):
         chunk = chunks.chunk(item)

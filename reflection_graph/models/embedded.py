@@ -45,7 +45,15 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from reflection_graph._runtime._threads import run_detached
 from reflection_graph.models import _completion, _replies, _reuse, _tokens
@@ -107,7 +115,9 @@ class EmbeddedChatModel(BaseChatModel):
     The model file is loaded once per process (per path, `n_ctx` and `n_threads`) and calls on it are
     serialized, so one instance can be shared by threads and async tasks. Per-call overrides go through
     `bind` or `invoke` keyword arguments: `temperature`, `max_tokens`, `seed`, `top_p`, `top_k`, `min_p`,
-    `repeat_penalty`, `stop`, `prompt_lookup`, `stop_repetition`.
+    `repeat_penalty`, `stop`, `prompt_lookup`, `stop_repetition`, each validated as its field is before anything is
+    loaded or generated (`stop_repetition="false"` is refused, as the constructor refuses it: a `ValueError`
+    naming the option and what it allows).
 
     Attributes (defaults from the model's profile, `reflection_graph.models.profile`; docs/models.md has more):
         model: the bundled model, `"qwen2.5-coder-1.5b"` or `"gemma-3-270m"`; `None` with no `model_path` is
@@ -161,12 +171,28 @@ class EmbeddedChatModel(BaseChatModel):
     prefix_cache_mb: int = Field(default=256, ge=0, description="Memory for saved prompt-prefix states, MB.")
     prompt_lookup: bool | None = Field(
         default=False,
+        strict=True,
         description="Prompt-lookup decoding: False (default) off; None: for revisions; True: all.",
     )
     stop_repetition: bool = Field(
         default=PROFILES["gemma-3-270m"].stop_repetition,
+        strict=True,
         description="Stop a free-text reply that repeats one span back to back; keep the text before the repeats.",
     )
+
+    @field_validator(*_completion.FIELD_OPTIONS, mode="wrap")
+    @classmethod
+    def _check_call_default(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """A field that is also a call option is refused in the one line a call option is refused with
+        (`_completion.option_error`); a call option is checked by this field's own type, bounds and strictness
+        (`_completion.check_option`)."""
+        try:
+            return handler(value)
+        except ValidationError:
+            allowed = _completion.allowed_values(cls.model_fields[str(info.field_name)])
+            raise ValueError(_completion.option_error(str(info.field_name), value, allowed)) from None
 
     @field_validator("model")
     @classmethod

@@ -74,6 +74,26 @@ def qwen() -> EmbeddedChatModel:
     return EmbeddedChatModel(model=QWEN, max_tokens=64)
 
 
+def test_a_bad_call_option_is_refused_before_any_generation(model: EmbeddedChatModel) -> None:
+    """`stop_repetition="false"` is refused in the constructor's words, before a token is generated; a real False
+    is taken (tests/models/test_call_options.py checks every option offline)."""
+    from reflection_graph.models import _record
+
+    with _record.recording(model) as calls:
+        for call in (
+            lambda: model.invoke(_draft_messages(), stop_repetition="false"),
+            lambda: model.bind(stop_repetition="no").invoke(_draft_messages()),
+            lambda: list(model.stream(_draft_messages(), prompt_lookup="sometimes")),
+        ):
+            with pytest.raises(
+                ValueError, match=r"^(stop_repetition must be True or False|prompt_lookup must be)"
+            ):
+                call()
+        assert calls == []  # nothing was generated
+        reply = model.invoke(_draft_messages(), stop_repetition=False, max_tokens=24)
+    assert reply.text and calls  # a real False is taken and generates
+
+
 def test_email_draft_is_non_empty_and_on_topic(model: EmbeddedChatModel) -> None:
     reply = model.invoke(_draft_messages())
     text = reply.text
