@@ -3,8 +3,9 @@
 An instruction-tuned model asked to "replace 'Tom' with your name" signs `[Your Name]`: a template, not an
 answer. `without_placeholder_lines` gives the text without the lines that are nothing but such a slot, and
 `with_salutations_named` addresses a greeting that is nothing but one to the role it names: rule-made edits of a
-text, which change no line that is not a slot. A slot inside a line that neither the task nor its context holds
-(`inline_placeholders`) keeps the `JudgeCritic` from accepting the candidate (its critique names the slot; one
+text, which change no line that is not a slot (the loop's `rule` tactic proposes them as a candidate for the critic
+to judge: reflection_graph/_text/_rule_revision.py). A slot the task and its context do not hold, inline or alone
+on its line (`inline_placeholders`), keeps the `JudgeCritic` from accepting the candidate (its critique names the slot; one
 the candidate brought in, that the answer it is compared with lacked, also judges it worse) and ranks it below
 every candidate without one in selection (`_rules.rank`), so a final answer holds one only when every candidate
 does, or when the task asks for a template (below).
@@ -223,9 +224,8 @@ def _reading(candidate: str, task: str, context: str | None) -> tuple[str, tuple
 
 def without_placeholder_lines(answer: str, *, task: str, context: str | None = None) -> str:
     """`answer` without the lines that hold nothing but placeholders the task did not ask for (`[Your Name]`
-    under a sign-off, `[Your Position], [Company]`): what a final answer leaves out rather than hand a person a
-    slot to fill. Inline slots ("Dear [Name],") stay: the critique names them and the reviser writes them out.
-    Code, and a task that asks for a template, are returned as they are."""
+    under a sign-off, `[Your Position], [Company]`): part of the rule's fix (`_rule_revision.rule_revision`).
+    Inline slots ("Dear [Name],") stay. Code, and a task that asks for a template, are returned as they are."""
     return _reading(answer, task, context)[0]
 
 
@@ -245,8 +245,8 @@ def with_salutations_named(answer: str, *, task: str, context: str | None = None
     """`answer` with a greeting line that holds nothing but a placeholder the task did not ask for ("Dear
     [Recruiter's Name],", or its bare "Dear Recruiter's Name," a reviser told to drop the brackets writes)
     addressed to the role the slot names ("Dear Recruiter,"), or, when it names none
-    ("Dear [Name],"), "Hello,": the last resort of a final answer whose every candidate kept the slot, so a person
-    is never handed one to fill. Other lines, code and a task asking for a template are left as they are."""
+    ("Dear [Name],"), "Hello,": part of the rule's fix (`_rule_revision.rule_revision`). Other lines, code and a
+    task asking for a template are left as they are."""
     if _SALUTATION_SLOT.search(answer) is None or asks_for_template(
         task, context
     ):  # the common case: no scan

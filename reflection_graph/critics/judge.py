@@ -24,12 +24,12 @@ earlier one's, read with one more call) and `p_yes > 1/2`. A first candidate is 
 always tries one revision. Each bar is where the model's own two readings are even, so nothing is fitted. With
 `score_threshold` set, the score decides as everywhere.
 
-A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`) inside a line
-(one alone on its line is left out of the final answer instead) that neither the task nor its context holds is
-never accepted, and its critique names the placeholder and asks for it to go,
+A candidate that holds a **template placeholder** (`[Your Name]`, `[Company]`, `<name>`, `{name}`), inline or
+alone on its line, that neither the task nor its context holds is never accepted, and its critique names the
+placeholder with concrete edits that quote the lines they change (`placeholder_edits`),
 whether the candidate brought it in or kept the earlier candidate's; one it brought in is also judged worse than
 the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it below every candidate without
-one, and the final answer leaves out a line that is nothing but one (see reflection_graph/_text/_placeholders.py).
+one (see reflection_graph/_text/_placeholders.py); the loop's `rule` tactic proposes the edited candidate.
 A task that asks for a template allows them.
 
 Only a rejected candidate gets a **written critique**, and by default (`write="when_wrong"`) only one whose
