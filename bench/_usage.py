@@ -1,28 +1,36 @@
 """Token accounting at the HTTP layer: every reply of an OpenAI-compatible server counted the same way, whoever sent
 the request.
 
-`HttpUsage.counting()` wraps `httpx.Client.send` and `httpx.AsyncClient.send` (the one door every httpx request
-goes through, whatever its transport) and `aiohttp.ClientResponse.read` while it is active: each response from the
-server's `base_url` to a `/completions` or `/chat/completions` request adds the `usage` the server wrote in its body
-(prompt and completion tokens) and one call. The OpenAI SDK, and through it langchain-openai and DSPy (litellm),
-sends its requests with httpx, its-hub with aiohttp, so one counter serves every variant of bench_peers.py;
-nothing is read from a library's own bookkeeping. A completion reply the counter cannot read (a stream, a body without `usage`, a body that is not
-JSON) is counted in `unread`, never dropped in silence.
+`counting_proxy(upstream)` starts a small forwarder on 127.0.0.1 in front of the server; every variant of
+bench_peers.py is given the forwarder's URL, and `HttpUsage` adds, for each reply to a `/completions` or
+`/chat/completions` request, the `usage` the server wrote in its body (prompt and completion tokens) and one call.
+The clients send with different HTTP stacks (the OpenAI SDK with httpx2, langchain-openai through it, its-hub with
+aiohttp, DSPy 3.4 with a socket transport of its own), so a hook in one client library would miss some: the wire is
+the one place they all pass. Nothing is read from a library's own bookkeeping. A completion reply the counter
+cannot read (a stream, a body without `usage`, a body that is not JSON, an error) is counted in `unread`, never
+dropped in silence.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
+import http.server
 import json
 import threading
-import weakref
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["HttpUsage", "Tally"]
+__all__ = ["HttpUsage", "Tally", "counting_proxy", "with_max_tokens"]
 
 COMPLETION_PATHS = ("/chat/completions", "/completions")
+HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"}
+)
+PROXY_TIMEOUT_S = 3600.0
+"""How long the forwarder waits for the server's reply (a long generation on a loaded machine)."""
 
 
 @dataclass(frozen=True)
@@ -92,53 +100,82 @@ class HttpUsage:
                 t.unread,
             )
 
-    @contextlib.contextmanager
-    def counting(self) -> Iterator[HttpUsage]:
-        """Count the server's replies to every httpx client of this process until the block ends."""
-        import httpx
 
-        sync_send, async_send = httpx.Client.send, httpx.AsyncClient.send
-        counter = self
+@contextlib.contextmanager
+def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
+    """A forwarder on 127.0.0.1 in front of the OpenAI-compatible server at `upstream` (its `/v1` URL): yields the
+    forwarder's `/v1` URL, which every client is given, and the `HttpUsage` that counts each reply passing through.
 
-        def send(client: httpx.Client, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-            response = sync_send(client, request, **kwargs)
-            counter.observe(str(request.url), None if kwargs.get("stream") else response.content)
-            return response
+    A request that gives `max_completion_tokens` and no `max_tokens` gets `max_tokens` of the same value:
+    OpenAI's current name for the reply limit, which llama.cpp's server does not read (it would write until its
+    context is full). Nothing else in a request or a reply is changed; a reply is passed on whole once the server
+    has finished it.
+    """
+    target = urllib.parse.urlsplit(upstream)
+    prefix = target.path.rstrip("/")
+    usage = HttpUsage(f"http://127.0.0.1{prefix}")  # counted by path: the forwarder's port is not known yet
+    forward = {"host": target.hostname or "127.0.0.1", "port": target.port or 80}
 
-        async def asend(client: httpx.AsyncClient, request: httpx.Request, **kwargs: Any) -> httpx.Response:
-            response = await async_send(client, request, **kwargs)
-            counter.observe(str(request.url), None if kwargs.get("stream") else response.content)
-            return response
+    class Forwarder(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
 
-        httpx.Client.send = send  # type: ignore[method-assign,assignment]
-        httpx.AsyncClient.send = asend  # type: ignore[method-assign,assignment]
-        try:
-            with self._counting_aiohttp():
-                yield self
-        finally:
-            httpx.Client.send = sync_send  # type: ignore[method-assign]
-            httpx.AsyncClient.send = async_send  # type: ignore[method-assign]
+        def _forward(self) -> None:
+            body = with_max_tokens(self._body())
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+            headers["Content-Length"] = str(len(body))
+            connection = http.client.HTTPConnection(forward["host"], forward["port"], timeout=PROXY_TIMEOUT_S)
+            try:
+                connection.request(self.command, self.path, body=body or None, headers=headers)
+                reply = connection.getresponse()
+                data = reply.read()
+                status, reason, reply_headers = reply.status, reply.reason, reply.getheaders()
+            finally:
+                connection.close()
+            streamed = b'"stream": true' in body or b'"stream":true' in body
+            usage.observe(f"http://127.0.0.1{self.path}", None if streamed else data)
+            self.send_response(status, reason)
+            for key, value in reply_headers:
+                if key.lower() not in HOP_HEADERS and key.lower() != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
-    @contextlib.contextmanager
-    def _counting_aiohttp(self) -> Iterator[None]:
-        """aiohttp's door (its-hub's client): a response is counted when its body is first read."""
-        try:
-            import aiohttp
-        except ImportError:
-            yield
-            return
-        read = aiohttp.ClientResponse.read
-        counter, seen = self, weakref.WeakSet()  # type: ignore[var-annotated]
+        def _body(self) -> bytes:
+            if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline().strip():  # trailers, up to the blank line
+                pass
+            return b"".join(chunks)
 
-        async def counted_read(response: aiohttp.ClientResponse) -> bytes:
-            body = await read(response)
-            if response not in seen:
-                seen.add(response)
-                counter.observe(str(response.url), body)
-            return body
+        do_GET = do_POST = _forward
 
-        aiohttp.ClientResponse.read = counted_read  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            aiohttp.ClientResponse.read = read  # type: ignore[method-assign]
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forwarder)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="counting-proxy", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{prefix}", usage
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def with_max_tokens(body: bytes) -> bytes:
+    """A JSON request body with `max_tokens` set from `max_completion_tokens` where only that is given; any other
+    body unchanged."""
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return body
+    if not isinstance(data, dict) or "max_completion_tokens" not in data or "max_tokens" in data:
+        return body
+    return json.dumps({**data, "max_tokens": data["max_completion_tokens"]}).encode()

@@ -13,10 +13,9 @@ through its OpenAI-compatible API with the same reply limit (the model profile's
   function, `threshold=1.0`; `dspy.LM("openai/<model>", api_base=..., api_key="x", cache=False)` (DSPy's disk cache
   would replay a call instead of making it);
 - **its-hub-bon**: its-hub 1.2's `BestOfN` with the verifier as its outcome reward model, `budget=--n`, on its
-  `OpenAICompatibleLanguageModel` at temperature 0.7 (the package's sampling temperature). its-hub sends
-  `max_completion_tokens`, which llama.cpp's server ignores, so its requests also carry `max_tokens` (the same
-  limit as everyone's). Its beam search and particle filtering need a process reward model scoring partial steps;
-  the verifier scores whole answers, so the table gives a row saying so;
+  `OpenAICompatibleLanguageModel` at temperature 0.7 (the package's sampling temperature). Its beam search and
+  particle filtering need a process reward model scoring partial steps; the verifier scores whole answers, so the
+  table gives a row saying so;
 - **langgraph-reflection**: `create_reflection_graph(assistant, judge)` of langgraph-reflection 0.0.1 as its README
   shows, the judge graph asking for another answer with the verifier's failures while the verifier fails, and
   stopping after `--n` answers (the peer has no round counter of its own). Where the README's call fails on the
@@ -31,9 +30,11 @@ IFBench's own scorer (strict and loose, instruction and prompt level). A HumanEv
 example the package can read gives reflection-graph no critic: raw's record stands for it there (as in
 bench_code.py), and the peers' rewards are 1.0 (nothing to check fails).
 
-Tokens are read from the server's own `usage` in every HTTP reply, whoever sent the request (bench/_usage.py: one
-hook in httpx and aiohttp, the same for every variant), with the HTTP calls made and any reply whose usage could
-not be read. Each record holds the 1-minute load average before and after, its wall time and the commit; an
+Tokens are read from the server's own `usage` in every HTTP reply, whoever sent the request: every client is given
+the URL of a small forwarder in front of the server (bench/_usage.py), the same for every variant, which counts the
+HTTP calls, their tokens and any reply whose usage could not be read. DSPy and its-hub send the reply limit as
+`max_completion_tokens`, which llama.cpp's server does not read; the forwarder passes it on as `max_tokens` too,
+so every variant has the same limit. Each record holds the 1-minute load average before and after, its wall time and the commit; an
 exception or an answer a peer could not parse is a record with its error text, never a skipped problem. The
 attempts of the variants that make several (DSPy, its-hub, langgraph-reflection) are recorded with their
 cumulative tokens and the verifier's reward, so the report also gives each one's solved count when cut at
@@ -72,7 +73,7 @@ import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table, wilson  # noqa: E402
 from _raw import commit, file_sha256, load_average  # noqa: E402
 from _runs import LOAD_LIMIT, Results, loaded, run_key, to_make  # noqa: E402
-from _usage import HttpUsage  # noqa: E402
+from _usage import HttpUsage, counting_proxy  # noqa: E402
 
 VERSION = "peers-1"
 """The records' version: bumped when what a record means changes."""
@@ -319,14 +320,6 @@ def run_its_hub(kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, A
     from its_hub import AbstractOutcomeRewardModel, BestOfN
     from its_hub.core.lms.openai_lm import OpenAICompatibleLanguageModel
 
-    class Bounded(OpenAICompatibleLanguageModel):  # type: ignore[misc]
-        """Sends `max_tokens` too: llama.cpp's server ignores `max_completion_tokens`."""
-
-        def _prepare_request_data(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            data = dict(super()._prepare_request_data(*args, **kwargs))
-            data["max_tokens"] = data.get("max_completion_tokens", ctx.max_tokens)
-            return data
-
     class Verifier(AbstractOutcomeRewardModel):  # type: ignore[misc]
         def score(self, messages: Any, **kwargs: Any) -> Any:
             batch = messages and isinstance(messages[0], list)
@@ -341,11 +334,11 @@ def run_its_hub(kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, A
             content = last.content if hasattr(last, "content") else last.get("content")
             return float(kind.verify(problem, str(content or "")))
 
-    lm = Bounded(
+    lm = OpenAICompatibleLanguageModel(
         endpoint=ctx.base_url,
         api_key="x",
         model_name=MODEL,
-        max_tokens=ctx.max_tokens,
+        max_completion_tokens=ctx.max_tokens,
         temperature=HUB_TEMPERATURE,
     )
     start = ctx.usage.now()
@@ -707,13 +700,11 @@ def main(argv: list[str] | None = None) -> int:
     runs = {k.name: run_key(identity_of(k.name, gguf_sha, args, profile)) for k in kinds}
     if not args.report_only:
         commit_id = commit()
-        with serving(path, profile, args.threads) as url:
-            usage = HttpUsage(url)
+        with serving(path, profile, args.threads) as upstream, counting_proxy(upstream) as (url, usage):
             ctx = Context(base_url=url, usage=usage, max_tokens=profile.max_tokens, n=args.n)
-            with usage.counting():
-                for kind in kinds:
-                    print(f"{kind.name}: run {runs[kind.name]} at {commit_id}", file=sys.stderr, flush=True)
-                    run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded)
+            for kind in kinds:
+                print(f"{kind.name}: run {runs[kind.name]} at {commit_id}", file=sys.stderr, flush=True)
+                run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded)
     for kind in kinds:
         report(kind, results, runs[kind.name], identity_of(kind.name, gguf_sha, args, profile))
     return 0

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests._bench import bench_module
@@ -31,62 +30,71 @@ def usage_module() -> Any:
         yield module
 
 
-def _reply(request: httpx.Request) -> httpx.Response:
-    if request.url.path.endswith("/models"):
-        return httpx.Response(200, json={"data": []})
-    if b"nousage" in request.content:
-        return httpx.Response(200, json={"choices": []})
-    return httpx.Response(200, json={"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 4}})
+def _send_every_way(url: str) -> None:
+    """One completion request through each HTTP stack the clients use: httpx, httpx2, aiohttp and a plain socket
+    client (http.client)."""
+    import http.client
+    import urllib.parse
+
+    for name in ("httpx", "httpx2"):
+        with contextlib.suppress(ImportError):
+            module = __import__(name)
+            with module.Client() as client:
+                client.post(f"{url}/chat/completions", json={"messages": []}).raise_for_status()
+    with contextlib.suppress(ImportError):
+        import aiohttp
+
+        async def post() -> None:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(f"{url}/chat/completions", json={"messages": []}) as response:
+                    await response.json()
+
+        asyncio.run(post())
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
+    connection.request("POST", f"{parts.path}/chat/completions", body=b'{"messages": []}')
+    assert connection.getresponse().read()
+    connection.close()
 
 
-def test_every_completion_reply_from_the_server_is_counted_sync_and_async(usage_module: Any) -> None:
+def test_the_forwarder_counts_every_client_alike(usage_module: Any) -> None:
+    """Whatever HTTP stack a client uses, its replies are counted once each with the server's usage."""
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        _send_every_way(url)
+        tally = usage.now()
+    assert len(seen) == tally.calls >= 2 and tally.unread == 0
+    assert (tally.prompt_tokens, tally.completion_tokens) == (10 * tally.calls, 5 * tally.calls)
+    assert tally.tokens == 15 * tally.calls and tally.as_record()["tokens"] == tally.tokens
+
+
+def test_the_forwarder_sets_max_tokens_from_max_completion_tokens(usage_module: Any) -> None:
+    """llama.cpp's server reads only `max_tokens`: a request with only `max_completion_tokens` gets both."""
+    import urllib.request
+
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        for body in ({"max_completion_tokens": 64}, {"max_completion_tokens": 64, "max_tokens": 32}, {}):
+            request = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode())
+            with urllib.request.urlopen(request) as response:  # noqa: S310 - loopback
+                assert json.loads(response.read())["usage"]["prompt_tokens"] == 10
+    assert [b.get("max_tokens") for b in seen] == [64, 32, None]
+    assert usage.now().calls == 3
+
+
+def test_replies_without_usage_and_other_paths_are_told_apart(usage_module: Any) -> None:
     counter = usage_module.HttpUsage(URL)
-    transport = httpx.MockTransport(_reply)
-    with counter.counting():
-        with httpx.Client(transport=transport) as client:
-            client.post(f"{URL}/chat/completions", json={})
-            client.post(f"{URL}/completions", json={})
-            client.get(f"{URL}/models")  # not a completion: not counted
-            client.post("http://127.0.0.1:10/v1/chat/completions", json={})  # another server: not counted
-            client.post(f"{URL}/chat/completions", json={"x": "nousage"})  # no usage: counted as unread
-
-        async def twice() -> None:
-            async with httpx.AsyncClient(transport=transport) as client:
-                await client.post(f"{URL}/chat/completions", json={})
-
-        asyncio.run(twice())
+    counter.observe(f"{URL}/chat/completions", b'{"usage": {"prompt_tokens": 3, "completion_tokens": 2}}')
+    counter.observe(f"{URL}/completions", b'{"choices": []}')  # no usage: a call, unread
+    counter.observe(f"{URL}/chat/completions", None)  # a stream: a call, unread
+    counter.observe(f"{URL}/chat/completions", b"<html>")  # not JSON: a call, unread
+    counter.observe(f"{URL}/models", b'{"usage": {"prompt_tokens": 100}}')  # not a completion
+    counter.observe(
+        "http://127.0.0.1:10/v1/chat/completions", b'{"usage": {"prompt_tokens": 100}}'
+    )  # elsewhere
     tally = counter.now()
-    assert (tally.calls, tally.prompt_tokens, tally.completion_tokens, tally.unread) == (4, 33, 12, 1)
-    assert tally.tokens == 45 and tally.as_record()["tokens"] == 45
-    with httpx.Client(transport=transport) as client:  # the hook is gone after the block
-        client.post(f"{URL}/chat/completions", json={})
-    assert counter.now() == tally
-
-
-def test_aiohttp_replies_are_counted_once_each(usage_module: Any) -> None:
-    """its-hub's client is aiohttp: its replies are counted through the same counter, once even when read twice."""
-    aiohttp = pytest.importorskip("aiohttp")
-    from aiohttp import web
-    from aiohttp.test_utils import TestServer
-
-    async def completion(request: web.Request) -> web.Response:
-        return web.json_response({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
-
-    async def scenario() -> Any:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", completion)
-        async with TestServer(app, host="127.0.0.1") as server:
-            counter = usage_module.HttpUsage(str(server.make_url("/v1")))
-            with counter.counting():
-                async with aiohttp.ClientSession() as session:
-                    for _ in range(2):
-                        async with session.post(server.make_url("/v1/chat/completions"), json={}) as response:
-                            await response.json()
-                            await response.read()
-            return counter.now()
-
-    tally = asyncio.run(scenario())
-    assert (tally.calls, tally.prompt_tokens, tally.completion_tokens, tally.unread) == (2, 14, 4, 0)
+    assert (tally.calls, tally.prompt_tokens, tally.completion_tokens, tally.unread) == (4, 3, 2, 3)
+    assert tally - usage_module.Tally(1, 1, 1, 1) == usage_module.Tally(3, 2, 1, 2)
 
 
 def _ctx(bp: Any, usage_module: Any) -> Any:
@@ -272,14 +280,15 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike() -> None:
         profile = PROFILES[bp.MODEL]
         kind = bp.CodeSet([45])  # triangle_area: a short function with a visible example
         problem = kind.problems[0]
-        with llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as url:
-            usage = usage_module.HttpUsage(url)
+        with (
+            llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
+            usage_module.counting_proxy(upstream) as (url, usage),
+        ):
             ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2)
             records = {}
-            with usage.counting():
-                for variant in ("dspy-bestofn", "reflection-graph"):
-                    make = lambda v=variant: bp.run_variant(v, kind, problem, ctx)  # noqa: E731
-                    records[variant] = bp.measure(make, ctx, {"variant": variant})
+            for variant in ("dspy-bestofn", "reflection-graph"):
+                make = lambda v=variant: bp.run_variant(v, kind, problem, ctx)  # noqa: E731
+                records[variant] = bp.measure(make, ctx, {"variant": variant})
     for variant, record in records.items():
         assert "error" not in record, (variant, record["error"])
         assert record["calls"] >= 1 and record["unread"] == 0, (variant, record)
@@ -288,3 +297,117 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike() -> None:
     assert graph["own_tokens"] == graph["tokens"]  # the graph's own usage is the server's, read the same way
     attempts = records["dspy-bestofn"]["attempts"]
     assert 1 <= len(attempts) <= 2 and 0 < attempts[-1]["tokens"] <= records["dspy-bestofn"]["tokens"]
+
+
+class Answer42:
+    """A one-problem set for the peers' wiring: the verifier wants 42 in the answer."""
+
+    name = "humaneval"
+    problems = [{"task_id": "T/1"}]
+
+    def key(self, problem: dict[str, Any]) -> str:
+        return str(problem["task_id"])
+
+    def task(self, problem: dict[str, Any]) -> str:
+        return "What is six times seven?"
+
+    def verify(self, problem: dict[str, Any], text: str) -> float:
+        return 1.0 if "42" in text else 0.0
+
+    def failures(self, problem: dict[str, Any], text: str) -> str:
+        return "the answer is not 42"
+
+    def score(self, problem: dict[str, Any], text: str) -> dict[str, Any]:
+        return {"solved": "42" in text, "answer": text}
+
+
+def _fake_reply(body: dict[str, Any]) -> str:
+    """The fake server's reply in DSPy's chat format (the other clients take it as plain text): 41, until the
+    request carries feedback (Refine's hint, the judge's failures), then 42; Refine's advice call gets advice."""
+    prompt = json.dumps(body.get("messages"))
+    if "reward_code" in prompt:  # Refine's OfferFeedback
+        fields = {"discussion": "It said 41.", "advice": json.dumps({"predict": "Answer 42."})}
+    elif "hint_" in prompt or "is not 42" in prompt:
+        fields = {"reasoning": "Six sevens.", "answer": "42"}
+    else:
+        fields = {"reasoning": "Guess.", "answer": "41"}
+    return "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]"
+
+
+@contextlib.contextmanager
+def fake_server(seen: list[dict[str, Any]]) -> Any:
+    """An OpenAI-compatible chat server on loopback (no model): every reply uses 10 prompt and 5 completion
+    tokens; `seen` gets each request body."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            reply = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": _fake_reply(body)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("variant", "calls", "attempts", "solved"),
+    [
+        ("dspy-bestofn", 3, 3, False),  # no feedback: 41 three times
+        ("dspy-refine", 3, 2, True),  # 41, the advice call, then 42 with the hint
+        ("its-hub-bon", 3, 3, False),  # three 41s at once
+        ("langgraph-reflection", 2, 2, True),  # 41, the judge's failures, then 42
+    ],
+)
+def test_each_peer_runs_as_configured_and_is_counted_by_the_server_usage(
+    bp: Any, usage_module: Any, variant: str, calls: int, attempts: int, solved: bool
+) -> None:
+    """Each peer's real package, on a fake OpenAI-compatible server: the calls it made, every one counted with the
+    server's usage (15 tokens a reply), its attempts with their cumulative tokens, and the verifier deciding."""
+    pytest.importorskip(
+        {"dspy": "dspy", "its": "its_hub", "langgraph": "langgraph_reflection"}[variant.split("-")[0]]
+    )
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=64, n=3)
+        with contextlib.redirect_stderr(io.StringIO()):
+            record = bp.measure(
+                lambda: bp.run_variant(variant, Answer42(), Answer42.problems[0], ctx), ctx, {}
+            )
+    assert "error" not in record, record["error"]
+    assert len(seen) == record["calls"] == calls and record["unread"] == 0
+    assert (record["prompt_tokens"], record["completion_tokens"]) == (10 * calls, 5 * calls)
+    assert record["solved"] is solved
+    assert len(record["attempts"]) == attempts and record["attempts"][-1]["tokens"] <= record["tokens"]
+    assert all(
+        body["max_tokens"] == 64 for body in seen
+    )  # the limit llama.cpp's server reads, for every peer
