@@ -288,7 +288,7 @@ def humaneval(args: argparse.Namespace) -> int:
     """HumanEval/40-163, side by side: raw greedy, the loop, best-of-N by the visible examples, the tree."""
     import _humaneval as he
 
-    from reflection_graph._focus._defaults import VERIFIER_DEFAULTS
+    from reflection_graph._loop._defaults import VERIFIER_DEFAULTS
     from reflection_graph.runners.humaneval import problems
 
     try:
