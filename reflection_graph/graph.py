@@ -194,10 +194,11 @@ def create_reflection_graph(
             (a name in `reflection_graph.strategies`: "loop", "self_refine", "resample", "tree" or one you
             registered),
             `n_drafts` and `n_revisions` (1: samples per round, best kept), `preserve_correct`, `focus`
-            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`, and any focus with an
-            `InstructionCritic`, default to `strategy="resample"`, `n_drafts=1`, `n_revisions=2`,
-            `max_iterations=3` where you set none of them and `human_review` is off:
-            `_loop._defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server), `history_window`,
+            ("general", "code", "reasoning", "format"; a critic that declares itself a verifier, such as
+            `InstructionCritic` or, under "code", `CodeTestCritic`, defaults to `strategy="resample"`,
+            `n_drafts=1`, `n_revisions=2`, `max_iterations=3` where you set none of them and `human_review` is
+            off: `_loop._defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server),
+            `history_window`,
             `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"),
             `retries`, `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 

@@ -13,13 +13,14 @@ can tell which of several drafts is best without a judge's opinion. With one, th
 `VERIFIER_DEFAULTS` for every field its caller did not set: one first draft (the plain greedy call), then, while a
 check fails, up to 2 more rounds of 2 fresh drafts of the same task at the sampling temperature
 (`strategy="resample"`, each draft with a new seed), the verifier picking the best. 5 generations at most, 1 when
-the first draft passes. Which setups get them:
+the first draft passes. A critic says whether it is a verifier, and under which focus, itself (`verifier`, `focus`
+in reflection_graph/critics/base.py); no critic class is named here. The package's verifiers:
 
-- `focus="code"` with a `CodeTestCritic`. On HumanEval/40-82 (Qwen2.5-Coder-1.5B, run 8391a4e8 of
+- `CodeTestCritic` (`focus="code"`: under the code focus). On HumanEval/40-82 (Qwen2.5-Coder-1.5B, run 8391a4e8 of
   bench/README.md), where the greedy reply failed a visible example, fresh samples held a passing function more
   often than revisions shown the failing tests did (best-of-4 by the visible examples solved 24 of 26 measured
   problems, the revising loop 22), and the revisions found no passing function the samples missed;
-- an `InstructionCritic`, whatever the focus. Chosen on IFBench's first 15 development prompts of the fixed order
+- `InstructionCritic`, whatever the focus. Chosen on IFBench's first 15 development prompts of the fixed order
   (run 38f5b937 at 7a95cc0, Qwen): instructions followed, raw 2 of 16, the revising loop 2, resample 4; prompts 16
   and later are the held-out check of that choice (docs/benchmarks.md).
 
@@ -103,16 +104,18 @@ def default_critic(
 
 
 def setup_defaults(critic: Any, settings: Settings, *, human_review: bool = False) -> Settings:
-    """`settings` with `VERIFIER_DEFAULTS` under the fields its caller did not set, when the critic is a verifier
-    that gains from fresh drafts (a `CodeTestCritic` under `focus="code"`, an `InstructionCritic`) and no person
-    reviews rounds; else `settings` as they are."""
-    from reflection_graph.critics.code_tests import CodeTestCritic
-    from reflection_graph.critics.instructions import InstructionCritic
+    """`settings` with `VERIFIER_DEFAULTS` under the fields its caller did not set, when the critic declares itself
+    a verifier (`verifier = True`, reflection_graph/critics/base.py) for this focus (its `focus`, when it names
+    one, is `settings.focus`) and no person reviews rounds; else `settings` as they are.
 
-    if human_review:
+    Args:
+        critic: the built critic (any object: one that declares nothing is no verifier).
+        settings: the settings the caller chose.
+        human_review: a person reviews rounds of revisions, which fresh drafts do not show.
+    """
+    if human_review or getattr(critic, "verifier", False) is not True:
         return settings
-    if isinstance(critic, InstructionCritic) or (
-        settings.focus == "code" and isinstance(critic, CodeTestCritic)
-    ):
-        return settings.with_defaults(VERIFIER_DEFAULTS)
-    return settings
+    focus = getattr(critic, "focus", None)
+    if focus is not None and focus != settings.focus:
+        return settings
+    return settings.with_defaults(VERIFIER_DEFAULTS)
