@@ -18,9 +18,11 @@ from reflection_graph.critics.instructions import (
     supported_instructions,
     unavailable_instructions,
 )
-from reflection_graph.runners import ifbench
+from tests._bench import bench_import
 
 ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+ifbench = bench_import("_ifbench_set")
 KEYWORDS = {
     "keyword1": "kaleidoscope",
     "keyword2": "nebula",
@@ -319,7 +321,7 @@ def test_importing_and_checking_opens_no_connection_and_downloads_nothing(tmp_pa
     download NLTK data at import) and every development prompt of IFBench is checked: nothing reaches out."""
     script = textwrap.dedent(
         f"""
-        import socket, nltk
+        import socket, sys, nltk
         attempts = []
         def refuse(*a, **k):
             attempts.append(a)
@@ -330,7 +332,8 @@ def test_importing_and_checking_opens_no_connection_and_downloads_nothing(tmp_pa
         nltk.data.path[:] = [{str(tmp_path)!r}]
         from reflection_graph.critics.instructions import InstructionCritic, NEEDS_NLTK_DATA
         from reflection_graph.critics.base import CritiqueRequest
-        from reflection_graph.runners.ifbench import prompts
+        sys.path.insert(0, {str(BENCH)!r})
+        from _ifbench_set import prompts
         checked = 0
         for row in prompts():
             if set(row["instruction_id_list"]) & set(NEEDS_NLTK_DATA):
