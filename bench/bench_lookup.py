@@ -64,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     if llama_cpp_missing():
         return 2
 
+    from _humaneval_set import problems
+
     from reflection_graph import create_reflection_graph
     from reflection_graph.cli import GraphOptions, build_graph
     from reflection_graph.models import resolve_model
     from reflection_graph.models._record import recording
-    from reflection_graph.runners.humaneval import problems
     from reflection_graph.settings import Settings
 
     model = resolve_model(args.model)

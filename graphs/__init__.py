@@ -2,7 +2,8 @@
 
 The graphs are compiled without a checkpointer: the dev server (or LangGraph Platform) supplies persistence.
 They draft with `studio_model()`: the model named by `REFLECTION_GRAPH_MODEL` when it is set, else the embedded
-Gemma 3 270M with a small draft budget, so a run on two CPU cores takes seconds. A run's context
+model (Qwen2.5-Coder-1.5B-Instruct, or Gemma 3 270M where only it is installed or `REFLECTION_GRAPH_EMBEDDED`
+names it) with a small draft budget, so a run on two CPU cores stays short. A run's context
 (`generator_model`, `critic_model`, `max_iterations`, ...) overrides these per run, as Studio's configuration
 panel does.
 """
@@ -19,7 +20,7 @@ from reflection_graph.models.embedded import EmbeddedChatModel
 __all__ = ["STUDIO_MAX_TOKENS", "studio_model"]
 
 STUDIO_MAX_TOKENS = 96
-"""Token budget of a draft or revision on the embedded model (about 2 s at ~55 tokens/s)."""
+"""Token budget of a draft or revision on the embedded model (small, so a Studio run stays short)."""
 
 
 def studio_model(max_tokens: int = STUDIO_MAX_TOKENS) -> BaseChatModel:

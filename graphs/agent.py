@@ -7,10 +7,11 @@ Configuration (Studio's panel, or a run's `context`): the fields of `reflection_
 reads `max_iterations`, `score_threshold`, `select`, `min_improvement`, `patience`, `critic_model`, `base_url`
 and `critique_prompt` (the agent's own model is fixed when the graph is built).
 
-The agent and its critic run on `studio_model()`: the embedded Gemma 3 270M unless `REFLECTION_GRAPH_MODEL`
-names another model. That is a small *base* model, which continues text rather than chats: `AnswerCue` ends a
-first request with an `Answer:` line for the model to continue (later turns end with `Assistant:`, see
-`reflection_graph.models.embedded.messages_to_prompt`). The cue only changes what the model is sent, never the state.
+The agent and its critic run on `studio_model()`: the embedded model (Qwen2.5-Coder-1.5B-Instruct by default)
+unless `REFLECTION_GRAPH_MODEL` names another model. For a small *base* model such as the bundled Gemma 3 270M,
+which continues text rather than chats, `AnswerCue` ends a first request with an `Answer:` line for the model to
+continue (later turns end with `Assistant:`, see `reflection_graph.models.embedded.messages_to_prompt`). The cue
+only changes what the model is sent, never the state.
 """
 
 from __future__ import annotations

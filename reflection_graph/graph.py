@@ -22,7 +22,8 @@ strategy adds a `select` node after each critique that picks the most promising 
 the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine to it.
 
 Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (a verifier critic's
-fresh drafts, `_focus._defaults`) under the fields the caller did not set, then what the strategy forces (`_layered_settings`).
+fresh drafts, `_loop._defaults`) under the fields the caller did not set, then what the strategy forces
+(`_layered_settings`).
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the
 run has left (reflection_graph/_runtime/_budget.py): its reply limit is cut to what is left, and a call
@@ -45,7 +46,7 @@ from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
 from reflection_graph import _nodes, strategies
-from reflection_graph._focus._defaults import setup_defaults
+from reflection_graph._loop._defaults import setup_defaults
 from reflection_graph._loop._overrides import ModelLike, Overrides, Roles, resolve
 from reflection_graph._loop._overrides import as_critic as _as_critic
 from reflection_graph._nodes import Setup
@@ -72,8 +73,9 @@ def _layered_settings(
     critic: Any, settings: Settings | None, values: Mapping[str, Any], *, human_review: bool = False
 ) -> Settings:
     """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (a verifier
-    critic's fresh drafts, `_defaults.setup_defaults`; none with `human_review`) for what the caller did not set; what the caller set
-    (`settings`, then `values` over it). The strategy's forced values are applied after, by the strategy.
+    critic's fresh drafts, `_loop._defaults.setup_defaults`; none with `human_review`) for what the caller did not
+    set; what the caller set (`settings`, then `values` over it). The strategy's forced values are applied after,
+    by the strategy.
 
     Raises:
         TypeError: `settings` is no `Settings`, or a name in `values` is no setting.
@@ -192,10 +194,11 @@ def create_reflection_graph(
             (a name in `reflection_graph.strategies`: "loop", "self_refine", "resample", "tree" or one you
             registered),
             `n_drafts` and `n_revisions` (1: samples per round, best kept), `preserve_correct`, `focus`
-            ("general", "code", "reasoning", "format"; "code" with a `CodeTestCritic`, and any focus with an
-            `InstructionCritic`, default to `strategy="resample"`, `n_drafts=1`, `n_revisions=2`,
-            `max_iterations=3` where you set none of them and `human_review` is off:
-            `_defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server), `history_window`,
+            ("general", "code", "reasoning", "format"; a critic that declares itself a verifier, such as
+            `InstructionCritic` or, under "code", `CodeTestCritic`, defaults to `strategy="resample"`,
+            `n_drafts=1`, `n_revisions=2`, `max_iterations=3` where you set none of them and `human_review` is
+            off: `_loop._defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server),
+            `history_window`,
             `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"),
             `retries`, `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
 

@@ -23,6 +23,12 @@ def bench_module(name: str) -> Iterator[Any]:
         sys.path.remove(str(BENCH))
 
 
+def bench_import(name: str) -> Any:
+    """The module `bench/<name>.py` (a benchmark set a test reads, say), kept in `sys.modules` once imported."""
+    with bench_module(name) as module:
+        return module
+
+
 def fake_qwen(
     reply: Callable[[dict[str, Any], list[Any]], str], tokens: tuple[int, int], **fields: Any
 ) -> Any:

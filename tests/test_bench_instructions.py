@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._bench import bench_module, fake_qwen
+from tests._bench import bench_import, bench_module, fake_qwen
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 ROW = {
@@ -332,7 +332,8 @@ def test_main_runs_the_first_prompts_of_the_fixed_order_and_reports_them_from_th
     from types import SimpleNamespace
 
     import reflection_graph.models
-    from reflection_graph.runners.ifbench import prompts
+
+    prompts = bench_import("_ifbench_set").prompts
 
     FastChat = bi._common.FastChat
 

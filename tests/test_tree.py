@@ -11,6 +11,7 @@ from reflection_graph import create_reflection_graph, max_model_calls
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.strategies.tree import nodes, pick
+from tests._bench import bench_import
 from tests.fakes import SeededModel
 
 
@@ -139,9 +140,8 @@ def gemma_on_humaneval_55() -> tuple[dict[str, Any], Any, Any]:
     from reflection_graph._focus._code import CODE_STOP, docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
     from reflection_graph.models.embedded import EmbeddedChatModel
-    from reflection_graph.runners.humaneval import problems
 
-    (problem,) = problems([55])
+    (problem,) = bench_import("_humaneval_set").problems([55])
     model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
     return problem, model, CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
 

@@ -3,7 +3,6 @@
 - `_messages`: the messages of a draft or a revision for each focus, and how a reply becomes a candidate;
 - `_code`: the code focus: a function stub completed rather than restated (for base models), its docstring's
   examples as tests, and the tests file of the CLI and Studio;
-- `_defaults`: the settings a verifier critic brings (fresh drafts, the verifier picking);
 - `_examples`: examples written as prose in a docstring (`f(3) ==> 9`), read as (call, expected value) pairs.
 
 This file imports nothing, so importing one of them never loads the others.

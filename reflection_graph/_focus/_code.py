@@ -7,7 +7,7 @@ completion), so a base model (the embedded Gemma 3 270M) writes the function bod
 into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
 critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
 Revisions see a solved example, the previous code, the failing tests (the critique's issues) and the stub again.
-With a `CodeTestCritic`, the code focus samples fresh drafts by default (`_defaults.VERIFIER_DEFAULTS`).
+With a `CodeTestCritic`, the code focus samples fresh drafts by default (`_loop._defaults.VERIFIER_DEFAULTS`).
 
 Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
 opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).

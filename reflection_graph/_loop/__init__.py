@@ -3,6 +3,8 @@ middleware (reflection_graph/middleware.py) and the runners share.
 
 - `_input`: the input checks, before any model call;
 - `_overrides`: this run's settings and models (a `Context` or a mapping applied to what was built);
+- `_defaults`: what a setup defaults to: the critic a model judges with when none is named, and the settings a
+  verifier critic brings (fresh drafts, the verifier picking);
 - `_judge`: one critique, measured: the critic's reply checked into a `Critique`, with its calls and tokens;
 - `_rules`: the stop and selection rules, pure functions.
 

@@ -24,13 +24,10 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from reflection_graph._loop._defaults import default_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
-from reflection_graph.critics.judge import JudgeCritic
-from reflection_graph.critics.llm import LLMCritic
-from reflection_graph.critics.logprob import LogprobCritic
-from reflection_graph.models import at_temperature_zero, describe
-from reflection_graph.prompts import CRITIQUE_PROMPT
+from reflection_graph.models import at_temperature_zero
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import Strategy
 
@@ -81,14 +78,8 @@ def as_critic(
     base_url: str | None,
     guidelines: str | None,
 ) -> Critic:
-    """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0).
-
-    With no critic given, and neither critic guidelines nor a critique prompt override, the generator's model
-    judges with its default critic (`describe(model).default_critic`): the embedded model reads its token
-    probabilities (see bench/bench_critic.py), a `JudgeCritic` on an instruction-tuned GGUF (the bundled
-    Qwen2.5-Coder, or a `local:` file with a chat template), whose comparison ranks good above bad where its JSON
-    scores do not, a `LogprobCritic` on a base model (Gemma 3 270M), whose answer likelihood ranks far better than
-    its JSON verdicts. Every other case gets an `LLMCritic`.
+    """A `Critic` as given, or a critic on the named model (default: the generator's, at temperature 0), the kind
+    `_defaults.default_critic` chooses.
 
     Raises:
         ValueError: `critic` is neither a `Critic`, a chat model, a model spec nor a callable.
@@ -104,23 +95,7 @@ def as_critic(
             raise ValueError(f"{critic_help(critic)} ({exc})") from exc
     else:
         raise ValueError(critic_help(critic))
-    plain = guidelines is None and not settings.prompts.get("critique")
-    kind = describe(model).default_critic if critic is None and plain else "llm"
-    if kind == "judge":
-        return JudgeCritic(at_temperature_zero(model), retries=settings.retries, timeout_s=settings.timeout_s)
-    if kind == "logprob":
-        return LogprobCritic(
-            at_temperature_zero(model), retries=settings.retries, timeout_s=settings.timeout_s
-        )
-    return LLMCritic(
-        at_temperature_zero(model),
-        prompt=settings.prompts.get("critique", CRITIQUE_PROMPT),
-        guidelines=guidelines,
-        parse_retries=settings.parse_retries,
-        on_parse_error=settings.on_parse_error,
-        retries=settings.retries,
-        timeout_s=settings.timeout_s,
-    )
+    return default_critic(model, settings, guidelines=guidelines, named=critic is not None)
 
 
 class Overrides:

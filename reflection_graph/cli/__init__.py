@@ -9,7 +9,8 @@ input and ``reflection-graph merge OUT_0 ... OUT --input IN`` merges the shards'
 every record on a LangGraph server instead of in this process. ``reflection-graph eval DATA.jsonl --out DIR``
 scores every round of the loop against ground truth and reports the gain per round (see `reflection_graph.runners.eval`).
 
-With no ``--model`` everything runs offline on the embedded model (Gemma 3 270M through llama.cpp). Bad options
+With no ``--model`` everything runs offline on the embedded model through llama.cpp (Qwen2.5-Coder-1.5B-Instruct,
+or Gemma 3 270M where only it is installed or ``REFLECTION_GRAPH_EMBEDDED`` names it). Bad options
 (an unknown model spec, a missing GGUF file, a threshold outside 0-10, ...) exit with code 2 and one line
 ``error: ...`` on stderr, never a traceback.
 

@@ -16,6 +16,12 @@ itself (`BaseCritic` has the defaults), so a new critic, the package's or your o
   (`Context.critic_model`) or another critique prompt (`Context.critique_prompt`). The default keeps the critic
   for a new prompt and returns None for a new model, meaning "no model to swap": the run is then judged by an
   `LLMCritic` on the named model. A critic that judges with a model returns a copy on the new one.
+- `verifier` and `focus`: what the setup defaults to with it (reflection_graph/_loop/_defaults.py reads them, for
+  the package's critics and yours alike). `verifier = True`: its verdict is ground truth for the loop (tests,
+  instruction checkers: it counts checks in `checks_passed` / `checks_total`), so it can pick the best of several
+  fresh drafts, and the graph defaults to them (`VERIFIER_DEFAULTS`) for what its caller did not set. `focus`: the
+  focus whose candidates it checks (`"code"` for tests); a verifier's defaults then apply under that focus only
+  (None, the default: under any focus).
 """
 
 from __future__ import annotations
@@ -87,10 +93,16 @@ class BaseCritic:
         name: the critic's name in findings.
         metered: every model call goes through `call_model` / `acall_model` (see the module doc); False: the
             graph counts the calls with a usage callback.
+        verifier: its verdict is ground truth for the loop (see the module doc): the setup then defaults to fresh
+            drafts, the verifier picking.
+        focus: the focus whose candidates it checks (e.g. `"code"`); a verifier's defaults apply under it only
+            (None: under any focus).
     """
 
     name: str = "critic"
     metered: bool = False
+    verifier: ClassVar[bool] = False
+    focus: ClassVar[str | None] = None
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         raise NotImplementedError

@@ -160,6 +160,8 @@ class CodeTestCritic(BaseCritic):
     """
 
     metered = True  # no model calls
+    verifier = True  # the tests decide: fresh drafts by default, under the code focus
+    focus = "code"
 
     def __init__(
         self,

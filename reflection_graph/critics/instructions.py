@@ -381,6 +381,8 @@ class InstructionCritic(InlineCritic):
         ["keywords:frequency: the word 'whisper' must appear at least 3 times; it appears 1"]
     """
 
+    verifier = True  # the checkers decide: fresh drafts by default, under any focus
+
     def __init__(
         self,
         instruction_id_list: Sequence[str],

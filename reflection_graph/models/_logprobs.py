@@ -17,15 +17,6 @@ from reflection_graph.models import _record, _reuse
 from reflection_graph.models._llama import _import_llama_cpp, _Loaded
 
 
-def _eval_fresh(llama: Any, ids: list[int]) -> None:
-    """Evaluate `ids` from an empty KV cache (no cached prefix is reused, so the logits never depend on it)."""
-    llama.reset()
-    ctx: Any = getattr(llama, "_ctx", None)
-    if ctx is not None and hasattr(ctx, "kv_cache_clear"):
-        ctx.kv_cache_clear()
-    llama.eval(ids)
-
-
 def _logits_row(llama: Any, index: int) -> Any:
     import numpy as np  # a dependency of llama-cpp-python, so present whenever a model is loaded
 

@@ -35,7 +35,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -144,10 +144,6 @@ def token_bounds(
     prefix with `ids` (a token merged across the boundary ends the phase a token earlier), inside `ids` only."""
     bounds = {_common(tokenize(text), ids) for text in prefixes}
     return tuple(sorted(b for b in bounds if 0 < b < len(ids)))
-
-
-class _State(Protocol):
-    nbytes: int
 
 
 class PrefixStates:

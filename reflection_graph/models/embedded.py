@@ -135,7 +135,6 @@ class EmbeddedChatModel(BaseChatModel):
         repeat_penalty: penalty on repeated tokens (1.0, none, for an instruction-tuned model, whose code and
             revisions copy text; 1.1 for Gemma, which loops without it).
         stop: extra stop sequences, added to the model's own (its end-of-turn token, or `DEFAULT_STOP`).
-        empty_retries: ignored (kept for compatibility): `_runtime._calls` retries empty replies.
         prefix_cache_mb: memory for saved prompt-prefix states, MB (0: none kept; the same figures, slower).
         prompt_lookup: prompt-lookup decoding of free-text replies: False (default) none, None revisions only,
             True every call; also a call option. Off: llama.cpp's batched checks changed a Gemma revision's text.
@@ -167,7 +166,6 @@ class EmbeddedChatModel(BaseChatModel):
     min_p: float = Field(default=0.05, ge=0, le=1)
     repeat_penalty: float = Field(default=PROFILES["gemma-3-270m"].repeat_penalty, gt=0)
     stop: list[str] | None = None
-    empty_retries: int = Field(default=2, ge=0)
     prefix_cache_mb: int = Field(default=256, ge=0, description="Memory for saved prompt-prefix states, MB.")
     prompt_lookup: bool | None = Field(
         default=False,

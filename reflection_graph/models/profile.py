@@ -119,7 +119,9 @@ class ModelProfile:
 
     Attributes:
         chat_template: prompted through its GGUF's chat template (instruction-tuned); else completion-style.
-        judge: its next-token probabilities can judge answers (`JudgeCritic`); else `LogprobCritic` reads it.
+        default_critic: the critic it judges with when none is named (`ModelFacts.default_critic`): "judge" when
+            its next-token probabilities can judge answers (`JudgeCritic`), "logprob" when only its answer
+            likelihood ranks them (`LogprobCritic`).
         n_ctx: the context window it is loaded with, in tokens.
         max_tokens: the reply limit of a free-text call: high enough that no normal answer is cut.
         structured_max_tokens: the reply limit of a grammar-constrained JSON call.
@@ -131,7 +133,7 @@ class ModelProfile:
     """
 
     chat_template: bool
-    judge: bool
+    default_critic: DefaultCritic
     n_ctx: int
     max_tokens: int
     structured_max_tokens: int
@@ -142,7 +144,7 @@ class ModelProfile:
     def defaults(self) -> dict[str, Any]:
         """The `EmbeddedChatModel` fields this profile sets when the user does not."""
         values = asdict(self)
-        del values["chat_template"], values["judge"], values["gguf"]
+        del values["chat_template"], values["default_critic"], values["gguf"]
         return values
 
     def path(self) -> str:
@@ -154,7 +156,7 @@ class ModelProfile:
 
 INSTRUCT = ModelProfile(
     chat_template=True,
-    judge=True,
+    default_critic="judge",
     n_ctx=8192,
     max_tokens=2048,
     structured_max_tokens=1024,
@@ -164,7 +166,7 @@ INSTRUCT = ModelProfile(
 
 BASE = ModelProfile(
     chat_template=False,
-    judge=False,
+    default_critic="logprob",
     n_ctx=2048,
     max_tokens=200,
     structured_max_tokens=320,
@@ -279,7 +281,7 @@ def describe(model: Any) -> ModelFacts:
             reply_limit=model.max_tokens,
             structured_reply_limit=model.structured_max_tokens,
             temperature_zero=True,
-            default_critic="judge" if profile.judge else "logprob",
+            default_critic=profile.default_critic,
         )
     fields = getattr(type(model), "model_fields", {})
     option = next((name for name in REPLY_LIMITS if name in fields), None)

@@ -7,7 +7,6 @@
 * `append_lines` and `AppendLog` append whole lines, ``fsync``-ed; an append that fails part-way (a full disk) is
   cut back to the last whole line, so a file never ends in a torn line by our doing. A torn tail left by a killed
   process is cut off before the next append.
-* `kept_records` parses only the lines of a data file whose leading key is kept (held-out lines are never parsed).
 * `same_file` says whether two paths are one file (the same path, a symlink or a hard link), so an output is
   never written over an input.
 * A failed write raises `WriteError` (an `OSError`) whose message names the file and, on a full disk, the space
@@ -21,8 +20,7 @@ import contextlib
 import errno
 import json
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,29 +88,6 @@ def utf8_problem(raw: bytes) -> str:
     except UnicodeDecodeError as exc:
         return f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
     return "valid UTF-8"
-
-
-def kept_records(
-    lines: Iterable[bytes],
-    where: object,
-    leading: re.Pattern[bytes],
-    keep: Callable[[bytes], bool],
-    expected: str,
-) -> Iterator[dict[str, Any]]:
-    """The parsed JSON Lines in `lines` whose leading key (group 1 of `leading`, read from the raw bytes) `keep`
-    keeps; the other lines are never parsed, so held-out data stays unread. Blank lines are skipped.
-
-    Raises:
-        ValueError: a line `leading` does not match: `{where}, line N: does not start with {expected}`.
-    """
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        match = leading.match(line)
-        if match is None:
-            raise ValueError(f"{where}, line {number}: does not start with {expected}")
-        if keep(match.group(1)):
-            yield json.loads(line)
 
 
 def read_objects(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:

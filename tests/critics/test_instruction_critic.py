@@ -18,9 +18,11 @@ from reflection_graph.critics.instructions import (
     supported_instructions,
     unavailable_instructions,
 )
-from reflection_graph.runners import ifbench
+from tests._bench import bench_import
 
 ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+ifbench = bench_import("_ifbench_set")
 KEYWORDS = {
     "keyword1": "kaleidoscope",
     "keyword2": "nebula",
@@ -319,7 +321,7 @@ def test_importing_and_checking_opens_no_connection_and_downloads_nothing(tmp_pa
     download NLTK data at import) and every development prompt of IFBench is checked: nothing reaches out."""
     script = textwrap.dedent(
         f"""
-        import socket, nltk
+        import socket, sys, nltk
         attempts = []
         def refuse(*a, **k):
             attempts.append(a)
@@ -330,7 +332,8 @@ def test_importing_and_checking_opens_no_connection_and_downloads_nothing(tmp_pa
         nltk.data.path[:] = [{str(tmp_path)!r}]
         from reflection_graph.critics.instructions import InstructionCritic, NEEDS_NLTK_DATA
         from reflection_graph.critics.base import CritiqueRequest
-        from reflection_graph.runners.ifbench import prompts
+        sys.path.insert(0, {str(BENCH)!r})
+        from _ifbench_set import prompts
         checked = 0
         for row in prompts():
             if set(row["instruction_id_list"]) & set(NEEDS_NLTK_DATA):
@@ -393,7 +396,7 @@ def test_by_default_it_draws_fresh_drafts_of_the_task_and_the_checkers_pick(no_n
     critique shown), as with tests under the code focus; what the caller sets wins, and a person reviewing
     rounds keeps the revising loop."""
     from reflection_graph import Settings, create_reflection_graph
-    from reflection_graph._focus._defaults import VERIFIER_DEFAULTS, setup_defaults
+    from reflection_graph._loop._defaults import VERIFIER_DEFAULTS, setup_defaults
     from reflection_graph._nodes import setup_of
     from reflection_graph.graph import build_reflection_graph
     from tests.fakes import RecordingChatModel

@@ -451,7 +451,10 @@ def test_batched_answer_logprobs_match_token_by_token(model: EmbeddedChatModel) 
     head = llama.tokenize(prompt.encode(), add_bos=True, special=False)
     full = llama.tokenize((prompt + answer).encode(), add_bos=True, special=False)
     with model._loaded().lock:
-        _logprobs._eval_fresh(llama, head)
+        llama.reset()  # from an empty KV cache: no cached prefix is reused
+        if hasattr(llama._ctx, "kv_cache_clear"):
+            llama._ctx.kv_cache_clear()
+        llama.eval(head)
         one_by_one = _logprobs._continuation_logprobs(llama, full[len(head) :], batched=False)
     assert len(batched) == len(full) - len(head) >= 5
     # llama.cpp's sums differ with the batch split (quantized matmuls): a few hundredths of a nat on most tokens,

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph.runners import ifbench
+from tests._bench import bench_import
+
+ifbench = bench_import("_ifbench_set")
 
 
 def test_the_development_part_is_the_hashed_half_of_the_installed_file() -> None:

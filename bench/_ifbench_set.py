@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from reflection_graph.runners._jsonl import kept_records
+from _held_out import kept_records
 
 __all__ = ["DATA_FILE", "DISTRIBUTION", "data_path", "is_development", "prompts"]
 

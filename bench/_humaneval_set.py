@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from reflection_graph.runners._jsonl import kept_records
+from _held_out import kept_records
 
 __all__ = ["FIRST_OPEN", "LAST", "problems", "task_number"]
 
