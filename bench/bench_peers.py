@@ -113,7 +113,7 @@ class CodeSet:
     def __init__(self, ids: Sequence[int]) -> None:
         import _humaneval
 
-        from reflection_graph.runners.humaneval import problems
+        from _humaneval_set import problems
 
         self.he = _humaneval
         self.judge = _humaneval.Judge()
@@ -174,7 +174,7 @@ class InstructionSet:
     def __init__(self, limit: int) -> None:
         import bench_instructions
 
-        from reflection_graph.runners.ifbench import prompts
+        from _ifbench_set import prompts
 
         self.bi = bench_instructions
         rows, self.excluded = bench_instructions.split_rows(prompts())
