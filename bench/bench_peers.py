@@ -112,7 +112,6 @@ class CodeSet:
 
     def __init__(self, ids: Sequence[int]) -> None:
         import _humaneval
-
         from _humaneval_set import problems
 
         self.he = _humaneval
@@ -173,7 +172,6 @@ class InstructionSet:
 
     def __init__(self, limit: int) -> None:
         import bench_instructions
-
         from _ifbench_set import prompts
 
         self.bi = bench_instructions
