@@ -22,6 +22,7 @@ from reflection_graph._text._placeholders import (
     with_salutations_named,
     without_placeholder_lines,
 )
+from reflection_graph._text._rule_revision import bare_sign_off, placeholder_edits, rule_revision
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 
@@ -307,3 +308,44 @@ def test_a_greeting_slot_every_revision_keeps_is_named_by_the_rule_and_judged() 
     assert rounds[0]["candidate"] == slotted  # the rounds keep what was written
     assert rounds[2]["tactic"] == "rule" and rounds[2]["candidate"].startswith("Dear Recruiter,")
     assert result["candidate"] == rounds[2]["candidate"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "fixed"),
+    [
+        ("Dear Dana,\n\nI decline.\n\nSincerely,\n[Your Name]", "Dear Dana,\n\nI decline."),
+        ("Dear Dana,\n\nI decline.\n\nBest regards,", "Dear Dana,\n\nI decline."),  # bare: the sender unnamed
+        (
+            "Dear [Recruiter's Name],\n\nI decline.\n\nBest,\nSam",
+            "Dear Recruiter,\n\nI decline.\n\nBest,\nSam",
+        ),
+        ("Dear Dana,\n\nI decline.\n\nBest,\nSam", None),  # nothing to fix
+        ("Here is the list.\n\nThanks!", None),  # no greeting: no letter, no sign-off
+    ],
+)
+def test_the_rule_fixes_slots_and_never_leaves_a_letter_on_a_bare_sign_off(
+    answer: str, fixed: str | None
+) -> None:
+    task = "Write to Dana declining the offer."
+    assert rule_revision(answer, task=task) == fixed
+    if fixed is not None:
+        assert bare_sign_off(fixed) is None and inline_placeholders(fixed, task=task) == []
+        edits = placeholder_edits(answer, task=task)
+        assert edits and all(
+            any(f'"{line.strip()}"' in e for e in edits)
+            for line in set(answer.splitlines()) - set(fixed.splitlines())
+            if line.strip()
+        )
+
+
+def test_a_bare_sign_off_ranks_below_a_signed_letter_and_the_rule_proposes_its_fix() -> None:
+    bare = "Dear Dana,\n\nThank you for the offer. I must decline it.\n\nBest regards,"
+    generator = RecordingChatModel(replies=[bare, bare])
+    critic = FakeCriticModel(critiques=[critique(8.0), critique(6.0)])
+    result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
+        {"task": "Write to Dana declining the offer."}
+    )
+    rounds = result["trajectory"]
+    assert [r["placeholder"] for r in rounds] == [True, False]
+    assert rounds[1]["tactic"] == "rule"
+    assert result["candidate"] == "Dear Dana,\n\nThank you for the offer. I must decline it."  # scored lower

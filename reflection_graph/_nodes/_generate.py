@@ -30,7 +30,7 @@ from reflection_graph._runtime._budget import BudgetExhausted, current_budget
 from reflection_graph._runtime._calls import acall, call, sampled
 from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
 from reflection_graph._text._placeholders import inline_placeholders
-from reflection_graph._text._rule_revision import rule_revision
+from reflection_graph._text._rule_revision import bare_sign_off, rule_revision
 from reflection_graph.models import plain_completion
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
@@ -185,13 +185,16 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> _Plan
 
 
 def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list[str]] | None:
-    """The placeholders a candidate holds that the task and its context did not (a candidate with one ranks
-    below every candidate without: `_rules.rank`, whether it brought the slot in or kept the one it revised);
-    not checked for code."""
+    """The placeholders a candidate holds that the task and its context did not, and the sign-off a letter ends
+    on with no sender (a candidate with one ranks below every candidate without: `_rules.rank`, whether it
+    brought the slot in or kept the one it revised); not checked for code."""
     if settings.focus == "code":
         return None
     task, context = str(state.get("task") or ""), state.get("context")
-    return lambda text: inline_placeholders(text, task=task, context=context)
+    return lambda text: (
+        inline_placeholders(text, task=task, context=context)
+        + ([line] if (line := bare_sign_off(text)) else [])
+    )
 
 
 def _rule(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], str | None] | None:

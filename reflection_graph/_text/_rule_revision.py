@@ -4,8 +4,8 @@ rule, for the critic to judge like any other revision (the loop's `rule` tactic)
 - A greeting that is nothing but a placeholder ("Dear [Recruiter's Name],") is addressed to the role it names
   ("Dear Recruiter,"), or "Dear Hiring Manager," when it names none (`with_salutations_named`).
 - A line that holds nothing but placeholders ("[Your Name]", "[Your Position], [Company]") is left out
-  (`without_placeholder_lines`); a sign-off it leaves last ("Sincerely,") goes with it, so a letter ends on its
-  own closing sentence, never on a bare sign-off with no sender.
+  (`without_placeholder_lines`); a sign-off a letter then ends on ("Sincerely,", `bare_sign_off`) goes with it,
+  so a letter ends on its own closing sentence, never on a bare sign-off with no sender.
 
 Nothing here runs after the loop: a rule's candidate reaches the answer only when the critic judged it the best.
 Code, and a task that asks for a template, are never rewritten.
@@ -23,7 +23,7 @@ from reflection_graph._text._placeholders import (
     without_placeholder_lines,
 )
 
-__all__ = ["SIGN_OFF", "ends_on_bare_sign_off", "placeholder_edits", "rule_revision"]
+__all__ = ["SIGN_OFF", "bare_sign_off", "ends_on_bare_sign_off", "placeholder_edits", "rule_revision"]
 
 SIGN_OFF = re.compile(
     r"^\s*(sincerely( yours)?|yours (sincerely|truly|faithfully)|best|best regards|best wishes|kind regards|"
@@ -34,20 +34,34 @@ SIGN_OFF = re.compile(
 """A line that is nothing but a letter's sign-off."""
 
 
+_GREETING = re.compile(r"^\s*(dear|hi|hello|greetings|good (morning|afternoon|evening))\b", re.I | re.M)
+"""A letter's greeting line: a text without one is no letter, and its last line is never a sign-off."""
+
+
 def ends_on_bare_sign_off(text: str) -> bool:
     """True when the last non-empty line of `text` is a sign-off with nothing after it (no sender)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return bool(lines) and SIGN_OFF.match(lines[-1]) is not None
 
 
+def bare_sign_off(text: str) -> str | None:
+    """The sign-off line a letter (a text that opens a line with a greeting) ends on with no sender after it
+    ("Sincerely,"), or None: a sender the letter leaves unnamed, as a template placeholder would."""
+    if not ends_on_bare_sign_off(text) or _GREETING.search(text) is None:
+        return None
+    return [line for line in text.strip().splitlines() if line.strip()][-1].strip()
+
+
 def rule_revision(answer: str, *, task: str, context: str | None = None) -> str | None:
     """`answer` with its placeholders the task did not ask for fixed by rule (see the module doc), or None when
     no rule applies (no such placeholder, code, or a task asking for a template)."""
-    if asks_for_template(task, context) or not introduced_placeholders(answer, task=task, context=context):
+    if asks_for_template(task, context):
         return None
-    fixed = with_salutations_named(answer, task=task, context=context)
-    fixed = without_placeholder_lines(fixed, task=task, context=context)
-    if fixed != answer and ends_on_bare_sign_off(fixed) and not ends_on_bare_sign_off(answer):
+    fixed = answer
+    if introduced_placeholders(answer, task=task, context=context):
+        fixed = with_salutations_named(answer, task=task, context=context)
+        fixed = without_placeholder_lines(fixed, task=task, context=context)
+    if bare_sign_off(fixed) is not None:
         lines = fixed.rstrip().splitlines()
         fixed = "\n".join(lines[:-1]).rstrip()
     return fixed if fixed and fixed != answer else None
@@ -58,11 +72,10 @@ def _quoted(lines: list[str]) -> str:
 
 
 def placeholder_edits(answer: str, *, task: str, context: str | None = None) -> list[str]:
-    """The placeholder faults of `answer` as concrete edits a reviser can apply, each quoting the lines of the
+    """The placeholder faults of `answer` (a bare sign-off among them) as concrete edits a reviser can apply, each quoting the lines of the
     answer it changes: the rule's own fix line by line ('Replace the line "Dear [Name]," with "Dear Hiring
     Manager,".'), then each placeholder no rule fixes, with the line it sits in."""
-    slots = introduced_placeholders(answer, task=task, context=context)
-    if not slots:
+    if not introduced_placeholders(answer, task=task, context=context) and bare_sign_off(answer) is None:
         return []
     fixed = rule_revision(answer, task=task, context=context) or answer
     old, new = answer.splitlines(), fixed.splitlines()

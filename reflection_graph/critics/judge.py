@@ -75,7 +75,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from reflection_graph._text._placeholders import inline_placeholders
-from reflection_graph._text._rule_revision import placeholder_edits
+from reflection_graph._text._rule_revision import bare_sign_off, placeholder_edits
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,
@@ -111,6 +111,7 @@ __all__ = [
     "log_odds",
     "placeholder_fault",
     "preference",
+    "sign_off_fault",
 ]
 
 Write = Literal[True, False, "when_wrong"]
@@ -142,6 +143,8 @@ class Judgement:
         placeholders: the template placeholders the candidate holds that the task did not ask for (whether it
             brought them in or kept the earlier answer's; see the module doc).
         edits: the placeholder rule's concrete edits of the candidate (`placeholder_edits`), its fault's fix.
+        sign_off: the sign-off a letter ends on with no sender after it (`bare_sign_off`), or None: like a
+            placeholder, it keeps the candidate from being accepted and is named as a fault.
     """
 
     p_yes: float
@@ -152,6 +155,7 @@ class Judgement:
     p_yes_earlier: float | None = None
     placeholders: tuple[str, ...] = ()
     edits: tuple[str, ...] = ()
+    sign_off: str | None = None
 
 
 def preference(as_a: float, as_b: float) -> float:
@@ -167,6 +171,15 @@ def preference(as_a: float, as_b: float) -> float:
 
 def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
+
+
+def sign_off_fault(line: str, edits: Sequence[str] = ()) -> Fault:
+    """The fault the placeholder rule names for a letter that ends on the sign-off `line` with no sender."""
+    return Fault(
+        issue=f'The letter ends on "{line}" with no sender after it.',
+        fix=" ".join(edits)
+        or f'Delete the line "{line}" and end the letter on its closing sentence, or sign it with a name the task gives.',
+    )
 
 
 def placeholder_fault(slots: Sequence[str], edits: Sequence[str] = ()) -> Fault:
@@ -296,14 +309,17 @@ class JudgeCritic(LogprobReadingCritic):
         """The readings of `request.candidate`, one question at a time (see `_run`); returns a `Judgement`."""
         p_yes = _sigmoid(self._yes((yield self._reader, self.verdict_messages(request))))
         placed = inline_placeholders(request.candidate, task=request.task, context=request.context)
+        sign_off = bare_sign_off(request.candidate)
         edits = (
             tuple(placeholder_edits(request.candidate, task=request.task, context=request.context))
-            if placed
+            if placed or sign_off
             else ()
         )
         reference = best_earlier(request)
         if reference is None:
-            return Judgement(p_yes, None, 10 * p_yes, False, placeholders=tuple(placed), edits=edits)
+            return Judgement(
+                p_yes, None, 10 * p_yes, False, placeholders=tuple(placed), edits=edits, sign_off=sign_off
+            )
         earlier = str(reference["candidate"])
         as_a_question, as_b_question = self.preference_messages(request, earlier)
         as_a = log_odds(self._top((yield self._reader, as_a_question)), "A", "B")
@@ -323,9 +339,17 @@ class JudgeCritic(LogprobReadingCritic):
                 p_yes_earlier = _sigmoid(self._yes((yield self._reader, self.verdict_messages(other))))
         won = (p_yes_earlier is not None and p_yes > p_yes_earlier) if tie else (as_a > 0 and as_b > 0)
         score = moved_score(min(10.0, max(0.0, float(reference.get("score") or 0.0))), p_better)
-        accepted = won and p_yes > 0.5 and not placed
+        accepted = won and p_yes > 0.5 and not placed and sign_off is None
         return Judgement(
-            p_yes, p_better, min(10.0, max(0.0, score)), accepted, tie, p_yes_earlier, tuple(placed), edits
+            p_yes,
+            p_better,
+            min(10.0, max(0.0, score)),
+            accepted,
+            tie,
+            p_yes_earlier,
+            tuple(placed),
+            edits,
+            sign_off,
         )
 
     def _check_steps(self, request: CritiqueRequest, faults: Sequence[Fault]) -> _Steps:
@@ -373,6 +397,8 @@ class JudgeCritic(LogprobReadingCritic):
         faults = (
             [*faults, placeholder_fault(judgement.placeholders, judgement.edits)]
             if judgement.placeholders
+            else [*faults, sign_off_fault(judgement.sign_off, judgement.edits)]
+            if judgement.sign_off
             else list(faults)
         )
         issues = [f.issue for f in faults]

@@ -173,8 +173,8 @@ def test_a_fix_that_brings_in_a_placeholder_is_dropped_and_its_issue_kept() -> N
 
 # -- placeholders ------------------------------------------------------------------------------------------------
 SIGNED = GOOD.replace("Sam", "Sam, [Your Position]")
-"""An inline placeholder (a line that is only one, "[Your Name]", is left out of the final answer instead: see
-test_a_placeholder_alone_on_its_line_neither_blocks_acceptance_nor_is_named)."""
+"""An inline placeholder (a line that is only one, "[Your Name]", counts the same: see
+test_a_placeholder_alone_on_its_line_blocks_acceptance_and_is_named_as_an_edit)."""
 
 
 def test_a_revision_that_brings_in_a_placeholder_is_judged_worse_and_told_so() -> None:
@@ -185,8 +185,9 @@ def test_a_revision_that_brings_in_a_placeholder_is_judged_worse_and_told_so() -
     result = Writing(model).critique(_request(SIGNED, earlier=GOOD))
     assert not result.is_acceptable and result.score < 6.0  # below the earlier answer's 6.0
     assert any("[Your Position]" in issue for issue in result.issues)
-    assert result.suggestions == [
-        "Remove [Your Position]: write the real text only where the task gives it, else leave that part out."
+    assert result.suggestions == [  # a concrete edit that quotes the line it changes
+        'Replace [Your Position] in "Sam, [Your Position]" with the real words the task gives, or reword it '
+        "without [Your Position]."
     ]
 
 
@@ -203,13 +204,31 @@ def test_a_placeholder_kept_from_the_earlier_answer_is_named_and_never_accepted_
     assert not kept.is_acceptable and any("[Your Position]" in issue for issue in kept.issues)
 
 
-def test_a_placeholder_alone_on_its_line_neither_blocks_acceptance_nor_is_named() -> None:
+def test_a_placeholder_alone_on_its_line_blocks_acceptance_and_is_named_as_an_edit() -> None:
     model = _judge(_written())
     model.better, model.yes = (lambda a, b: 0.8 if a.startswith("Dear") else 0.2), (lambda answer: 0.9)
     model.bias = 0.0  # no position bias: the two orders agree
     alone = GOOD.replace("Sam", "[Your Name]")
-    judged = Writing(model).judge(_request(alone, earlier=GOOD.replace("Dear Dana", "Hi Dana")))
-    assert judged.accepted and judged.placeholders == ()
+    judged = Writing(model).judge(_request(alone, earlier=alone.replace("Dear Dana", "Hi Dana")))
+    assert not judged.accepted and judged.placeholders == ("[Your Name]",)
+    told = Writing(model).critique(_request(alone, earlier=alone.replace("Dear Dana", "Hi Dana")))
+    assert told.suggestions == [
+        'Delete the lines "Best regards,", "[Your Name]" and end the answer on the sentence before them.'
+    ]
+
+
+def test_a_letter_that_ends_on_a_bare_sign_off_is_never_accepted_and_told_how_to_end() -> None:
+    model = _judge(_written())
+    model.better, model.yes = (lambda a, b: 0.8 if a.startswith("Dear") else 0.2), (lambda answer: 0.9)
+    model.bias = 0.0
+    bare = GOOD.replace("\nSam", "")
+    judged = Writing(model).judge(_request(bare, earlier=bare.replace("Dear Dana", "Hi Dana")))
+    assert not judged.accepted and judged.sign_off == "Best regards,"
+    told = Writing(model).critique(_request(bare, earlier=bare.replace("Dear Dana", "Hi Dana")))
+    assert 'The letter ends on "Best regards," with no sender after it.' in told.issues
+    assert told.suggestions == [
+        'Delete the line "Best regards," and end the answer on the sentence before them.'
+    ]
 
 
 def test_a_placeholder_the_task_holds_or_asks_for_is_allowed() -> None:
