@@ -326,7 +326,8 @@ def _slot(plan: _Plan, index: int) -> Generator[_Ask, _Reply, _Sampled]:
         text, error, cut, part = yield model, messages, left - 1
         usage.append(part)
         left -= max(1, part["calls"])
-        final, made_by = _outcome_of(plan, tactic, text, repeated)
+        warm = tactic == "revise" and index > 0  # a later slot's first revision is already sampled warmer
+        final, made_by = _outcome_of(plan, "sampled_revision" if warm else tactic, text, repeated)
         if final:
             return _Sampled(text, sum_usage(usage), error, cut, made_by, tuple(repeated))
     return _Sampled(None, sum_usage(usage), None, None, None, tuple(repeated))
