@@ -10,15 +10,20 @@ calls, side by side:
   `issues` and `suggestions` lists under the grammar's default bounds (100 characters, 2 items), every line shown.
 - `new, as written`: the new prompt's issue/fix pairs as the model wrote them (the grammar's declared bounds).
 - `new, whole lines`: the lines kept as whole sentences in the task's script (`confirm="none"`), with the
-  placeholder rule's fault.
+  rules' faults.
 - `checked once`: the faults the judge confirms to "Does this answer have this fault?" (`confirm="yes"`).
 - `checked both ways` (the default): the faults whose mean log-odds over that question and "Is this answer free of
   this fault?" is above 0 (`confirm="both"`).
 - `checked as a choice`: the faults the judge confirms choosing between "the reviewer is right" and "wrong", each
   in place A in turn (`confirm="choice"`; two more one-token calls per fault).
 - `..., judged wrong only`: the same lines shown only when the judge's own verdict on the answer ("is it correct
-  and does it do what the task asks?") has P(Yes) <= 1/2; otherwise only the placeholder rule's line (one more
-  one-token call per case, the verdict the critic reads first anyway; nothing fitted).
+  and does it do what the task asks?") has P(Yes) <= 1/2; otherwise only the rules' lines (one more one-token
+  call per case, the verdict the critic reads first anyway; nothing fitted). `checked both ways, judged wrong
+  only` is what `JudgeCritic` shows by default.
+- `rules alone (no model)`: the faults the rule-based detectors name (reflection_graph/critics/_rule_faults.py:
+  placeholders, a requirement the task states and the answer misses, another script), real by construction;
+  every variant from `new, whole lines` on shows them too. They are read from the case at report time, so a
+  saved run is reported with today's rules without a model call.
 
 Printed per variant, each with a Wilson 95% interval:
 - `false claims on good`: good answers with at least one fault shown (every claim on a good answer is false), and
@@ -208,12 +213,11 @@ Shown = list[tuple[str, str]]
 
 
 def _rule(record: dict[str, Any]) -> Shown:
-    from reflection_graph.critics.judge import placeholder_fault
+    """The rules' faults (placeholders, a missed requirement, another script), as `JudgeCritic` shows them beside
+    the judge's for a rejected answer: read from the case's task and answer at report time, no model call."""
+    from reflection_graph.critics._rule_faults import rule_faults
 
-    if not record["placeholders"]:
-        return []
-    fault = placeholder_fault(record["placeholders"])
-    return [(fault.issue, fault.fix)]
+    return [(f.issue, f.fix) for f in rule_faults(record["answer"], task=record["task"])]
 
 
 def _checked(
@@ -234,7 +238,8 @@ def _before(record: dict[str, Any]) -> Shown | None:
 
 VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
     "before (issue 37)": _before,
-    "new, as written": lambda r: [(f["issue"], f["fix"]) for f in r["raw"]],
+    "rules alone (no model)": _rule,
+    "new, as written": lambda r: [(f["issue"], f["fix"]) for f in r["raw"]],  # the model alone, no rule
     "new, whole lines": _checked(lambda c: True),
     "checked once": _checked(lambda c: c["has"] > 0),
     "checked both ways (default)": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0),
@@ -248,6 +253,11 @@ VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
 }
 
 
+def _with_case(record: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """A case's record with its task and answer, which the rules read."""
+    return {**record, "task": case["task"], "answer": case["answer"]}
+
+
 def figures(
     cases: Sequence[dict[str, Any]], records: dict[str, dict[str, Any]], variant: str
 ) -> list[str] | None:
@@ -257,7 +267,7 @@ def figures(
     good = claims = bad_faults = found = unmatched = lines = broken = shown_all = shown_real = 0
     n_good = 0
     for case in cases:
-        shown = show(records[case["id"]])
+        shown = show(_with_case(records[case["id"]], case))
         if shown is None:
             return None  # not read (the `before` critique without --before)
         answer = case["answer"]
@@ -285,6 +295,23 @@ def figures(
         str(unmatched),
         share(broken, lines) if lines else "no lines",
     ]
+
+
+def by_critic(
+    cases: Sequence[dict[str, Any]], records: dict[str, dict[str, Any]]
+) -> dict[str, tuple[int, int]]:
+    """For the default variant: per critic (`judge`, `rules`), the shown faults that name a real one, and all
+    shown faults."""
+    counts = {"judge": [0, 0], "rules": [0, 0]}
+    for case in cases:
+        record = _with_case(records[case["id"]], case)
+        rules = _rule(record)
+        shown = VARIANTS["checked both ways, judged wrong only"](record) or []
+        judge = [pair for pair in shown if pair not in rules]
+        for critic, pairs in (("judge", judge), ("rules", rules)):
+            counts[critic][1] += len(pairs)
+            counts[critic][0] += sum(any(named(f, [pair]) for f in case["faults"]) for pair in pairs)
+    return {critic: (real, shown) for critic, (real, shown) in counts.items()}
 
 
 def saved_records(out: Path, key: str, before: bool) -> dict[str, dict[str, Any]]:
@@ -347,6 +374,11 @@ def report(cases: Sequence[dict[str, Any]], saved: dict[str, dict[str, Any]], na
         f"\n{name}: {len(cases)} cases ({n_good} good, {len(cases) - n_good} with faults), 95% Wilson intervals"
     )
     print_table(header, rows)
+    split = by_critic(cases, saved)
+    print(
+        "default, by the critic that named each fault: "
+        + "; ".join(f"{critic} {real} real of {shown} shown" for critic, (real, shown) in split.items())
+    )
     records = [saved[c["id"]] for c in cases]
     checks = sum(len(r["checks"]) for r in records)
     seconds = {
@@ -411,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     saved = run(critic, cases, out, _key(name), before=args.before)
     if args.verbose:
         for case in cases:
-            shown = VARIANTS["checked both ways (default)"](saved[case["id"]]) or []
+            shown = (
+                VARIANTS["checked both ways, judged wrong only"](_with_case(saved[case["id"]], case)) or []
+            )
             print(f"{case['id']}: real {[f['fault'] for f in case['faults']]}; shown {[i for i, _ in shown]}")
     for path, rows in sets.items():
         report(rows, saved, f"{name}, {Path(path).name}")

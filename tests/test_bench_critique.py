@@ -137,8 +137,14 @@ def test_a_run_is_resumed_and_the_figures_count_claims_faults_and_broken_lines(
     assert both[2].startswith("100.0%")  # only the confirmed real faults are shown: every one is real
     assert both[3].startswith(f"{named / n_faults:.1%}") and both[3].endswith(f"({named} of {n_faults})")
     assert n_good > 0
+    # the rules alone: the placeholder of email-readme-placeholder, real by construction, and nothing else
+    assert rows["rules alone (no model)"][2].endswith("(1 of 1)") and rows["rules alone (no model)"][
+        1
+    ].startswith("0.0%")
+    assert bench.by_critic(cases, saved)["rules"] == (1, 1)
     bench.report(cases, saved, "fake")
-    assert "seconds per case" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "seconds per case" in printed and "rules 1 real of 1 shown" in printed
 
 
 @pytest.mark.parametrize(
