@@ -10,27 +10,40 @@ calls, side by side:
   `issues` and `suggestions` lists under the grammar's default bounds (100 characters, 2 items), every line shown.
 - `new, as written`: the new prompt's issue/fix pairs as the model wrote them (the grammar's declared bounds).
 - `new, whole lines`: the lines kept as whole sentences in the task's script (`confirm="none"`), with the
-  placeholder rule's fault.
+  rules' faults.
 - `checked once`: the faults the judge confirms to "Does this answer have this fault?" (`confirm="yes"`).
 - `checked both ways` (the default): the faults whose mean log-odds over that question and "Is this answer free of
   this fault?" is above 0 (`confirm="both"`).
 - `checked as a choice`: the faults the judge confirms choosing between "the reviewer is right" and "wrong", each
   in place A in turn (`confirm="choice"`; two more one-token calls per fault).
 - `..., judged wrong only`: the same lines shown only when the judge's own verdict on the answer ("is it correct
-  and does it do what the task asks?") has P(Yes) <= 1/2; otherwise only the placeholder rule's line (one more
-  one-token call per case, the verdict the critic reads first anyway; nothing fitted).
+  and does it do what the task asks?") has P(Yes) <= 1/2; otherwise only the rules' lines (one more one-token
+  call per case, the verdict the critic reads first anyway; nothing fitted). `checked both ways, judged wrong
+  only` is what `JudgeCritic` shows by default.
+- `rules alone (no model)`: the faults the rule-based detectors name (reflection_graph/critics/_rule_faults.py:
+  placeholders, a requirement the task states and the answer misses, another script), real by construction;
+  every variant from `new, whole lines` on shows them too. They are read from the case at report time, so a
+  saved run is reported with today's rules without a model call.
 
 Printed per variant, each with a Wilson 95% interval:
 - `false claims on good`: good answers with at least one fault shown (every claim on a good answer is false), and
   the number of claims;
-- `real faults named`: the cases' faults named by a shown fault. **Matching is by keyword rules written in the
+- `recall: real faults named`: the cases' faults named by a shown fault. **Matching is by keyword rules written in the
   dataset**: each real fault carries a regular expression (`match`), and a shown fault (its issue and its fix)
   names it when the expression finds it, case-insensitively. No model decides a match;
 - `unmatched on bad`: shown faults on the bad answers that match none of their listed faults (a false claim, or a
   real fault the rules miss);
+- `precision`: the shown faults that name a real fault of their case (by the same keyword rules), over all shown
+  faults, on good and bad answers alike (every claim on a good answer is false);
 - `malformed lines`: shown lines (issues and fixes) that a rule written here, apart from the critic's own, calls
   broken: not ending with `.`, `!` or `?` (cut mid-sentence, or not a sentence), a letter outside the Latin script
   (every task here is English), or a `[...]` placeholder the answer does not hold.
+
+Two sets, reported apart and then combined: `datasets/critique_cases.jsonl` (the set above) and
+`datasets/critique_cases_new.jsonl` (35 more cases written before the rule-based detectors: 12 good answers, 23
+with one known fault each: a missing subject line, signature, phrase or date, a placeholder, a word or bullet count,
+a paragraph count, capitals or commas the task forbade, a reply in another language or script, an off-by-one, a
+wrong fact or number). `--cases` reads other sets instead.
 
 The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
 The seconds of each kind of call are printed at the end (per case: the written critique, each fault check, the
@@ -42,6 +55,7 @@ case. Needs the `[local]` extra. Never tuned on: nothing here is fitted.
 
     python bench/bench_critique.py --before                       # Qwen2.5-Coder-1.5B, the whole set
     python bench/bench_critique.py --limit 5 -v                   # a quick look
+    python bench/bench_critique.py --cases datasets/critique_cases_new.jsonl   # the new cases alone
 """
 
 from __future__ import annotations
@@ -65,6 +79,8 @@ from bench_critic import share  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
 CASES = "datasets/critique_cases.jsonl"
+NEW_CASES = "datasets/critique_cases_new.jsonl"
+"""Cases written before the rule-based detectors, reported apart from `CASES`."""
 
 BEFORE_SYSTEM = (
     "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
@@ -89,8 +105,11 @@ class BeforeCritique(BaseModel):
 
 
 def load_cases(path: Path) -> list[dict[str, Any]]:
-    """The cases of `path`, checked: a task, an answer and a list of faults, each with a compiling `match`."""
+    """The cases of `path`, checked: a task, an answer and a list of faults, each with a compiling `match`; each
+    case's `set` is the file's name."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if len({row.get("id") for row in rows}) != len(rows):
+        raise ValueError(f"{path}: two cases share an id")
     for row in rows:
         missing = {"id", "task", "answer", "faults"} - set(row)
         if missing:
@@ -99,6 +118,7 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
             if not fault.get("fault") or not fault.get("match"):
                 raise ValueError(f"{path}: case {row['id']}: each fault needs 'fault' and 'match'")
             re.compile(fault["match"])
+        row["set"] = path.name
     return rows
 
 
@@ -193,12 +213,11 @@ Shown = list[tuple[str, str]]
 
 
 def _rule(record: dict[str, Any]) -> Shown:
-    from reflection_graph.critics.judge import placeholder_fault
+    """The rules' faults (placeholders, a missed requirement, another script), as `JudgeCritic` shows them beside
+    the judge's for a rejected answer: read from the case's task and answer at report time, no model call."""
+    from reflection_graph.critics._rule_faults import rule_faults
 
-    if not record["placeholders"]:
-        return []
-    fault = placeholder_fault(record["placeholders"])
-    return [(fault.issue, fault.fix)]
+    return [(f.issue, f.fix) for f in rule_faults(record["answer"], task=record["task"])]
 
 
 def _checked(
@@ -219,7 +238,8 @@ def _before(record: dict[str, Any]) -> Shown | None:
 
 VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
     "before (issue 37)": _before,
-    "new, as written": lambda r: [(f["issue"], f["fix"]) for f in r["raw"]],
+    "rules alone (no model)": _rule,
+    "new, as written": lambda r: [(f["issue"], f["fix"]) for f in r["raw"]],  # the model alone, no rule
     "new, whole lines": _checked(lambda c: True),
     "checked once": _checked(lambda c: c["has"] > 0),
     "checked both ways (default)": _checked(lambda c: (c["has"] - c["free"]) / 2 > 0),
@@ -233,15 +253,21 @@ VARIANTS: dict[str, Callable[[dict[str, Any]], Shown | None]] = {
 }
 
 
+def _with_case(record: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """A case's record with its task and answer, which the rules read."""
+    return {**record, "task": case["task"], "answer": case["answer"]}
+
+
 def figures(
     cases: Sequence[dict[str, Any]], records: dict[str, dict[str, Any]], variant: str
 ) -> list[str] | None:
-    """One row: false claims on good answers, real faults named, unmatched claims on bad ones, malformed lines."""
+    """One row: false claims on good answers, precision, recall (real faults named), unmatched claims on bad
+    ones, malformed lines."""
     show = VARIANTS[variant]
-    good = claims = bad_faults = found = unmatched = lines = broken = 0
+    good = claims = bad_faults = found = unmatched = lines = broken = shown_all = shown_real = 0
     n_good = 0
     for case in cases:
-        shown = show(records[case["id"]])
+        shown = show(_with_case(records[case["id"]], case))
         if shown is None:
             return None  # not read (the `before` critique without --before)
         answer = case["answer"]
@@ -251,6 +277,8 @@ def figures(
                     lines += 1
                     broken += malformed(line, answer)
         real_issues = [(i, f) for i, f in shown if i]
+        shown_all += len(real_issues)
+        shown_real += sum(any(named(fault, [(i, f)]) for fault in case["faults"]) for i, f in real_issues)
         if not case["faults"]:
             n_good += 1
             good += bool(real_issues)
@@ -261,11 +289,29 @@ def figures(
         unmatched += sum(not any(named(fault, [(i, f)]) for fault in case["faults"]) for i, f in real_issues)
     return [
         variant,
-        f"{share(good, n_good)} ({claims} claims)",
-        share(found, bad_faults),
+        f"{share(good, n_good)} ({claims} claims)" if n_good else "no good answers",
+        f"{share(shown_real, shown_all)} ({shown_real} of {shown_all})" if shown_all else "nothing shown",
+        f"{share(found, bad_faults)} ({found} of {bad_faults})" if bad_faults else "no faults",
         str(unmatched),
         share(broken, lines) if lines else "no lines",
     ]
+
+
+def by_critic(
+    cases: Sequence[dict[str, Any]], records: dict[str, dict[str, Any]]
+) -> dict[str, tuple[int, int]]:
+    """For the default variant: per critic (`judge`, `rules`), the shown faults that name a real one, and all
+    shown faults."""
+    counts = {"judge": [0, 0], "rules": [0, 0]}
+    for case in cases:
+        record = _with_case(records[case["id"]], case)
+        rules = _rule(record)
+        shown = VARIANTS["checked both ways, judged wrong only"](record) or []
+        judge = [pair for pair in shown if pair not in rules]
+        for critic, pairs in (("judge", judge), ("rules", rules)):
+            counts[critic][1] += len(pairs)
+            counts[critic][0] += sum(any(named(f, [pair]) for f in case["faults"]) for pair in pairs)
+    return {critic: (real, shown) for critic, (real, shown) in counts.items()}
 
 
 def saved_records(out: Path, key: str, before: bool) -> dict[str, dict[str, Any]]:
@@ -314,13 +360,25 @@ def run(
 
 def report(cases: Sequence[dict[str, Any]], saved: dict[str, dict[str, Any]], name: str) -> None:
     """Print the table of every variant read, and the seconds of each kind of call."""
-    header = ["variant", "false claims on good", "real faults named", "unmatched on bad", "malformed lines"]
+    header = [
+        "variant",
+        "false claims on good",
+        "precision",
+        "recall: real faults named",
+        "unmatched on bad",
+        "malformed lines",
+    ]
     rows = [row for v in VARIANTS if (row := figures(cases, saved, v)) is not None]
     n_good = sum(1 for c in cases if not c["faults"])
     print(
         f"\n{name}: {len(cases)} cases ({n_good} good, {len(cases) - n_good} with faults), 95% Wilson intervals"
     )
     print_table(header, rows)
+    split = by_critic(cases, saved)
+    print(
+        "default, by the critic that named each fault: "
+        + "; ".join(f"{critic} {real} real of {shown} shown" for critic, (real, shown) in split.items())
+    )
     records = [saved[c["id"]] for c in cases]
     checks = sum(len(r["checks"]) for r in records)
     seconds = {
@@ -342,7 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default="embedded:qwen2.5-coder-1.5b", help="an instruction-tuned embedded model"
     )
-    parser.add_argument("--cases", default=CASES, help="the (task, answer, faults) cases, JSONL")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=[CASES, NEW_CASES],
+        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: both sets)",
+    )
     parser.add_argument(
         "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"
     )
@@ -359,7 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     from reflection_graph.models import critic_model
 
     root = Path(__file__).resolve().parents[1]
-    cases = load_cases(root / args.cases)[: args.limit]
+    sets = {path: load_cases(root / path)[: args.limit] for path in args.cases}
+    cases = [case for rows in sets.values() for case in rows]
+    if len({case["id"] for case in cases}) != len(cases):
+        print("error: two of the sets share a case id", file=sys.stderr)
+        return 2
     found = embedded_model(args.model, n_threads=args.threads)
     if found is None:
         return 2
@@ -376,9 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     saved = run(critic, cases, out, _key(name), before=args.before)
     if args.verbose:
         for case in cases:
-            shown = VARIANTS["checked both ways (default)"](saved[case["id"]]) or []
+            shown = (
+                VARIANTS["checked both ways, judged wrong only"](_with_case(saved[case["id"]], case)) or []
+            )
             print(f"{case['id']}: real {[f['fault'] for f in case['faults']]}; shown {[i for i, _ in shown]}")
-    report(cases, saved, name)
+    for path, rows in sets.items():
+        report(rows, saved, f"{name}, {Path(path).name}")
+    if len(sets) > 1:
+        report(cases, saved, f"{name}, all sets combined")
     return 0
 
 

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator
+from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator, model_validator
 
 from reflection_graph._text._extract import extract_json_object
 
@@ -103,6 +103,13 @@ class Critique(CritiqueOutput):
     checks_total: int | None = Field(
         default=None, ge=0, description="A verifier's count of checks run; None for a judge."
     )
+    named_by: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Which critic named each issue, parallel to `issues` (`judge`, `rule:placeholder`, `rule:required`, "
+            "`rule:script`); empty when the critic does not say."
+        ),
+    )
 
     @field_validator("score", mode="before")
     @classmethod
@@ -116,6 +123,19 @@ class Critique(CritiqueOutput):
     @classmethod
     def _bound_items(cls, items: list[str]) -> list[str]:
         return _bounded_list(items)
+
+    @field_validator("named_by", mode="after")
+    @classmethod
+    def _bound_named_by(cls, names: list[str]) -> list[str]:
+        return names[:MAX_ITEMS]
+
+    @model_validator(mode="after")
+    def _named_by_parallel(self) -> Critique:
+        if self.named_by and len(self.named_by) != len(self.issues):
+            raise ValueError(
+                f"named_by must name one critic per issue: {len(self.named_by)} names for {len(self.issues)} issues"
+            )
+        return self
 
     @field_validator("feedback", mode="after")
     @classmethod

@@ -41,6 +41,39 @@ def test_the_set_has_good_answers_and_answers_with_known_faults(bench: Any) -> N
     assert not any(placeholders(c["answer"]) for c in good)  # no good answer holds a template slot
 
 
+def test_the_new_set_is_apart_well_formed_and_holds_the_kinds_it_promises(bench: Any) -> None:
+    old = bench.load_cases(ROOT / bench.CASES)
+    cases = bench.load_cases(ROOT / bench.NEW_CASES)
+    good = [c for c in cases if not c["faults"]]
+    assert len(cases) - len(good) >= 20 and len(good) >= 10
+    assert not {c["id"] for c in cases} & {c["id"] for c in old}  # one cache holds both sets
+    assert {c["set"] for c in cases} == {"critique_cases_new.jsonl"}
+    assert not {c["task"] for c in cases} & {c["task"] for c in old}  # new tasks, not the old ones again
+    for case in cases:
+        for fault in case["faults"]:
+            assert re.search(fault["match"], fault["fault"], re.I), (case["id"], fault)
+    faults = " ".join(f["fault"] for c in cases for f in c["faults"]).casefold()
+    for kind in (
+        "subject line",
+        "placeholder",
+        "30-word",
+        "bullet",
+        "russian",
+        "chinese",
+        "off by one",
+        "1989",
+    ):
+        assert kind in faults, kind
+
+
+def test_two_cases_with_one_id_are_refused(bench: Any, tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    row = {"id": "x", "task": "t", "answer": "a", "faults": []}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="share an id"):
+        bench.load_cases(path)
+
+
 def test_a_case_without_a_match_rule_is_refused(bench: Any, tmp_path: Path) -> None:
     path = tmp_path / "cases.jsonl"
     path.write_text(json.dumps({"id": "x", "task": "t", "answer": "a", "faults": [{"fault": "f"}]}) + "\n")
@@ -89,19 +122,29 @@ def test_a_run_is_resumed_and_the_figures_count_claims_faults_and_broken_lines(
     n_faults = sum(len(c["faults"]) for c in cases)
     named = sum(1 for c in cases if c["faults"])  # the fake writes each bad case's first fault
     # before: one cut line per answer, naming nothing
-    assert rows["before (issue 37)"][1].startswith(f"{100:.1f}%") and rows["before (issue 37)"][4].startswith(
+    assert rows["before (issue 37)"][1].startswith(f"{100:.1f}%") and rows["before (issue 37)"][5].startswith(
         "100.0%"
     )
     # whole lines: the invented fault is shown everywhere
-    assert rows["new, whole lines"][1].startswith("100.0%") and rows["new, whole lines"][4].startswith("0.0%")
+    assert rows["new, whole lines"][1].startswith("100.0%") and rows["new, whole lines"][5].startswith("0.0%")
+    # precision: of the invented claims (one per case) and the real ones (one per bad case), the real ones
+    n_bad = len(cases) - sum(1 for c in cases if not c["faults"])
+    assert rows["new, as written"][2].endswith(f"({n_bad} of {len(cases) + n_bad})")
     # asked once, the yes-saying fake (+3 to Yes) confirms the invented fault; asked both ways it does not
     assert rows["checked once"][1].startswith("100.0%")
     both = rows["checked both ways (default)"]
-    assert both[1].startswith("0.0%") and f"({0} claims)" in both[1] and both[3] == "0"
-    assert both[2].startswith(f"{named / n_faults:.1%}")
+    assert both[1].startswith("0.0%") and f"({0} claims)" in both[1] and both[4] == "0"
+    assert both[2].startswith("100.0%")  # only the confirmed real faults are shown: every one is real
+    assert both[3].startswith(f"{named / n_faults:.1%}") and both[3].endswith(f"({named} of {n_faults})")
     assert n_good > 0
+    # the rules alone: the placeholder of email-readme-placeholder, real by construction, and nothing else
+    assert rows["rules alone (no model)"][2].endswith("(1 of 1)") and rows["rules alone (no model)"][
+        1
+    ].startswith("0.0%")
+    assert bench.by_critic(cases, saved)["rules"] == (1, 1)
     bench.report(cases, saved, "fake")
-    assert "seconds per case" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "seconds per case" in printed and "rules 1 real of 1 shown" in printed
 
 
 @pytest.mark.parametrize(

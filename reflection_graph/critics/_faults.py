@@ -9,6 +9,8 @@ checked by the judge before anyone reads it.
   left empty drops its pair, a fix left empty leaves the issue without one. A fix that brings in a template
   placeholder the answer does not hold ("Sign it [Your Name].") is dropped.
 - **Checked**: each issue left goes back to the judge as a yes/no question about the answer (`FaultCheck`).
+- **Attributed**: each fault says which critic named it (`by`): `"judge"` for the model's, `"rule:..."` for a
+  rule's (reflection_graph/critics/_rule_faults.py). It is not in the grammar: the model cannot claim a rule's name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from reflection_graph._text._lines import scripts, whole_line
 from reflection_graph._text._placeholders import introduced_placeholders
@@ -41,6 +44,11 @@ class Fault(BaseModel):
         default="",
         description="How to fix that fault, in one whole sentence.",
         json_schema_extra={"maxLength": MAX_LINE_CHARS},
+    )
+    by: SkipJsonSchema[str] = Field(
+        default="judge",
+        description='Which critic named the fault: "judge" (the model), "rule:placeholder", "rule:required" or '
+        '"rule:script".',
     )
 
 

@@ -32,6 +32,14 @@ the earlier one (its `p_better` is taken as `min(p, 1 - p)`). Selection ranks it
 one (see reflection_graph/_text/_placeholders.py); the loop's `rule` tactic proposes the edited candidate.
 A task that asks for a template allows them.
 
+Beside the model, **rules** name faults that are real by construction (reflection_graph/critics/_rule_faults.py):
+the placeholder above, a requirement the task states in a form a rule can check and the answer misses (a subject
+line, a signature, a word, bullet, paragraph or sentence count, quoted words to include or end with, lowercase or
+capitals only, no commas), and an answer mostly in a script that is neither the task's nor that of a language it
+names. A rejected candidate's critique shows them whatever the verdict says, after the judge's confirmed faults,
+each fix a concrete edit that quotes the text concerned; `Critique.named_by` says which critic named each issue
+(`judge`, `rule:placeholder`, `rule:required`, `rule:script`). They never decide acceptance, except the placeholder.
+
 Only a rejected candidate gets a **written critique**, and by default (`write="when_wrong"`) only one whose
 verdict says it is wrong (P(Yes) <= 1/2): on the project's critique set (bench/bench_critique.py) Qwen's written
 critique named a fault for every good answer, and no check below kept the real faults without some invented ones;
@@ -85,6 +93,13 @@ from reflection_graph.critics._faults import (
     written,
 )
 from reflection_graph.critics._logprob_reading import LogprobReadingCritic, log_odds, next_token_logprobs
+from reflection_graph.critics._rule_faults import (
+    placeholder_fault,
+    placeholder_faults,
+    required_faults,
+    script_faults,
+    sign_off_fault,
+)
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.pairwise import best_earlier, moved_score
 from reflection_graph.critique import Critique
@@ -171,26 +186,6 @@ def preference(as_a: float, as_b: float) -> float:
 
 def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
-
-
-def sign_off_fault(line: str, edits: Sequence[str] = ()) -> Fault:
-    """The fault the placeholder rule names for a letter that ends on the sign-off `line` with no sender."""
-    return Fault(
-        issue=f'The letter ends on "{line}" with no sender after it.',
-        fix=" ".join(edits)
-        or f'Delete the line "{line}" and end the letter on its closing sentence, or sign it with a name the task gives.',
-    )
-
-
-def placeholder_fault(slots: Sequence[str], edits: Sequence[str] = ()) -> Fault:
-    """The fault the placeholder rule names for `slots` (the template placeholders a candidate brought in), with
-    `edits` (`placeholder_edits`: each a concrete change that quotes the lines it changes) as its fix."""
-    plural = "s" if len(slots) > 1 else ""
-    return Fault(
-        issue=f"The answer holds the template placeholder{plural} {', '.join(slots)}, which the task did not ask for.",
-        fix=" ".join(edits)
-        or f"Remove {', '.join(slots)}: write the real text only where the task gives it, else leave that part out.",
-    )
 
 
 _Ask = tuple[Runnable[Any, Any], list[BaseMessage]]
@@ -389,24 +384,41 @@ class JudgeCritic(LogprobReadingCritic):
                 if self.confirm != "none":
                     checks = cast(list[FaultCheck], (yield from self._check_steps(request, faults)))
                     faults = [check.fault for check in checks if check.confirmed]
-        return self._critique(judgement, faults, notes)
+        return self._critique(judgement, [*faults, *self.rule_faults(request, judgement)], notes)
+
+    def rule_faults(self, request: CritiqueRequest, judgement: Judgement | None = None) -> list[Fault]:
+        """The faults the rules name in `request.candidate` (reflection_graph/critics/_rule_faults.py; no call):
+        the placeholder rule's (from `judgement` when given), a requirement of the task it misses, another
+        script."""
+        answer, task, context = request.candidate, request.task, request.context
+        placed = (
+            placeholder_faults(answer, task=task, context=context)
+            if judgement is None
+            else [placeholder_fault(judgement.placeholders, judgement.edits)]
+            if judgement.placeholders
+            else [sign_off_fault(judgement.sign_off, judgement.edits)]
+            if judgement.sign_off
+            else []
+        )
+        return [
+            *placed,
+            *required_faults(answer, task=task, context=context),
+            *script_faults(answer, task=task, context=context),
+        ]
 
     def _critique(self, judgement: Judgement, faults: Sequence[Fault], notes: list[str]) -> Critique:
-        """A rejected candidate's critique: the confirmed faults and the placeholder rule's, the judge's readings
-        that tell against it, and plain notes (feedback only) when nothing is found."""
-        faults = (
-            [*faults, placeholder_fault(judgement.placeholders, judgement.edits)]
-            if judgement.placeholders
-            else [*faults, sign_off_fault(judgement.sign_off, judgement.edits)]
-            if judgement.sign_off
-            else list(faults)
-        )
+        """A rejected candidate's critique: the confirmed faults and the rules' (each with the critic that named
+        it, `named_by`), the judge's readings that tell against it, and plain notes (feedback only) when nothing
+        is found."""
         issues = [f.issue for f in faults]
+        named_by = [f.by for f in faults]
         suggestions = [f.fix for f in faults if f.fix]
         if judgement.p_better is not None and judgement.p_better < 0.5 and not judgement.tie:
             issues.append(WORSE)
+            named_by.append("judge")
         if judgement.p_yes <= 0.5:
             issues.append(WRONG)
+            named_by.append("judge")
         if judgement.p_better is None:
             notes.insert(0, FIRST)
         elif judgement.tie and not judgement.placeholders:
@@ -419,6 +431,7 @@ class JudgeCritic(LogprobReadingCritic):
             is_acceptable=False,
             score=judgement.score,
             feedback=" ".join([*issues, *notes]),
+            named_by=named_by,
         )
 
     # -- sync and async drivers ------------------------------------------------------------------------------
