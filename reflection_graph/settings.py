@@ -13,14 +13,13 @@
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
 Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy` is a
-`str` checked against the strategy registry (reflection_graph/strategies/), so a strategy registered from user code
+`str` checked against the strategy registry (`STRATEGIES`, filled by reflection_graph/strategies/), so a strategy registered from user code
 is a valid value for mypy, the factory and the CLI alike, and adding one touches no line here.
 
 The imports go one way. Strategies import `Settings` when they load (what they force, their call bound, their
-answers to the nodes); this module imports nothing of the package when it loads, and looks the registry up only
-when a `strategy` value is checked or its choices are listed (`_strategies`: a lazy lookup at the call site,
-made once the package, strategies included, has loaded). So the two never import each other while loading
-(tests/test_rooms.py checks that `settings` reaches no strategy through the imports it makes when it loads).
+answers to the nodes); this module imports only the registry they fill (reflection_graph/_loop/_registry.py, which imports
+nothing of the package), so the two never import each other (tests/test_rooms.py checks that the package has no
+import cycle).
 
 A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
 focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
@@ -44,6 +43,8 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from typing_extensions import TypedDict
+
+from reflection_graph._loop._registry import STRATEGIES
 
 __all__ = [
     "MAX_DRAFTS",
@@ -241,7 +242,7 @@ class Settings:
         "loop",
         "How the rounds run: a strategy registered in reflection_graph.strategies.",
         agent=False,
-        allowed=lambda: _strategies(),
+        allowed=STRATEGIES.descriptions,
     )
     n_drafts: int = _setting(
         1,
@@ -485,15 +486,6 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
             raise ValueError(f"{name} must be >= {low:g}, got {value!r}{hint}")
         if high is not None and value > high:
             raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
-
-
-def _strategies() -> dict[str, str]:
-    """The registered strategies (reflection_graph/strategies/), each with its description: the built-in ones
-    and any a user registered, in the order they were registered. Imported here, when asked, never at the top:
-    the strategies import this module (see the module doc)."""
-    from reflection_graph import strategies
-
-    return {name: strategies.get(name).description for name in strategies.names()}
 
 
 @functools.cache
