@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import BadInput, GraphOptions, _batch_job
 from reflection_graph.cli._common import (
     EXIT_FAILED,
     TOTAL_BUDGET_HELP,
@@ -19,10 +18,10 @@ from reflection_graph.cli._common import (
     RecordTimeout,
     _check_job_limits,
     _fail,
-    _OneLineErrors,
     app,
 )
-from reflection_graph.cli._options import _MODEL_OPTIONS, given_on_command_line, graph_options
+from reflection_graph.cli._graph import BadInput, GraphOptions, _batch_job
+from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, given_on_command_line, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.settings import setting_fields
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import GraphOptions, _batch_job
 from reflection_graph.cli._common import (
     EXIT_FAILED,
     TOTAL_BUDGET_HELP,
@@ -20,10 +19,10 @@ from reflection_graph.cli._common import (
     RecordTimeout,
     _check_job_limits,
     _fail,
-    _OneLineErrors,
     app,
 )
-from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
+from reflection_graph.cli._graph import GraphOptions, _batch_job
+from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, graph_options
 from reflection_graph.cli._render import _print_eval
 from reflection_graph.runners._jsonl import atomic_write
 from reflection_graph.settings import Settings

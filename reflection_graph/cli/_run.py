@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import GraphOptions, _job_graph
-from reflection_graph.cli._common import EXIT_FAILED, _fail, _OneLineErrors, app
-from reflection_graph.cli._options import graph_options
+from reflection_graph.cli._common import EXIT_FAILED, _fail, app
+from reflection_graph.cli._graph import GraphOptions, _job_graph
+from reflection_graph.cli._options import _OneLineErrors, graph_options
 from reflection_graph.cli._render import _stream_with_display
 from reflection_graph.critics.sandbox import Isolation
 

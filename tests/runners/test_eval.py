@@ -421,7 +421,9 @@ class CliQuiz:
 @pytest.fixture
 def cli_quiz(monkeypatch: pytest.MonkeyPatch) -> CliQuiz:
     model = CliQuiz()
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))
+    monkeypatch.setattr(
+        cli._graph, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role)
+    )
     return model
 
 
