@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from reflection_graph.runners.batch import BatchLocked
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
@@ -29,7 +31,6 @@ class BadInput(ValueError):
 @contextmanager
 def _job_errors() -> Iterator[None]:
     """How `batch` and `eval` end on an error: one line; a locked output is bad input; a rerun resumes."""
-    from reflection_graph.runners.batch import BatchLocked
 
     try:
         yield

@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from reflection_graph.cli._common import BadInput, _fail, _job_errors
+from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.critics.sandbox import Isolation, IsolationUnavailableError
+from reflection_graph.graph import create_reflection_graph
+from reflection_graph.memory import ReflexionMemory, default_embeddings, sqlite_store
+from reflection_graph.models import resolve_model
 from reflection_graph.settings import Settings
 
 __all__ = ["GraphOptions", "build_graph"]
@@ -86,7 +90,6 @@ class GraphOptions:
 
 def _resolve_model(spec: str | None, options: GraphOptions, role: str) -> Any:
     """Turn a model spec into a chat model for one role (the seam tests replace with a fake)."""
-    from reflection_graph.models import resolve_model
 
     return resolve_model(spec, role=role, base_url=options.base_url)  # type: ignore[arg-type]
 
@@ -158,12 +161,9 @@ def _graph_of(
     options: GraphOptions, roles: tuple[Any, Any, Any], checkpointer: Any, store: Any, memory: Any
 ) -> Any:
     """`build_graph`'s graph on role models already resolved (`_role_models`)."""
-    from reflection_graph.graph import create_reflection_graph
 
     generator, critic, reviser = roles
     if options.tests is not None:
-        from reflection_graph.critics.code_tests import CodeTestCritic
-
         if critic is not None:
             raise BadInput("--tests and --critic cannot be combined: the tests are the critic")
         critic = CodeTestCritic(options.tests, isolation=options.isolation)
@@ -203,8 +203,6 @@ def _open_persistence(options: GraphOptions, stack: ExitStack) -> tuple[Any, Any
                 f"--checkpoint: cannot use {options.checkpoint} as a SQLite database: {exc}"
             ) from None
     if options.memory is not None:
-        from reflection_graph.memory import ReflexionMemory, default_embeddings, sqlite_store
-
         embeddings = default_embeddings() if options.memory_embeddings == "auto" else None
         try:
             try:  # set up once per file, even with several processes at once

@@ -47,6 +47,7 @@ from typing import Any
 
 from typing_extensions import Required, TypedDict, Unpack
 
+from reflection_graph.graph import create_reflection_graph
 from reflection_graph.runners import _report
 from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, read_lines
 from reflection_graph.runners._output import read_output
@@ -153,7 +154,6 @@ def _input_file(
 
 
 def _default_graph() -> Any:
-    from reflection_graph.graph import create_reflection_graph
 
     return create_reflection_graph()
 
