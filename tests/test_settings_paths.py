@@ -45,7 +45,7 @@ def cli_graph(monkeypatch: pytest.MonkeyPatch) -> Any:
         graphs.append(real(*args, **kwargs))
         raise Built
 
-    monkeypatch.setattr(graph_module, "create_reflection_graph", recording)
+    monkeypatch.setattr(cli._graph, "create_reflection_graph", recording)
 
     def build(*args: str) -> Any:
         result = runner.invoke(app, list(args))
