@@ -32,12 +32,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Overwrite, Send
-from typing_extensions import NotRequired, Required
+from typing_extensions import NotRequired, Required, Unpack
 
 from reflection_graph._runtime._usage import add_role_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.graph import create_reflection_graph
+from reflection_graph.settings import Settings, SettingsKwargs, chosen_settings
 from reflection_graph.state import Round, StopReason, UsageReport
 
 __all__ = [
@@ -258,6 +259,10 @@ class _Gleaner:
         return {"results": results, "usage": _sum_usage([r["usage"] for r in results])}
 
 
+_GLEANING: dict[str, Any] = {"strategy": "loop", "n_revisions": 1}
+"""The settings gleaning sets unless its caller does: it refines, one revision a round."""
+
+
 def create_gleaning_graph(
     generator: Any = None,
     *,
@@ -272,7 +277,8 @@ def create_gleaning_graph(
     checkpointer: Checkpointer = None,
     store: Any = None,
     name: str = "gleaning",
-    **settings: Any,
+    settings: Settings | None = None,
+    **values: Unpack[SettingsKwargs],
 ) -> CompiledStateGraph[GleaningState, Context, GleaningInput, GleaningOutput]:
     """Create a compiled graph that maps a prompt over documents and gleans each output (DocETL's gleaning).
 
@@ -295,9 +301,12 @@ def create_gleaning_graph(
         checkpointer: passed to `compile`.
         store: passed to `compile`.
         name: the compiled graph's name.
-        **settings: any field of `reflection_graph.Settings` for the per-document loop (`score_threshold`,
-            `select`, `prompts`, `retries`, `timeout_s`, ...), validated as `create_reflection_graph` does;
-            `max_iterations` comes from `num_rounds`.
+        settings: a `reflection_graph.Settings` for the per-document loop, made ahead, as
+            `create_reflection_graph` takes it; `max_iterations` comes from `num_rounds`.
+        **values: any field of `reflection_graph.Settings` for the per-document loop (`score_threshold`,
+            `select`, `prompts`, `retries`, `timeout_s`, ...), over `settings`, validated as
+            `create_reflection_graph` does. Unless given, `strategy` is "loop" and `n_revisions` 1 (gleaning
+            refines one revision a round, also with a verifier critic).
 
     Returns:
         A `CompiledStateGraph` taking `{"documents": [...], "prompt": "..."}` and returning `results` (one
@@ -329,7 +338,8 @@ def create_gleaning_graph(
         )
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
         raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-    if "max_iterations" in settings:
+    chosen = chosen_settings(settings, values)
+    if "max_iterations" in chosen.given:
         raise ValueError("pass num_rounds (the most refinements per document), not max_iterations")
     if should_refine is not None and not callable(should_refine):
         raise ValueError("should_refine must be a callable taking the document's state and returning a bool")
@@ -353,7 +363,12 @@ def create_gleaning_graph(
         base_url=base_url,
         name=f"{name}_document",
         # gleaning refines: one revision a round, also with a verifier critic (whose graph default is fresh drafts)
-        **{"strategy": "loop", "n_revisions": 1, **settings, "max_iterations": num_rounds + 1},
+        settings=chosen.apply(
+            {
+                **{k: v for k, v in _GLEANING.items() if k not in chosen.given},
+                "max_iterations": num_rounds + 1,
+            }
+        ),
     )
     gleaner = _Gleaner(reflection, include_trajectory)
     builder = StateGraph(

@@ -53,7 +53,7 @@ from reflection_graph._nodes import Setup
 from reflection_graph._runtime._calls import max_model_calls
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
-from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs
+from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs, chosen_settings
 from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
 
 __all__ = ["build_reflection_graph", "create_reflection_graph", "max_model_calls"]
@@ -81,20 +81,7 @@ def _layered_settings(
         TypeError: `settings` is no `Settings`, or a name in `values` is no setting.
         ValueError: a value is out of range (validated once, where it enters).
     """
-    unknown = set(values) - set(Settings.__dataclass_fields__)
-    if unknown:
-        raise TypeError(
-            f"unknown argument(s) {sorted(unknown)}; the settings are {sorted(Settings.__dataclass_fields__)}"
-        )
-    if settings is None:
-        chosen = Settings(**values)
-    elif isinstance(settings, Settings):
-        chosen = settings.apply(values)
-    else:
-        raise TypeError(
-            f"settings must be a reflection_graph.Settings (or pass each setting as a keyword), "
-            f"got {type(settings).__name__}"
-        )
+    chosen = chosen_settings(settings, values)
     return setup_defaults(critic, chosen, human_review=human_review)
 
 

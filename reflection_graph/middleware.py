@@ -71,7 +71,7 @@ from reflection_graph.prompts import (
     format_critique,
     render_prompt,
 )
-from reflection_graph.settings import Settings, SettingsKwargs, setting_fields
+from reflection_graph.settings import Settings, SettingsKwargs, chosen_settings, setting_fields
 from reflection_graph.state import Round, StopReason
 
 try:  # langchain >= 1.3: keep the critic's own model calls out of the agent's message stream
@@ -152,8 +152,10 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         feedback_prompt: the critique message template (see `FEEDBACK_PROMPT`) or a callable of its values.
         critic_guidelines: domain guidelines added to an LLM critic's prompt.
         base_url: OpenAI-compatible server for a string critic model name.
-        **settings: the fields of `reflection_graph.Settings` that apply to an agent, with the same names,
-            defaults and validation as `create_reflection_graph`: `max_iterations` (3: most critique rounds, so
+        settings: a `reflection_graph.Settings` made ahead, as `create_reflection_graph` takes it (the same
+            object can build a graph); it may set only the settings an agent takes (below).
+        **values: the fields of `reflection_graph.Settings` that apply to an agent, with the same names,
+            defaults and validation as `create_reflection_graph` (over `settings`): `max_iterations` (3: most critique rounds, so
             the agent answers at most this many times), `min_iterations`, `score_threshold` (None: the critic's
             verdict decides; set: `score >= score_threshold` accepts and an LLM critic is told the bar),
             `select` ("best": the best-scoring round's answer becomes the final message, ties to the later),
@@ -196,10 +198,11 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         feedback_prompt: PromptOverride = FEEDBACK_PROMPT,
         critic_guidelines: str | None = None,
         base_url: str | None = None,
-        **settings: Unpack[SettingsKwargs],
+        settings: Settings | None = None,
+        **values: Unpack[SettingsKwargs],
     ) -> None:
         super().__init__()
-        self.settings = _agent_settings(dict(settings))
+        self.settings = _agent_settings(settings, values)
         if task_key is not None and (not isinstance(task_key, str) or not task_key.isidentifier()):
             raise ValueError(f"task_key must be a state key name such as 'task', got {task_key!r}")
         if task_key in ReflectionMiddlewareState.__annotations__:
@@ -348,23 +351,19 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
         return HumanMessage(content=text, id=f"{CRITIQUE_MESSAGE_PREFIX}{uuid.uuid4()}")
 
 
-def _agent_settings(values: dict[str, Any]) -> Settings:
-    """`Settings` from the middleware's keyword arguments; settings that shape drafting or budget the whole run
-    (the agent's own calls, which the middleware does not make) are refused."""
-    agent = {f.name for f in setting_fields(agent=True)}
-    unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
-    if unknown:
-        raise TypeError(f"unknown argument(s) {unknown}; the settings are {sorted(agent)}")
-    drafting = sorted(set(values) - agent)
-    if drafting:
-        raise TypeError(
-            f"{drafting} shape drafting or budget a whole run, which the agent does itself; use {sorted(agent)}"
-        )
-    settings = Settings(**values)
-    other_roles = sorted(set(settings.prompts) - {"critique"})
+def _agent_settings(settings: Settings | None, values: Mapping[str, Any]) -> Settings:
+    """The middleware's settings (`chosen_settings`, as every factory's); settings that shape drafting or budget
+    the whole run (the agent's own calls, which the middleware does not make) are refused."""
+    chosen = chosen_settings(
+        settings,
+        values,
+        taken=[f.name for f in setting_fields(agent=True)],
+        refusal="{names} shape drafting or budget a whole run, which the agent does itself; use {taken}",
+    )
+    other_roles = sorted(set(chosen.prompts) - {"critique"})
     if other_roles:
         raise ValueError(f"prompts {other_roles} do not apply to the middleware; only 'critique' does")
-    return settings
+    return chosen
 
 
 def _final_answer(state: Mapping[str, Any]) -> AIMessage | None:

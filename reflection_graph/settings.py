@@ -1,26 +1,27 @@
 """Every setting of the loop, declared once: its default, bounds, choices and description.
 
 `Settings` is the single source of truth. From its fields:
-- `create_reflection_graph` and `create_gleaning_graph` take them as keyword arguments (or, the reflection
-  graph, one `Settings` as it is: `settings=`), validated by `Settings` when the graph is built;
+- every factory (`create_reflection_graph`, `ReflectionMiddleware`, `create_gleaning_graph`) takes them the same
+  way: one `Settings` as it is (`settings=`) and/or the fields as keyword arguments over it, checked by one
+  function, `chosen_settings` (with one check of names, `refuse_unknown`);
 - the runtime `Context` (reflection_graph/context.py) offers the fields marked `runtime=True` as per-run
   overrides, with the same description (Studio shows it);
 - the CLI (reflection_graph/cli/) turns the fields marked `cli=True` into typer options with typer's own
   `min`/`max` and choices, and builds one `Settings` of those given on the command line;
-- `ReflectionMiddleware` takes the fields marked `agent=True` (the others shape drafting or budget the whole run,
-  which the agent does itself) with the same names and defaults;
+- `ReflectionMiddleware` takes only the fields marked `agent=True` (the others shape drafting or budget the whole
+  run, which the agent does itself);
 - `SettingsKwargs` names every field with its type for `**values: Unpack[SettingsKwargs]` (PEP 692), so editors
   and mypy see them; tests/test_settings.py proves it agrees with `Settings`.
 
 Choices come from the `Literal` types below through `typing.get_args`, never from repeated literals. `strategy` is a
-`str` checked against the strategy registry (reflection_graph/strategies/), so a strategy registered from user code
-is a valid value for mypy, the factory and the CLI alike, and adding one touches no line here.
+`str` checked against the strategy registry (`STRATEGIES`, filled by reflection_graph/strategies/), so a strategy
+registered from user code is a valid value for mypy, the factory and the CLI alike, and adding one touches no line
+here.
 
 The imports go one way. Strategies import `Settings` when they load (what they force, their call bound, their
-answers to the nodes); this module imports nothing of the package when it loads, and looks the registry up only
-when a `strategy` value is checked or its choices are listed (`_strategies`: a lazy lookup at the call site,
-made once the package, strategies included, has loaded). So the two never import each other while loading
-(tests/test_rooms.py checks that `settings` reaches no strategy through the imports it makes when it loads).
+answers to the nodes); this module imports only the registry they fill (reflection_graph/_loop/_registry.py, which imports
+nothing of the package), so the two never import each other (tests/test_rooms.py checks that the package has no
+import cycle).
 
 A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
 focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
@@ -45,6 +46,8 @@ from typing import Any, Literal, get_args
 
 from typing_extensions import TypedDict
 
+from reflection_graph._loop._registry import STRATEGIES
+
 __all__ = [
     "MAX_DRAFTS",
     "MAX_ITERATIONS",
@@ -58,7 +61,9 @@ __all__ = [
     "SettingsKwargs",
     "allowed_values",
     "choices",
+    "chosen_settings",
     "frozen",
+    "refuse_unknown",
     "setting_fields",
     "thawed",
 ]
@@ -241,7 +246,7 @@ class Settings:
         "loop",
         "How the rounds run: a strategy registered in reflection_graph.strategies.",
         agent=False,
-        allowed=lambda: _strategies(),
+        allowed=STRATEGIES.descriptions,
     )
     n_drafts: int = _setting(
         1,
@@ -368,11 +373,7 @@ class Settings:
         return self._changed(values, given=False)
 
     def _changed(self, values: Mapping[str, Any], *, given: bool) -> Settings:
-        unknown = sorted(set(values) - set(Settings.__dataclass_fields__))
-        if unknown:
-            raise TypeError(
-                f"unknown setting(s) {unknown}; the settings are {sorted(Settings.__dataclass_fields__)}"
-            )
+        refuse_unknown(values, "setting(s)")
         if not values:
             return self
         new = copy.copy(self)
@@ -381,6 +382,61 @@ class Settings:
         object.__setattr__(new, "_given", self.given | set(values) if given else self.given)
         new._validate(values)
         return new
+
+
+def refuse_unknown(names: Iterable[str], kind: str, listed: Iterable[str] | None = None) -> None:
+    """The one check of setting names: `TypeError` naming those of `names` that are no `Settings` field.
+
+    Args:
+        names: the names given.
+        kind: what they were given as, for the message ("argument(s)", "setting(s)").
+        listed: the settings the caller takes, listed in the message (None: every setting).
+    """
+    unknown = sorted(set(names) - set(Settings.__dataclass_fields__))
+    if unknown:
+        shown = sorted(Settings.__dataclass_fields__ if listed is None else listed)
+        raise TypeError(f"unknown {kind} {unknown}; the settings are {shown}")
+
+
+def chosen_settings(
+    settings: Settings | None,
+    values: Mapping[str, Any],
+    *,
+    taken: Iterable[str] | None = None,
+    refusal: str = "",
+) -> Settings:
+    """The settings a factory was given, validated in this one place for every factory: `settings` as it is
+    (the fields it was given count as set) with the keyword `values` over it, or `Settings(**values)`.
+
+    Args:
+        settings: a `Settings` made ahead, or None.
+        values: the factory's keyword settings.
+        taken: the settings this factory honours (None: all); one outside them, in `values` or among
+            `settings.given`, is refused.
+        refusal: the message of that refusal, formatted with `names` (those refused) and `taken`.
+
+    Raises:
+        TypeError: a name that is no setting, `settings` is no `Settings`, or a setting this factory does not
+            take.
+        ValueError: a value out of range.
+    """
+    refuse_unknown(values, "argument(s)", taken)
+    if taken is not None:
+        names = sorted(
+            (set(values) | (settings.given if isinstance(settings, Settings) else set())) - set(taken)
+        )
+        if names:
+            raise TypeError(refusal.format(names=names, taken=sorted(taken)))
+    if settings is None:
+        chosen = Settings(**values)
+    elif isinstance(settings, Settings):
+        chosen = settings.apply(values)
+    else:
+        raise TypeError(
+            f"settings must be a reflection_graph.Settings (or pass each setting as a keyword), "
+            f"got {type(settings).__name__}"
+        )
+    return chosen
 
 
 def _remember_given(init: Any) -> Any:
@@ -485,15 +541,6 @@ def _check(f: Field[Any], value: Any, annotation: Any) -> None:
             raise ValueError(f"{name} must be >= {low:g}, got {value!r}{hint}")
         if high is not None and value > high:
             raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
-
-
-def _strategies() -> dict[str, str]:
-    """The registered strategies (reflection_graph/strategies/), each with its description: the built-in ones
-    and any a user registered, in the order they were registered. Imported here, when asked, never at the top:
-    the strategies import this module (see the module doc)."""
-    from reflection_graph import strategies
-
-    return {name: strategies.get(name).description for name in strategies.names()}
 
 
 @functools.cache

@@ -98,7 +98,7 @@ def test_the_command_line_prints_the_t_sql_query_whole(monkeypatch: pytest.Monke
             return FakeCriticModel(critiques=[critique(4.0), critique(8.0)])
         return RecordingChatModel(replies=[SQL_WORSE, SQL_BEST])
 
-    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
     shown = CliRunner().invoke(
         cli.app, ["run", SQL_TASK, "--critic", "fake", "--max-iterations", "2", "--json"]
     )

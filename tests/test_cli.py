@@ -68,7 +68,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> PromptRouter:
         seen.append((spec, role))
         return resolve_model(router, role=role)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
     router.seen = seen  # type: ignore[attr-defined]
     return router
 
@@ -215,7 +215,7 @@ def test_max_tokens_and_seed(fake: PromptRouter, monkeypatch: pytest.MonkeyPatch
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     base = EmbeddedChatModel()
-    tuned = cli._apply_sampling(base, cli.GraphOptions(max_tokens=32, seed=7))
+    tuned = cli._graph._apply_sampling(base, cli.GraphOptions(max_tokens=32, seed=7))
     assert (tuned.max_tokens, tuned.seed) == (32, 7) and base.max_tokens != 32
 
 
@@ -247,7 +247,7 @@ def test_the_repetition_stop_switch_reaches_the_model(
             return RepeatingCritic(critiques=[critique(9, ok=True, issues=[])])
         return generator
 
-    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
     tasks = tmp_path / "in.jsonl"
     tasks.write_text(json.dumps({"task": "A literal with 6 rows of nine zeros"}) + "\n")
 
@@ -299,7 +299,7 @@ def test_unfinished_thread_is_resumed_and_finished_thread_refused(fake: PromptRo
     config = {"configurable": {"thread_id": "th-r"}}
     with ExitStack() as stack:
         options = cli.GraphOptions(settings=Settings(max_iterations=3), checkpoint=db)
-        checkpointer, _, _ = cli._open_persistence(options, stack)
+        checkpointer, _, _ = cli._graph._open_persistence(options, stack)
         graph = cli.build_graph(options, checkpointer=checkpointer)
         graph.invoke({"task": "Write a haiku"}, config, interrupt_after=["critique"])  # stops after round 1
     assert len(fake.prompts["critique"]) == 1
@@ -453,7 +453,7 @@ def test_run_on_a_streaming_model_prints_the_same_rounds_off_a_terminal(
         generator.received.clear()  # each run starts from the first reply
         return generator
 
-    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
     shown = invoke("run", "Write a haiku", "--critic", "fake", "--max-iterations", "2")
     assert shown.exit_code == 0, shown.stderr
     assert "writing)" not in shown.stdout  # the live view is transient
@@ -516,7 +516,7 @@ def test_run_loads_a_local_generator_before_the_live_view_drafts(monkeypatch: py
         generator.events.clear()  # each run starts afresh
         return generator
 
-    monkeypatch.setattr(cli, "_resolve_model", fake_resolve)
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
     live = invoke("run", "Write a haiku", "--critic", "fake", "-n", "1")
     assert live.exit_code == 0, live.stderr
     assert generator.events == ["load", "call"] and "first draft of the haiku" in live.stdout
@@ -577,7 +577,9 @@ def test_run_with_tests_completes_the_stub_and_judges_it_by_the_tests_file(
         prompts.append(prompt)
         return ["return x", "return max(low, min(x, high))"][min(len(prompts), 2) - 1]
 
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))  # type: ignore[arg-type]
+    monkeypatch.setattr(
+        cli._graph, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role)
+    )  # type: ignore[arg-type]
     tests = tmp_path / "tests.py"
     tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")  # no import: the stub's function
     result = invoke("run", CLAMP, "--tests", str(tests), "--json")
@@ -598,7 +600,9 @@ def test_the_live_view_calls_later_drafts_fresh_drafts_where_the_strategy_resamp
 ) -> None:
     replies = iter(["return x", "return x", "return max(low, min(x, high))"])
     monkeypatch.setattr(
-        cli, "_resolve_model", lambda spec, options, role: resolve_model(lambda p: next(replies), role=role)
+        cli._graph,
+        "_resolve_model",
+        lambda spec, options, role: resolve_model(lambda p: next(replies), role=role),
     )
     tests = tmp_path / "tests.py"
     tests.write_text("def test_above():\n    assert clamp(9, 0, 3) == 3\n")
@@ -626,7 +630,7 @@ def test_bad_tests_file_is_a_one_line_error_before_any_model_call(
 ) -> None:
     calls: list[str] = []
     monkeypatch.setattr(
-        cli,
+        cli._graph,
         "_resolve_model",
         lambda spec, options, role: resolve_model(lambda p: calls.append(p) or "x", role=role),
     )

@@ -81,7 +81,7 @@ def test_a_batch_on_a_symlink_of_a_running_batchs_output_is_refused(
         graph = FakeGraph()
         with pytest.raises(BatchLocked, match=f"pid {proc.pid} on host"):
             run_batch(graph, in_path, link, progress=False)
-        monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+        monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: graph)
         result = runner.invoke(cli.app, ["batch", str(in_path), str(link), "--no-progress"])
         assert result.exit_code == 2, result.output
         assert "is being written by another batch run" in result.stderr, result.stderr
@@ -113,7 +113,7 @@ def test_a_symlink_given_as_the_output_stays_a_symlink(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "link.jsonl", "results"]
 
     graph = FakeGraph()  # the CLI resumes it through the link: nothing runs again, the link stays
-    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+    monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: graph)
     result = runner.invoke(cli.app, ["batch", str(in_path), str(link), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert graph.calls == [] and link.is_symlink() and len(out_entries(real)) == 4
@@ -179,7 +179,7 @@ def test_a_batch_on_a_hard_link_of_a_running_batchs_output_is_refused(
         holder = f"pid {proc.pid} on host .*, writing it as {re.escape(str(out_path))}"
         with pytest.raises(BatchLocked, match=holder):
             run_batch(graph, in_path, link, progress=False)
-        monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+        monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: graph)
         result = runner.invoke(cli.app, ["batch", str(in_path), str(link), "--no-progress"])
         assert result.exit_code == 2, result.output
         assert "is being written by another batch run" in result.stderr, result.stderr

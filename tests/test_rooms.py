@@ -112,12 +112,12 @@ def test_a_room_without_code_of_its_own_imports_nothing() -> None:
 
 
 def test_settings_loads_without_the_strategies_that_import_it() -> None:
-    """The import goes one way: the strategies need `Settings` when they load; `settings` looks the registry up
-    only when a `strategy` value is checked (reflection_graph/settings.py says why)."""
+    """The import goes one way: the strategies need `Settings` when they load; `settings` reads the registry
+    they fill (reflection_graph/_loop/_registry.py), never the strategies themselves."""
     strategies = {m for m in _module_names() if m.split(".")[:2] == ["reflection_graph", "strategies"]}
     assert "reflection_graph.strategies.base" in strategies
     assert not _reached_when_loading("reflection_graph.settings") & strategies, (
-        "settings imports a strategy while it loads: look the registry up at the call site instead"
+        "settings imports a strategy while it loads: read reflection_graph._loop._registry instead"
     )
     assert "reflection_graph.settings" in _reached_when_loading("reflection_graph.strategies")
 

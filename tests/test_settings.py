@@ -178,7 +178,7 @@ def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
     assert type(middleware.settings) is Settings and middleware.settings == Settings()
     assert middleware.settings.max_iterations == 3  # Settings' default, not a middleware copy
     params = inspect.signature(ReflectionMiddleware.__init__).parameters
-    assert typing.get_type_hints(ReflectionMiddleware.__init__)["settings"] == Unpack[SettingsKwargs]
+    assert typing.get_type_hints(ReflectionMiddleware.__init__)["values"] == Unpack[SettingsKwargs]
     # no setting is re-declared by hand as its own parameter
     assert not set(params) & set(Settings.__dataclass_fields__)
     agent = {f.name for f in setting_fields(agent=True)}
@@ -207,7 +207,7 @@ def test_graph_and_middleware_share_one_override_resolution() -> None:
 
 
 def test_models_passed_in_are_not_resolved_again_and_run_specs_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import reflection_graph.models as models
+    from reflection_graph._loop import _overrides
     from tests.fakes import critique
 
     calls: list[object] = []
@@ -216,7 +216,7 @@ def test_models_passed_in_are_not_resolved_again_and_run_specs_once(monkeypatch:
         calls.append(spec)
         return RecordingChatModel()
 
-    monkeypatch.setattr(models, "resolve_model", counting)
+    monkeypatch.setattr(_overrides, "resolve_model", counting)  # where a run resolves its specs
     graph = create_reflection_graph(
         RecordingChatModel(), critic=FakeCriticModel(critiques=[critique(9, ok=True)]), max_iterations=1
     )

@@ -37,7 +37,7 @@ def cli_graph(monkeypatch: pytest.MonkeyPatch) -> Any:
     """`cli_graph(*args)`: the graph a CLI command builds (with a fake model), stopped before it runs."""
     import reflection_graph.cli as cli
 
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: RecordingChatModel())
+    monkeypatch.setattr(cli._graph, "_resolve_model", lambda spec, options, role: RecordingChatModel())
     graphs: list[Any] = []
     real = graph_module.create_reflection_graph
 
@@ -45,7 +45,7 @@ def cli_graph(monkeypatch: pytest.MonkeyPatch) -> Any:
         graphs.append(real(*args, **kwargs))
         raise Built
 
-    monkeypatch.setattr(graph_module, "create_reflection_graph", recording)
+    monkeypatch.setattr(cli._graph, "create_reflection_graph", recording)
 
     def build(*args: str) -> Any:
         result = runner.invoke(app, list(args))

@@ -240,7 +240,9 @@ def test_a_strategy_registered_in_user_code_runs_through_the_cli(
     crit = FakeCriticModel(
         critiques=[lambda m: critique(next(scores), issues=[f"issue {len(crit.received)}"])]
     )
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: crit if role == "critic" else gen)
+    monkeypatch.setattr(
+        cli._graph, "_resolve_model", lambda spec, options, role: crit if role == "critic" else gen
+    )
     runner = CliRunner()
     shown = runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "300"})
     assert shown.exit_code == 0

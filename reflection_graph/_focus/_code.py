@@ -29,6 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reflection_graph._focus._examples import prose_examples
 from reflection_graph._text._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
+from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.prompts import plain_request
 
 __all__ = [
     "CODE_STOP",
@@ -204,7 +206,6 @@ def _issues(critique: Mapping[str, Any] | None) -> list[str]:
 def _chat_messages(
     task: str, context: str | None, candidate: str | None, critique: Mapping[str, Any] | None
 ) -> list[BaseMessage]:
-    from reflection_graph.prompts import plain_request
 
     draft = plain_request(task, context)
     if candidate is None:
@@ -311,7 +312,6 @@ def resolve_tests(
                 "'from solution import <function>' to the tests or pass 'entry_point'"
             )
         tests = with_solution_import(tests, name)
-    from reflection_graph.critics.code_tests import CodeTestCritic
 
     CodeTestCritic(tests)  # no test function, a syntax error: a clear ValueError now
     return tests

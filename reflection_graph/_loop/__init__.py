@@ -6,7 +6,9 @@ middleware (reflection_graph/middleware.py) and the runners share.
 - `_defaults`: what a setup defaults to: the critic a model judges with when none is named, and the settings a
   verifier critic brings (fresh drafts, the verifier picking);
 - `_judge`: one critique, measured: the critic's reply checked into a `Critique`, with its calls and tokens;
-- `_rules`: the stop and selection rules, pure functions.
+- `_rules`: the stop and selection rules, pure functions;
+- `_registry`: the strategies by name, which the `strategy` setting is checked against (the strategies package
+  fills it; `settings` reads it without importing the strategies).
 
 This file imports nothing, so importing one of them never loads the others.
 """

@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from reflection_graph._loop._defaults import default_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
-from reflection_graph.models import at_temperature_zero
+from reflection_graph.models import at_temperature_zero, resolve_model
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import Strategy
 
@@ -57,7 +57,6 @@ def resolve(spec: ModelLike, role: str, base_url: str | None = None) -> BaseChat
     """A chat model for `role`: a model passed in is used as it is; a spec goes through `resolve_model` once."""
     if isinstance(spec, BaseChatModel):
         return spec
-    from reflection_graph.models import resolve_model
 
     return resolve_model(spec, role=role, base_url=base_url)
 

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import BadInput, GraphOptions, _batch_job
 from reflection_graph.cli._common import (
     EXIT_FAILED,
     TOTAL_BUDGET_HELP,
@@ -19,11 +18,23 @@ from reflection_graph.cli._common import (
     RecordTimeout,
     _check_job_limits,
     _fail,
-    _OneLineErrors,
     app,
 )
-from reflection_graph.cli._options import _MODEL_OPTIONS, given_on_command_line, graph_options
+from reflection_graph.cli._graph import BadInput, GraphOptions, _batch_job
+from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, given_on_command_line, graph_options
 from reflection_graph.cli._render import _print_summary
+from reflection_graph.context import Context
+from reflection_graph.runners._side_files import check_inputs_spared
+from reflection_graph.runners.batch import (
+    BatchLocked,
+    MergeError,
+    ServerError,
+    ServerGraph,
+    arun_batch,
+    merge_outputs,
+    parse_shard,
+    run_batch,
+)
 from reflection_graph.settings import setting_fields
 
 
@@ -67,8 +78,6 @@ def batch(
     ] = "reflection",
 ) -> None:
     """Glean every record of IN.jsonl into OUT.jsonl; records already done are skipped, failed ones retried."""
-    from reflection_graph.runners._side_files import check_inputs_spared
-    from reflection_graph.runners.batch import parse_shard, run_batch
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
@@ -125,7 +134,6 @@ def _server_context(ctx: typer.Context, options: GraphOptions) -> dict[str, Any]
     Raises:
         BadInput: an option the server's graph cannot take per run (it was built with it).
     """
-    from reflection_graph.context import Context
 
     per_run = set(Context.__dataclass_fields__)
     context: dict[str, Any] = {}
@@ -159,8 +167,6 @@ def _server_batch(
 ) -> Any:
     """`batch --server`: every record runs on the LangGraph server (see `reflection_graph.runners._server`)."""
     import asyncio
-
-    from reflection_graph.runners.batch import BatchLocked, ServerError, ServerGraph, arun_batch
 
     try:
         context = _server_context(ctx, options)
@@ -215,7 +221,6 @@ def merge(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Merge the outputs of `batch --shard I/N` runs into OUT.jsonl; fail if a record or shard is missing or doubled."""
-    from reflection_graph.runners.batch import BatchLocked, MergeError, merge_outputs
 
     if len(outputs) < 2:
         _fail("give at least one shard output and the merged output: merge OUT_0 ... OUT --input IN")

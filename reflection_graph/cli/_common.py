@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+
+from reflection_graph.runners.batch import BatchLocked
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -30,7 +31,6 @@ class BadInput(ValueError):
 @contextmanager
 def _job_errors() -> Iterator[None]:
     """How `batch` and `eval` end on an error: one line; a locked output is bad input; a rerun resumes."""
-    from reflection_graph.runners.batch import BatchLocked
 
     try:
         yield
@@ -62,40 +62,6 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     first_line = " ".join(str(message).split()) or "unknown error"
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {escape(first_line)}")
     raise typer.Exit(code)
-
-
-_UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError
-
-
-class _OneLineErrors(TyperCommand):
-    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines).
-
-    The options of registered settings (`--strategy`) are given the registry's values and lines whenever the
-    command's parameters are read (to parse or to show help), so a strategy registered after this module was
-    imported is listed too.
-    """
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        from reflection_graph.cli._options import refresh_registered
-
-        params: list[Any] = super().get_params(ctx)
-        refresh_registered(params)
-        return params
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except typer.BadParameter as exc:
-            flag = exc.param.opts[0] if exc.param is not None and exc.param.opts else (exc.param_hint or "")
-            message = exc.message.removeprefix("Value error, ").rstrip(".")
-            for said, short in (
-                ("Input should be less than or equal to", "must be <="),
-                ("Input should be greater than or equal to", "must be >="),
-            ):
-                message = message.replace(said, short)
-            _fail(f"{flag}: {message}" if message.startswith("'") else f"{flag} {message}")
-        except _UsageError as exc:
-            _fail(str(getattr(exc, "message", exc)))
 
 
 def _printable(text: str) -> str:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import GraphOptions, _batch_job
 from reflection_graph.cli._common import (
     EXIT_FAILED,
     TOTAL_BUDGET_HELP,
@@ -20,12 +19,15 @@ from reflection_graph.cli._common import (
     RecordTimeout,
     _check_job_limits,
     _fail,
-    _OneLineErrors,
     app,
 )
-from reflection_graph.cli._options import _MODEL_OPTIONS, graph_options
+from reflection_graph.cli._graph import GraphOptions, _batch_job
+from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, graph_options
 from reflection_graph.cli._render import _print_eval
 from reflection_graph.runners._jsonl import atomic_write
+from reflection_graph.runners._report import require_matplotlib
+from reflection_graph.runners.eval import _check_fields, evaluate
+from reflection_graph.runners.scorers import make_scorer
 from reflection_graph.settings import Settings
 
 if TYPE_CHECKING:
@@ -78,8 +80,6 @@ def eval_command(
     Writes rounds.jsonl, summary.csv, gain.png and report.html to --out, prints the per-round table and a
     recommendation for --max-iterations.
     """
-    from reflection_graph.runners._report import require_matplotlib
-    from reflection_graph.runners.eval import evaluate
 
     if not data.is_file():
         _fail(f"data file not found: {data}")
@@ -118,7 +118,6 @@ def eval_command(
 
 def _parse_fields(items: list[str]) -> dict[str, str]:
     """The ``--field KEY=FIELD`` options as a mapping, checked (a bad one exits in one line)."""
-    from reflection_graph.runners.eval import _check_fields
 
     fields: dict[str, str] = {}
     for item in items:
@@ -135,7 +134,6 @@ def _parse_fields(items: list[str]) -> dict[str, str]:
 
 def _scorer(spec: str, pass_mark: float | None, data: Path) -> Scorer:
     """The ``--scorer``; a ``module:function`` one is imported from the working directory or the data's."""
-    from reflection_graph.runners.scorers import make_scorer
 
     for folder in (str(data.resolve().parent), str(Path.cwd())):
         if folder not in sys.path:

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-from reflection_graph.cli import GraphOptions
 from reflection_graph.cli._common import _fail
+from reflection_graph.cli._graph import GraphOptions
 from reflection_graph.settings import Settings, allowed_values, default, setting_fields
 
 _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
@@ -167,3 +168,35 @@ def _flagged(message: str) -> str:
         flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
         message = re.sub(rf"\b{f.name}\b", flag, message)
     return message
+
+
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # typer's vendored click UsageError
+
+
+class _OneLineErrors(TyperCommand):
+    """Bad option values exit with code 2 and one line `error: ...` on stderr (typer's panel is many lines).
+
+    The options of registered settings (`--strategy`) are given the registry's values and lines whenever the
+    command's parameters are read (to parse or to show help), so a strategy registered after this module was
+    imported is listed too.
+    """
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params: list[Any] = super().get_params(ctx)
+        refresh_registered(params)
+        return params
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as exc:
+            flag = exc.param.opts[0] if exc.param is not None and exc.param.opts else (exc.param_hint or "")
+            message = exc.message.removeprefix("Value error, ").rstrip(".")
+            for said, short in (
+                ("Input should be less than or equal to", "must be <="),
+                ("Input should be greater than or equal to", "must be >="),
+            ):
+                message = message.replace(said, short)
+            _fail(f"{flag}: {message}" if message.startswith("'") else f"{flag} {message}")
+        except _UsageError as exc:
+            _fail(str(getattr(exc, "message", exc)))

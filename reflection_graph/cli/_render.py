@@ -16,7 +16,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from reflection_graph import _nodes
 from reflection_graph.cli._common import _printable
+from reflection_graph.runners.eval import RoundStats
 
 
 def _score_style(score: Any) -> str:
@@ -211,7 +213,6 @@ class _Writing:
 
 def _fresh_drafts(graph: Any) -> bool:
     """Whether `graph` (a reflection graph, maybe bound to a config) draws fresh drafts in later rounds."""
-    from reflection_graph import _nodes
 
     try:
         return bool(_nodes.setup_of(getattr(graph, "bound", graph)).strategy.fresh_drafts)
@@ -264,7 +265,6 @@ def _stream_with_display(
 
 
 def _print_eval(report: Any, console: Console) -> None:
-    from reflection_graph.runners.eval import RoundStats
 
     table = Table(
         title=f"eval per round ({report.scorer}, pass mark {report.pass_mark:g})", title_justify="left"

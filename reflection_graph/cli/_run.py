@@ -13,11 +13,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph.cli import GraphOptions, _job_graph
-from reflection_graph.cli._common import EXIT_FAILED, _fail, _OneLineErrors, app
-from reflection_graph.cli._options import graph_options
+from reflection_graph._focus._code import resolve_tests
+from reflection_graph._loop._input import validate_input
+from reflection_graph.cli._common import EXIT_FAILED, _fail, app
+from reflection_graph.cli._graph import GraphOptions, _job_graph
+from reflection_graph.cli._options import _OneLineErrors, graph_options
 from reflection_graph.cli._render import _stream_with_display
 from reflection_graph.critics.sandbox import Isolation
+from reflection_graph.runners._lock import ThreadBusy, ThreadLock
 
 
 def _resume_input(
@@ -76,7 +79,6 @@ def _run_inputs(task: str, candidate: str | None, context: str | None) -> dict[s
     A byte that is not UTF-8 in an argument reaches Python as a lone surrogate, which no model can be sent:
     it is refused here, naming the argument (TASK, --candidate, --context) and the position.
     """
-    from reflection_graph._loop._input import validate_input
 
     if not task.strip():
         _fail('TASK is empty; pass what to produce, e.g. reflection-graph run "Write a haiku about rain"')
@@ -111,7 +113,6 @@ def _code_options(
 
 def _read_tests(path: Path, task: str, entry_point: str | None) -> str:
     """The --tests file's source, checked (a test function, valid syntax, an import of the function)."""
-    from reflection_graph._focus._code import resolve_tests
 
     try:
         source = path.read_text(encoding="utf-8")
@@ -183,8 +184,6 @@ def run(
     with ExitStack() as stack:
         graph, roles = _job_graph(options, stack, checkpoint=True)
         if checkpoint is not None:  # one run per checkpointed thread: a second one is refused, not run twice
-            from reflection_graph.runners._lock import ThreadBusy, ThreadLock
-
             try:
                 stack.enter_context(ThreadLock(checkpoint, config["configurable"]["thread_id"]))
             except ThreadBusy as exc:

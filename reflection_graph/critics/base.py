@@ -26,6 +26,7 @@ itself (`BaseCritic` has the defaults), so a new critic, the package's or your o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -137,9 +138,10 @@ class ModelCritic(BaseCritic):
     - `_at_temperature_zero(**options)`: the model at temperature 0 (where it allows it), bound to `options`;
     - `_with(model, **changes)`: a copy built from the same keyword arguments, with `changes`;
     - `for_run`: the copy for a run with another model or critique prompt. A subclass that takes a critique
-      prompt names its argument in `prompt_argument`; one that hands some candidates to another critic (by
-      default an `LLMCritic` on the same model) names that argument in `stand_in_argument`, and that critic
-      is adapted too.
+      prompt names its argument in `prompt_argument`; one that hands some candidates to another critic names
+      that argument in `stand_in_argument`, and that critic is adapted too. When none is given, the stand-in is
+      `default_stand_in` built on the same model with the same limits (the built-in critics name `LLMCritic`,
+      which builds on this module).
 
     Args:
         model: the judge (a LangChain chat model; any runnable where `chat_model_only` is False).
@@ -152,6 +154,7 @@ class ModelCritic(BaseCritic):
     chat_model_only: ClassVar[bool] = True
     prompt_argument: ClassVar[str | None] = None
     stand_in_argument: ClassVar[str | None] = None
+    default_stand_in: ClassVar[Callable[..., Critic] | None] = None
     _arguments: tuple[tuple[Any, ...], dict[str, Any]]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
@@ -184,7 +187,7 @@ class ModelCritic(BaseCritic):
             changes[self.prompt_argument] = prompt
         if self.stand_in_argument is not None and (model is not None or prompt is not None):
             stand_in = for_run(getattr(self, self.stand_in_argument), model=model, prompt=prompt)
-            changes[self.stand_in_argument] = stand_in or self._llm_critic(model)
+            changes[self.stand_in_argument] = stand_in or self._default_critic(model)
         return self if model is None and not changes else self._with(model, **changes)
 
     def _with(self, model: Any = None, **changes: Any) -> Self:
@@ -194,17 +197,17 @@ class ModelCritic(BaseCritic):
         return type(self)(self.model if model is None else model, *args, **{**settings, **changes})
 
     def _stand_in(self, critic: Critic | None, argument: str) -> Critic:
-        """`critic` (checked), or by default an `LLMCritic` on this critic's model with its limits."""
+        """`critic` (checked), or by default `default_stand_in` on this critic's model with its limits."""
         if critic is None:
-            return self._llm_critic(self.model)
+            return self._default_critic(self.model)
         if not isinstance(critic, Critic):
             raise TypeError(f"{argument} must be a Critic, got {type(critic).__name__}")
         return critic
 
-    def _llm_critic(self, model: Any) -> Critic:
-        from reflection_graph.critics.llm import LLMCritic  # llm.py builds on this module
-
-        return LLMCritic(model, retries=self.retries, timeout_s=self.timeout_s)
+    def _default_critic(self, model: Any) -> Critic:
+        if self.default_stand_in is None:
+            raise TypeError(f"{type(self).__name__} names a stand_in_argument but no default_stand_in")
+        return self.default_stand_in(model, retries=self.retries, timeout_s=self.timeout_s)
 
     def _at_temperature_zero(self, **options: Any) -> Runnable[Any, Any]:
         """The model at temperature 0 (`models.at_temperature_zero`: where it allows it) bound to `options`;

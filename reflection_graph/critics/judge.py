@@ -103,6 +103,7 @@ from reflection_graph.critics._rule_faults import (
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.pairwise import best_earlier, moved_score
 from reflection_graph.critique import Critique
+from reflection_graph.models import at_temperature_zero
 from reflection_graph.prompts import (
     CHAT_CRITIQUE_PROMPT,
     CHAT_FAULT_CHOICE_PROMPT,
@@ -240,7 +241,6 @@ class JudgeCritic(LogprobReadingCritic):
             raise ValueError(f"confirm must be one of {', '.join(get_args(Confirm))}; got {confirm!r}")
         super().__init__(model, retries=retries, timeout_s=timeout_s, name=name)
         self._reading(top_logprobs, max_candidate_chars)
-        from reflection_graph.models import at_temperature_zero
 
         self.model = at_temperature_zero(model)
         if write not in get_args(Write):

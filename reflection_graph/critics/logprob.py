@@ -38,6 +38,7 @@ from reflection_graph.critics._logprob_reading import (
     word_probabilities,
 )
 from reflection_graph.critics.base import Critic, CritiqueRequest, is_refusal
+from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.models import describe
 from reflection_graph.prompts import JUDGE_EXAMPLES, JUDGE_PROMPT, LIKELIHOOD_PROMPT, render_prompt
@@ -135,6 +136,7 @@ class LogprobCritic(LogprobReadingCritic):
         self._no_logprobs = False  # set once (never reset) when the model shows it returns no logprobs
 
     stand_in_argument = "fallback"  # for_run: a new model or critique prompt goes to the fallback too
+    default_stand_in = LLMCritic
 
     # -- shared helpers --------------------------------------------------------------------------------------
     def prompt(self, request: CritiqueRequest) -> str:

@@ -23,6 +23,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from reflection_graph.critics.base import Critic, CritiqueRequest, ModelCritic
+from reflection_graph.critics.llm import LLMCritic
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import PAIRWISE_PROMPT, render_prompt
 
@@ -67,6 +68,7 @@ class PairwiseCritic(ModelCritic):
         self._judge = self._at_temperature_zero()
 
     stand_in_argument = "first"  # for_run: a new model or critique prompt goes to `first` too
+    default_stand_in = LLMCritic
 
     def _messages(self, request: CritiqueRequest, a: str, b: str) -> list[HumanMessage]:
         context = f"Context: {request.context.strip()}\n" if request.context else ""

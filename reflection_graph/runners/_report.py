@@ -1,4 +1,5 @@
-"""Eval's report files: ``summary.csv``, the ``gain.png`` plot and the self-contained ``report.html``."""
+"""Eval's report: `EvalReport` (what `evaluate` found), and its files: ``summary.csv``, the ``gain.png`` plot and
+the self-contained ``report.html``."""
 
 from __future__ import annotations
 
@@ -6,17 +7,79 @@ import base64
 import csv
 import html
 import io
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from reflection_graph.runners._jsonl import atomic_write
 from reflection_graph.runners._rounds import RoundStats, Scored
 
-if TYPE_CHECKING:
-    from reflection_graph.runners.eval import EvalReport
-
 PLOT_INSTALL = "pip install 'reflection-graph[eval]'"
+
+
+@dataclass
+class EvalReport:
+    """What `evaluate` found (also written to ``summary.json``).
+
+    Attributes:
+        out_dir: the output directory.
+        scorer: the scorer's name.
+        pass_mark: scores at or above it pass.
+        records: records in the data (valid or not).
+        scored: records with scored rounds.
+        errors: records that became error rows.
+        errors_by_type: error rows by type (``input``, ``exception``, ``timeout``, ``graph``, ``scorer``).
+        error_samples: up to 5 error messages, as ``"id: message"``.
+        rounds: one `RoundStats` per round.
+        budget: the per-record token budget the rounds were capped at (`evaluate(budget=...)`), or None.
+        budget_hits: ids of the records a token budget stopped (the report's cap or the run's own budget).
+        comparison: mean score and pass share of the ``first`` draft, the ``selected`` answer, the ``last``
+            round and the ``oracle`` round (best by the external score).
+        flips: ``right_to_wrong`` / ``wrong_to_right``: records whose pass/fail changed from the first draft to
+            the selected answer.
+        agreement: the critic's accept against the scorer's pass over every scored round: ``precision``,
+            ``recall`` (None when undefined) and the counts ``tp``, ``fp``, ``fn``, ``tn``.
+        best_max_iterations: the ``max_iterations`` with the best gain per token, or None when no extra round
+            raises the mean score.
+        recommendation: one plain sentence.
+        seconds: wall seconds of this call.
+        files: the files written, by kind.
+    """
+
+    out_dir: str
+    scorer: str
+    pass_mark: float
+    records: int = 0
+    scored: int = 0
+    errors: int = 0
+    errors_by_type: dict[str, int] = field(default_factory=dict)
+    error_samples: list[str] = field(default_factory=list)
+    rounds: list[RoundStats] = field(default_factory=list)
+    budget: int | None = None
+    budget_hits: list[Any] = field(default_factory=list)
+    comparison: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    flips: dict[str, int] = field(default_factory=dict)
+    agreement: dict[str, float | int | None] = field(default_factory=dict)
+    best_max_iterations: int | None = None
+    recommendation: str = ""
+    seconds: float = 0.0
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    def table(self) -> str:
+        """The per-round table as plain text."""
+        head = RoundStats.COLUMNS
+        rows = [head] + [r.cells() for r in self.rounds]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+        return "\n".join(
+            "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
+        )
+
+    def _repr_html_(self) -> str:
+        return recommendation_html(self) + rounds_table_html(self) + comparison_html(self)
 
 
 def require_matplotlib() -> None:

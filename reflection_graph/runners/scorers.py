@@ -30,6 +30,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.critics.llm import LLMCritic
+from reflection_graph.critics.rules import JSONSchemaCritic
+from reflection_graph.models import at_temperature_zero, resolve_model
+
 __all__ = ["SCORER_NAMES", "Scorer", "ScorerError", "make_scorer"]
 
 SCORER_NAMES = ("exact", "contains", "regex", "json-schema", "tests", "judge:<model>", "module:function")
@@ -146,8 +152,6 @@ async def _regex(record: dict[str, Any], candidate: str) -> float:
 
 
 async def _json_schema(record: dict[str, Any], candidate: str) -> float:
-    from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.rules import JSONSchemaCritic
 
     schema: Any = record.get("schema")
     if schema is None:
@@ -161,8 +165,6 @@ async def _json_schema(record: dict[str, Any], candidate: str) -> float:
 
 
 async def _tests(record: dict[str, Any], candidate: str) -> float:
-    from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.code_tests import CodeTestCritic
 
     tests = record.get("tests")
     if not isinstance(tests, str):
@@ -185,9 +187,6 @@ async def _tests(record: dict[str, Any], candidate: str) -> float:
 
 
 def _judge(model_spec: str) -> ScoreFn:
-    from reflection_graph.critics.base import CritiqueRequest
-    from reflection_graph.critics.llm import LLMCritic
-    from reflection_graph.models import at_temperature_zero, resolve_model
 
     if not model_spec.strip():
         raise ValueError(

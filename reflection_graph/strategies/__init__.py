@@ -10,14 +10,17 @@ from reflection_graph import strategies
 strategies.register(MyStrategy())  # then create_reflection_graph(..., strategy="my_strategy")
 ```
 
-Nothing else names it: the `strategy` setting is a `str` checked against this registry, and the CLI's
+Nothing else names it: the `strategy` setting is a `str` checked against this registry (held in
+reflection_graph/_loop/_registry.py, which `settings` reads without importing this package), and the CLI's
 `--strategy` takes its choices and help from it when a command runs. A built graph keeps the strategy object it
 was built with, whatever is registered under its name later.
 """
 
 from __future__ import annotations
 
-from reflection_graph.strategies._registry import Registry
+from typing import cast
+
+from reflection_graph._loop._registry import STRATEGIES, Registry
 from reflection_graph.strategies.base import Strategy
 from reflection_graph.strategies.loop import Loop
 from reflection_graph.strategies.resample import Resample
@@ -26,7 +29,8 @@ from reflection_graph.strategies.tree import Tree
 
 __all__ = ["Strategy", "get", "names", "register", "registry", "unregister"]
 
-registry = Registry()
+registry = cast("Registry[Strategy]", STRATEGIES)
+registry.require(Strategy)
 registry.register(Loop())
 registry.register(SelfRefine())
 registry.register(Resample())

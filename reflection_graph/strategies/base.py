@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 from reflection_graph._loop._rules import ALL_STOP_RULES, StopRule
 from reflection_graph._runtime._calls import max_model_calls
 from reflection_graph.settings import Settings
+from reflection_graph.strategies import _edges
 
 __all__ = ["TACTICS", "Strategy", "Tactic"]
 
@@ -84,8 +85,6 @@ class Strategy:
         """Add the nodes and edges after `critique` to `builder` (a `StateGraph` with `generate`, `critique` and
         `finalize`): the loop's router back to `generate` or on to `finalize`, behind a `review` node (an
         `interrupt`) when `human_review` is on."""
-        from reflection_graph.strategies import _edges
-
         _edges.loop_edges(builder, human_review=human_review)
 
     def steps_per_round(self, *, human_review: bool) -> int:

@@ -561,7 +561,7 @@ def cli_with_fake_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # typ
     calls: list[str] = []
     replies = ["return max(low, min(x, high))"]
     monkeypatch.setattr(
-        cli,
+        cli._graph,
         "_resolve_model",
         lambda spec, options, role: resolve_model(lambda p: calls.append(p) or replies[0], role=role),
     )

@@ -66,10 +66,12 @@ def scorer(score: str) -> RecordingChatModel:
 @pytest.fixture
 def second(monkeypatch: pytest.MonkeyPatch) -> RecordingChatModel:
     """The model a run names as `critic_model="second"`."""
-    import reflection_graph.models as models
+    from reflection_graph._loop import _overrides
 
     model = scorer("7")
-    monkeypatch.setattr(models, "resolve_model", lambda spec, **kwargs: model)
+    monkeypatch.setattr(
+        _overrides, "resolve_model", lambda spec, **kwargs: model
+    )  # where a run resolves specs
     return model
 
 

@@ -187,7 +187,7 @@ def test_cli_batch_refuses_an_output_that_is_its_input(
     in_path = tmp_path / "in.jsonl"
     write_tasks(in_path, 3)
     graph = FakeGraph()
-    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+    monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: graph)
     out = _alias(tmp_path, in_path, link)
     before = in_path.read_bytes()
     _one_line_error(_cli("batch", str(in_path), str(out), "--no-progress"), "is the input file")
@@ -223,7 +223,7 @@ def _one_line_error(result: Any, message: str) -> None:
 def test_cli_shard_and_merge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     in_path = tmp_path / "in.jsonl"
     write_tasks(in_path, 24)
-    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: FakeGraph())
+    monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: FakeGraph())
     outs = [tmp_path / f"o{i}.jsonl" for i in range(2)]
     for i, out in enumerate(outs):
         result = _cli("batch", str(in_path), str(out), "--shard", f"{i}/2", "--no-progress")

@@ -106,7 +106,9 @@ def test_eval_on_the_cli_passes_the_run_budget_and_names_the_records_it_stopped(
     # a plain-callable model names no reply limit: each call is estimated at 1,024 tokens and more, so a
     # one-token budget refuses every first draft and every record stops with `budget`
     model = CliQuiz()
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))
+    monkeypatch.setattr(
+        cli._graph, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role)
+    )
     data = write_quiz(tmp_path / "quiz.jsonl")
     args = ["eval", str(data), "--out", str(tmp_path / "out"), "--no-progress", "--token-budget", "1"]
     result = CliRunner().invoke(cli.app, [*args, "--budget", "5"])

@@ -122,7 +122,7 @@ def test_cli_batch_on_a_full_disk_is_one_line_naming_the_file(
 ) -> None:
     in_path, out_path = tmp_path / "in.jsonl", small_fs / "out.jsonl"
     _write_tasks(in_path, 80)
-    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: FakeGraph())
+    monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: FakeGraph())
 
     result = CliRunner().invoke(cli.app, ["batch", str(in_path), str(out_path), "--no-progress"])
 

@@ -283,7 +283,7 @@ def test_judge_scorer_asks_a_separate_model_with_the_rubric_and_reference(
 ) -> None:
     import asyncio
 
-    from reflection_graph import models
+    from reflection_graph.runners import scorers
 
     prompts: list[str] = []
 
@@ -306,7 +306,7 @@ def test_judge_scorer_asks_a_separate_model_with_the_rubric_and_reference(
         seen.append(spec)
         return resolve_model(judge_model, role="critic")
 
-    monkeypatch.setattr(models, "resolve_model", fake_resolve)
+    monkeypatch.setattr(scorers, "resolve_model", fake_resolve)
     scorer = make_scorer("judge:openai:some-model")
     assert seen == ["openai:some-model"] and scorer.pass_mark == 0.7
     record = {"task": "Capital of France?", "reference": "Paris"}
@@ -421,7 +421,9 @@ class CliQuiz:
 @pytest.fixture
 def cli_quiz(monkeypatch: pytest.MonkeyPatch) -> CliQuiz:
     model = CliQuiz()
-    monkeypatch.setattr(cli, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role))
+    monkeypatch.setattr(
+        cli._graph, "_resolve_model", lambda spec, options, role: resolve_model(model, role=role)
+    )
     return model
 
 

@@ -89,7 +89,7 @@ def test_cli_batch_refuses_a_written_file_that_is_its_input(
 ) -> None:
     in_path, out_path, written, before = _batch_case(tmp_path, case)
     graph = FakeGraph()
-    monkeypatch.setattr(cli, "build_graph", lambda options, **kw: graph)
+    monkeypatch.setattr(cli._graph, "build_graph", lambda options, **kw: graph)
     result = runner.invoke(cli.app, ["batch", str(in_path), str(out_path), "--no-progress"])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
