@@ -2,137 +2,27 @@
 arguments, and the completion itself (its prompt evaluated in the phases `_reuse` plans, recorded by `_record`).
 
 These are `EmbeddedChatModel`'s own methods, kept here so the class stays small: each function takes the model
-first and is assigned in the class under its method name (`_complete = _completion.complete`). Beside them, the
-one validator of call options and of the constructor's fields of the same names (`check_option`): a call option
-(`invoke(..., stop_repetition=False)`, `bind(...)`) is refused exactly as the constructor refuses that value
-(`stop_repetition="false"` too: a flag is True or False, never read by truthiness), in one line.
+first and is assigned in the class under its method name (`_complete = _completion.complete`). A call's options
+are validated by `_options`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import time
-import typing
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
 
 from reflection_graph.models import _logprobs, _lookup, _record, _repetition, _reuse
 from reflection_graph.models._llama import _Loaded
-from reflection_graph.models.profile import BASE
+from reflection_graph.models._options import call_options, check_call
 
 if TYPE_CHECKING:
     from reflection_graph.models.embedded import EmbeddedChatModel
-
-
-FIELD_OPTIONS = (
-    "temperature",
-    "max_tokens",
-    "seed",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repeat_penalty",
-    "stop",
-    "prompt_lookup",
-    "stop_repetition",
-)
-"""The call options that are also `EmbeddedChatModel` fields: a call option is validated by its field's own type
-and bounds (`call_options`), and the constructor says what is wrong in the same words (`option_error`)."""
-
-
-class _OtherOptions(BaseModel):
-    """The call options that are no field of the model, declared as fields are (types, bounds, strictness)."""
-
-    json_schema: dict[str, Any] | None = None
-    logprobs: bool | None = Field(default=None, strict=True)
-    top_logprobs: int | None = Field(default=None, ge=0, le=100)
-    score_text: str | None = None
-    # LangChain's own switch (`invoke(..., stream=False)`), read before a call is made
-    stream: bool | None = Field(default=None, strict=True)
-
-
-_CALL_OPTIONS = frozenset({*FIELD_OPTIONS, *_OtherOptions.model_fields})
-_PROFILE_FILLED = frozenset(BASE.defaults()) & frozenset(FIELD_OPTIONS)
-"""The options a profile fills when the constructor is given None (`profile.with_profile_defaults`)."""
-
-
-@functools.lru_cache(maxsize=16)
-def _option_fields(model_class: type[BaseModel]) -> dict[str, tuple[TypeAdapter[Any], str]]:
-    """Each call option's validator (its declared type with its bounds and strictness, as a `TypeAdapter`) and the
-    values it allows, in words; from `model_class`'s fields and `_OtherOptions`."""
-    declared = {
-        **{name: model_class.model_fields[name] for name in FIELD_OPTIONS},
-        **_OtherOptions.model_fields,
-    }
-    found: dict[str, tuple[TypeAdapter[Any], str]] = {}
-    for name, info in declared.items():
-        kind: Any = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-        found[name] = (TypeAdapter(kind), allowed_values(info))
-    return found
-
-
-def allowed_values(info: FieldInfo) -> str:
-    """The values field `info` allows, in words ("a number > 0 and <= 1", "True, False or None")."""
-    args = typing.get_args(info.annotation)
-    optional = type(None) in args
-    base: Any = next(a for a in args if a is not type(None)) if optional else info.annotation
-    if base is bool:
-        return "True, False or None" if optional else "True or False"
-    names: dict[Any, str] = {int: "an int", float: "a number", str: "a string", list: "a list of strings"}
-    names[dict] = "a dict"
-    kind = names.get(base) or names.get(typing.get_origin(base), str(base))
-    signs = (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
-    bounds = [f"{sign} {getattr(m, key)}" for m in info.metadata for key, sign in signs if hasattr(m, key)]
-    said = f"{kind} {' and '.join(bounds)}" if bounds else kind
-    return f"{said}, or None" if optional else said
-
-
-def option_error(name: str, value: Any, allowed: str) -> str:
-    """The one line that says option or field `name` cannot be `value`, and what it can be."""
-    return f"{name} must be {allowed}, got {value!r}"
-
-
-def check_option(model_class: type[BaseModel], name: str, value: Any) -> Any:
-    """`value` for call option `name`, validated by the declared field of that name (its type, bounds and
-    strictness, the very ones the constructor applies) and converted as pydantic converts it (0 -> 0.0 for a
-    number).
-
-    Raises:
-        ValueError: one line naming the option and the values it allows (`option_error`).
-    """
-    adapter, allowed = _option_fields(model_class)[name]
-    try:
-        return adapter.validate_python(value)
-    except ValidationError:
-        raise ValueError(option_error(name, value, allowed)) from None
-
-
-def call_options(model: EmbeddedChatModel, overrides: dict[str, Any]) -> dict[str, Any]:
-    """A call's options (`invoke(..., stop_repetition=False)`, `bind(...)`), each validated as the constructor
-    validates the field of that name (`check_option`), before anything is loaded or generated.
-
-    An option set to None that the model's profile fills (`max_tokens`, `repeat_penalty`, `stop_repetition`) is
-    not given, as in the constructor: the model's own value holds.
-
-    Raises:
-        TypeError: an option the model does not take.
-        ValueError: an option's value the constructor would refuse too: one line naming it and what it allows.
-    """
-    unknown = set(overrides) - _CALL_OPTIONS
-    if unknown:
-        raise TypeError(f"EmbeddedChatModel does not take {sorted(unknown)} as call options")
-    return {
-        name: check_option(type(model), name, value)
-        for name, value in overrides.items()
-        if not (value is None and name in _PROFILE_FILLED)
-    }
 
 
 def next_token_logprobs(
@@ -179,7 +69,7 @@ def plan(
     and the repetition stop apply to free text only (a JSON reply is bounded by its grammar); the stop lets
     through the copies the messages ask for (`_repetition.requested_copies` of every message but the model's own
     earlier replies)."""
-    overrides = call_options(model, overrides)
+    overrides = call_options(type(model), overrides)
     generation = not (overrides.get("logprobs") or overrides.get("top_logprobs") is not None)
     lookup = overrides.get("prompt_lookup", model.prompt_lookup)
     repetition = overrides.get("stop_repetition", model.stop_repetition)
@@ -223,7 +113,7 @@ def sampling(
 ) -> dict[str, Any]:
     """llama.cpp's sampling arguments of a call (its options validated, `call_options`); with `loaded`, its stops
     begin with the model's own."""
-    overrides, stop = call_options(model, overrides), check_option(type(model), "stop", stop)
+    overrides, stop = check_call(type(model), overrides, stop)
     own = model._own_stops(loaded, messages) if loaded is not None else []
     stops = [*own, *(model.stop or []), *(stop or []), *(overrides.get("stop") or [])]
     params: dict[str, Any] = {

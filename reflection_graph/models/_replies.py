@@ -18,7 +18,8 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
-from reflection_graph.models import _completion, _repetition, _reuse, _structured
+from reflection_graph.models import _repetition, _reuse, _structured
+from reflection_graph.models._options import check_call
 from reflection_graph.models._prompting import _clean
 from reflection_graph.models._streaming import ReplyChunks, TextTap
 
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 def _checked(
     model: EmbeddedChatModel, kwargs: dict[str, Any], stop: list[str] | None
 ) -> tuple[dict[str, Any], list[str] | None]:
-    """A call's options and stop sequences, validated as the model's fields are (`_completion.call_options`),
+    """A call's options and stop sequences, validated as the model's fields are (`_options.check_call`),
     before the model is loaded."""
-    return _completion.call_options(model, kwargs), _completion.check_option(type(model), "stop", stop)
+    return check_call(type(model), kwargs, stop)
 
 
 def generate(

@@ -56,7 +56,7 @@ from pydantic import (
 )
 
 from reflection_graph._runtime._threads import run_detached
-from reflection_graph.models import _completion, _replies, _reuse, _tokens
+from reflection_graph.models import _completion, _options, _replies, _reuse, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._llama import (
     _load,
@@ -178,19 +178,19 @@ class EmbeddedChatModel(BaseChatModel):
         description="Stop a free-text reply that repeats one span back to back; keep the text before the repeats.",
     )
 
-    @field_validator(*_completion.FIELD_OPTIONS, mode="wrap")
+    @field_validator(*_options.FIELD_OPTIONS, mode="wrap")
     @classmethod
     def _check_call_default(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
         """A field that is also a call option is refused in the one line a call option is refused with
-        (`_completion.option_error`); a call option is checked by this field's own type, bounds and strictness
-        (`_completion.check_option`)."""
+        (`_options.option_error`); a call option is checked by this field's own type, bounds and strictness
+        (`_options.check_option`)."""
         try:
             return handler(value)
         except ValidationError:
-            allowed = _completion.allowed_values(cls.model_fields[str(info.field_name)])
-            raise ValueError(_completion.option_error(str(info.field_name), value, allowed)) from None
+            allowed = _options.allowed_values(cls.model_fields[str(info.field_name)])
+            raise ValueError(_options.option_error(str(info.field_name), value, allowed)) from None
 
     @field_validator("model")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from reflection_graph.models._completion import _CALL_OPTIONS, FIELD_OPTIONS, _option_fields
+from reflection_graph.models._options import _CALL_OPTIONS, FIELD_OPTIONS, _option_fields
 from reflection_graph.models._repetition import REPETITION
 from reflection_graph.models.embedded import EmbeddedChatModel
 from tests.fakes import scripted_embedded
