@@ -130,3 +130,8 @@ def check_call(
     """A call's options (`call_options`) and stop sequences (`check_option`), validated as the fields of
     `model_class` are, before the model is loaded."""
     return call_options(model_class, overrides), check_option(model_class, "stop", stop)
+
+
+def field_values(model: BaseModel) -> dict[str, Any]:
+    """`model`'s own value of each call option that is one of its fields (`FIELD_OPTIONS`): a call's defaults."""
+    return {name: getattr(model, name) for name in FIELD_OPTIONS}
