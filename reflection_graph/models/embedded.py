@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -46,6 +46,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     ValidationError,
@@ -56,7 +57,7 @@ from pydantic import (
 )
 
 from reflection_graph._runtime._threads import Emit, run_detached
-from reflection_graph.models import _options, _tokens
+from reflection_graph.models import _fields, _options, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._completion import Completion, sampling
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
@@ -107,6 +108,11 @@ _IDENTIFYING = (
 )
 """The settings that tell one `EmbeddedChatModel` from another in LangChain's caches and traces."""
 
+_Stop = list[str] | None
+_Run = CallbackManagerForLLMRun | None
+_AsyncRun = AsyncCallbackManagerForLLMRun | None
+"""The types of LangChain's `_generate` / `_stream` arguments, for short signatures."""
+
 
 class EmbeddedChatModel(BaseChatModel):
     """A LangChain chat model running a GGUF through llama.cpp, offline.
@@ -150,10 +156,12 @@ class EmbeddedChatModel(BaseChatModel):
         ```
     """
 
-    model: str | None = Field(
+    model: Annotated[str | None, AfterValidator(_fields.bundled_name)] = Field(
         default=None, description="Bundled model (a name in PROFILES); None = the default."
     )
-    model_path: str | None = Field(default=None, description="GGUF file instead of a bundled model.")
+    model_path: Annotated[str | None, AfterValidator(_fields.gguf_path)] = Field(
+        default=None, description="GGUF file instead of a bundled model."
+    )
     n_ctx: int = Field(default=PROFILES["gemma-3-270m"].n_ctx, gt=0)
     n_threads: int | None = Field(default=None, gt=0)
     seed: int | None = 0
@@ -191,28 +199,6 @@ class EmbeddedChatModel(BaseChatModel):
             allowed = _options.allowed_values(cls.model_fields[str(info.field_name)])
             raise ValueError(_options.option_error(str(info.field_name), value, allowed)) from None
 
-    @field_validator("model")
-    @classmethod
-    def _check_model(cls, value: str | None) -> str | None:
-        if value is not None and value not in PROFILES:
-            raise ValueError(
-                f"unknown bundled model {value!r}: use one of {', '.join(PROFILES)}, or model_path='/path.gguf'"
-            )
-        return value
-
-    @field_validator("model_path")
-    @classmethod
-    def _check_path(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        path = os.path.expanduser(str(value))
-        if not os.path.isfile(path):
-            raise ValueError(
-                f"GGUF model file not found: {path!r}; pass an existing .gguf file, or model_path=None for a "
-                "bundled model"
-            )
-        return path
-
     @model_validator(mode="before")
     @classmethod
     def _profile(cls, data: Any) -> Any:
@@ -220,22 +206,13 @@ class EmbeddedChatModel(BaseChatModel):
         return with_profile_defaults(data, has_chat_template)
 
     @model_validator(mode="after")
-    def _pick_model(self) -> EmbeddedChatModel:
-        if self.model is not None and self.model_path is not None:
-            raise ValueError(
-                f"pass model={self.model!r} (a bundled model) or model_path={self.model_path!r}, not both"
-            )
+    def _check_choice(self) -> EmbeddedChatModel:
+        """One model (the default when neither `model` nor `model_path` is given), budgets within `n_ctx`."""
+        _fields.check_choice(
+            self.model, self.model_path, self.max_tokens, self.structured_max_tokens, self.n_ctx
+        )
         if self.model is None and self.model_path is None:
             self.model = default_embedded()
-        return self
-
-    @model_validator(mode="after")
-    def _check_budget(self) -> EmbeddedChatModel:
-        if self.max_tokens >= self.n_ctx or self.structured_max_tokens >= self.n_ctx:
-            raise ValueError(
-                f"max_tokens ({self.max_tokens}) and structured_max_tokens ({self.structured_max_tokens}) must be "
-                f"smaller than n_ctx ({self.n_ctx}); raise n_ctx or lower the token budgets"
-            )
         return self
 
     @property
@@ -275,13 +252,9 @@ class EmbeddedChatModel(BaseChatModel):
     def _replies(self) -> Replies:
         """The parts a call runs through, made from this model's current settings (a copy made with `model_copy`
         runs with its own): the session, sampling and completion, readings, and the replies made of them."""
-        session = self._session()
-        return Replies(
-            Completion(session, _options.field_values(self), type(self)),
-            Readings(session),
-            model_name=os.path.basename(self.resolved_model_path),
-            structured_max_tokens=self.structured_max_tokens,
-        )
+        session, name = self._session(), os.path.basename(self.resolved_model_path)
+        completion = Completion(session, _options.field_values(self), type(self))
+        return Replies(completion, Readings(session), name, self.structured_max_tokens)
 
     def _sampling(
         self,
@@ -328,15 +301,7 @@ class EmbeddedChatModel(BaseChatModel):
 
     def _resolve_model_profile(self) -> Any:
         """LangChain's model profile (`BaseChatModel.profile`), from this model's settings (nothing is loaded)."""
-        return {
-            "max_input_tokens": self.n_ctx,
-            "max_output_tokens": self.max_tokens,
-            "text_inputs": True,
-            "text_outputs": True,
-            "structured_output": True,
-            "tool_calling": False,
-            "temperature": True,
-        }
+        return _fields.langchain_profile(self.n_ctx, self.max_tokens)
 
     def render_prompt(self, messages: LanguageModelInput) -> str:
         """The exact prompt text a call on `messages` sends to llama.cpp.
@@ -380,53 +345,33 @@ class EmbeddedChatModel(BaseChatModel):
         return Readings(self._session()).continuation(prompt, continuation, max_tokens)
 
     def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _Run = None, **kwargs: Any
     ) -> ChatResult:
         options, stop = _options.check_call(type(self), kwargs, stop)
         return self._replies().generate(messages, stop, options)
 
     async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _AsyncRun = None, **kwargs: Any
     ) -> ChatResult:
         return await run_detached(self._generate, messages, stop, None, **kwargs)
 
     def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _Run = None, **kwargs: Any
     ) -> Iterator[ChatGenerationChunk]:
-        """The reply of `_generate` as it is written: text pieces, then a last chunk with the rest of the text, the
-        usage and `finish_reason` (JSON and log-probability calls: that one chunk). See `_produce`."""
+        """The reply of `_generate` as it is written (`_streaming.stream_chunks`; JSON and readings: one chunk)."""
         options, stop = _options.check_call(type(self), kwargs, stop)
         yield from stream_chunks(functools.partial(self._produce, messages, stop, options), run_manager)
 
     async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _AsyncRun = None, **kwargs: Any
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
         options, stop = _options.check_call(type(self), kwargs, stop)
-        async for chunk in astream_chunks(
-            functools.partial(self._produce, messages, stop, options), run_manager
-        ):
+        produce = functools.partial(self._produce, messages, stop, options)
+        async for chunk in astream_chunks(produce, run_manager):
             yield chunk
 
-    def _produce(
-        self, messages: list[BaseMessage], stop: list[str] | None, options: dict[str, Any], emit: Emit
-    ) -> None:
+    def _produce(self, messages: list[BaseMessage], stop: _Stop, options: dict[str, Any], emit: Emit) -> None:
         """Emit a call's reply, in a thread of its own: free text as it is written (`Replies.stream`), a JSON or
         log-probability reply whole, as `_generate` makes it."""
         if free_text(options):
@@ -465,6 +410,5 @@ class EmbeddedChatModel(BaseChatModel):
             )
         json_schema = _schema_of(schema)
         self._sampling(None, kwargs)  # reject unknown options now, not at the first call
-        return parse_json_runnable(
-            self.bind(json_schema=json_schema, **kwargs), schema, include_raw=include_raw
-        )
+        bound = self.bind(json_schema=json_schema, **kwargs)
+        return parse_json_runnable(bound, schema, include_raw=include_raw)
