@@ -1,4 +1,5 @@
-"""Token log-probabilities from a loaded llama.cpp model: the next token, and each token of a continuation.
+"""Token log-probabilities from the embedded model's llama.cpp session (`Readings`): the next token, and each token
+of a continuation.
 
 Scoring reads logits straight from llama.cpp. Every scoring pass evaluates its text in the same phases whatever
 the model ran before (`_reuse.evaluate`: phases fixed by the call's own messages, a saved prefix state loaded
@@ -11,10 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from reflection_graph.models import _record, _reuse
-from reflection_graph.models._llama import _import_llama_cpp, _Loaded
+from reflection_graph.models._llama import _import_llama_cpp
+from reflection_graph.models._session import LlamaSession
+
+__all__ = ["Readings"]
 
 
 def _logits_row(llama: Any, index: int) -> Any:
@@ -73,65 +78,68 @@ def _piece(llama: Any, token: int) -> str:
     return text
 
 
-def _evaluate(loaded: _Loaded, ids: list[int], bounds: Sequence[int], max_bytes: int) -> tuple[int, float]:
-    """Evaluate `ids` in its phases (`_reuse.evaluate`); the tokens evaluated and the seconds it took."""
-    start = time.perf_counter()
-    evaluated = _reuse.evaluate(loaded.llama, ids, bounds, loaded.states, max_bytes)
-    return evaluated, time.perf_counter() - start
+@dataclass(frozen=True)
+class Readings:
+    """Log-probability readings of prompts in one llama.cpp session (no sampling, no stop sequences).
 
+    Attributes:
+        session: the llama.cpp session (`LlamaSession`): its prompts' tokens, phases and saved prefix states.
+    """
 
-def next_token_logprobs(
-    loaded: _Loaded,
-    ids: list[int],
-    top: int,
-    tokens: tuple[str, ...],
-    bounds: Sequence[int] = (),
-    max_bytes: int = 0,
-) -> dict[str, float]:
-    """The `top` most likely tokens after `ids`, plus each single-token text of `tokens`, as natural logs.
+    session: LlamaSession
 
-    `ids` is evaluated in phases ending at `bounds` (`_reuse`), with saved states of up to `max_bytes`."""
-    llama = loaded.llama
-    with loaded.lock:
-        evaluated, seconds = _evaluate(loaded, ids, bounds, max_bytes)
-        logprobs = _last_logprobs(llama)
-    _record.add(loaded, _record.CallRecord("next_token", ids, ids, evaluated=evaluated, prompt_s=seconds))
-    picks = [int(i) for i in logprobs.argsort()[::-1][:top]]
-    out = {_piece(llama, i): float(logprobs[i]) for i in picks}
-    for text in tokens:
-        ids_of = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-        if len(ids_of) == 1:
-            out.setdefault(text, float(logprobs[ids_of[0]]))
-    return out
-
-
-def continuation_logprobs(
-    loaded: _Loaded,
-    head: list[int],
-    full: list[int],
-    max_tokens: int,
-    bounds: Sequence[int] = (),
-    max_bytes: int = 0,
-) -> list[float]:
-    """Log-probability of each token of `full` past its common prefix with `head` (at most `max_tokens`).
-
-    The prefix is evaluated in phases ending at those of `bounds` inside it (`_reuse`)."""
-    shared = 0
-    for a, b in zip(head, full, strict=False):
-        if a != b:
-            break
-        shared += 1
-    shared = max(1, min(shared, len(full) - 1))  # tokens can merge across the boundary
-    targets = full[shared : shared + max_tokens]
-    inside = [b for b in bounds if b < shared]
-    with loaded.lock:
-        evaluated, seconds = _evaluate(loaded, full[:shared], inside, max_bytes)
+    def _evaluate(self, ids: list[int], bounds: Sequence[int]) -> tuple[int, float]:
+        """Evaluate `ids` in its phases (`LlamaSession.evaluate`); the tokens evaluated and the seconds it took."""
         start = time.perf_counter()
-        out = _continuation_logprobs(loaded.llama, targets)
-        seconds += time.perf_counter() - start
-    record = _record.CallRecord(
-        "continuation", full[:shared], full[:shared], targets=targets, prompt_s=seconds
-    )
-    record.evaluated = evaluated + len(targets) - 1
-    _record.add(loaded, record)
-    return out
+        evaluated = self.session.evaluate(ids, bounds)
+        return evaluated, time.perf_counter() - start
+
+    def next_token(
+        self, prompt: str, top: int, tokens: Sequence[str] = (), plan: _reuse.Plan | None = None
+    ) -> dict[str, float]:
+        """The `top` most likely tokens after `prompt`, plus each single-token text of `tokens`, as natural logs.
+
+        The prompt is evaluated in the phases of `plan` (`_reuse`), from a saved prefix state where one exists."""
+        loaded, llama = self.session.loaded, self.session.llama
+        ids = self.session.prompt_ids(prompt)
+        bounds = self.session.bounds(plan or _reuse.Plan(), ids)
+        with loaded.lock:
+            evaluated, seconds = self._evaluate(ids, bounds)
+            logprobs = _last_logprobs(llama)
+        _record.add(loaded, _record.CallRecord("next_token", ids, ids, evaluated=evaluated, prompt_s=seconds))
+        picks = [int(i) for i in logprobs.argsort()[::-1][:top]]
+        out = {_piece(llama, i): float(logprobs[i]) for i in picks}
+        for text in tokens:
+            ids_of = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            if len(ids_of) == 1:
+                out.setdefault(text, float(logprobs[ids_of[0]]))
+        return out
+
+    def continuation(
+        self, prompt: str, continuation: str, max_tokens: int, plan: _reuse.Plan | None = None
+    ) -> list[float]:
+        """Log-probability of each token of `continuation` right after `prompt` (at most `max_tokens` tokens).
+
+        The prompt's tokens are evaluated in the phases of `plan` inside them (`_reuse`)."""
+        loaded = self.session.loaded
+        head, full = self.session.prompt_ids(prompt), self.session.prompt_ids(prompt + continuation)
+        bounds = self.session.bounds(plan or _reuse.Plan(), full)
+        shared = 0
+        for a, b in zip(head, full, strict=False):
+            if a != b:
+                break
+            shared += 1
+        shared = max(1, min(shared, len(full) - 1))  # tokens can merge across the boundary
+        targets = full[shared : shared + max_tokens]
+        inside = [b for b in bounds if b < shared]
+        with loaded.lock:
+            evaluated, seconds = self._evaluate(full[:shared], inside)
+            start = time.perf_counter()
+            out = _continuation_logprobs(loaded.llama, targets)
+            seconds += time.perf_counter() - start
+        record = _record.CallRecord(
+            "continuation", full[:shared], full[:shared], targets=targets, prompt_s=seconds
+        )
+        record.evaluated = evaluated + len(targets) - 1
+        _record.add(loaded, record)
+        return out

@@ -1,8 +1,10 @@
-"""Prompt shaping for a completion-style base model: chat messages to one plain-text prompt, and reply cleanup.
+"""Prompt shaping and reply cleanup: chat messages to one plain-text prompt for a completion-style base model, or to
+chat-template messages; the stop sequences each kind of prompt brings.
 
 A base model continues text; through a chat template it replies with nothing. So the messages are rendered as
 plain text (system text, a blank line, the user text), stop sequences cut the rambling that follows an answer,
-and a reply cut by `max_tokens` is trimmed back to its last full sentence.
+and a reply cut by `max_tokens` is trimmed back to its last full sentence. Through a chat template a prompt that
+ends with one of the package's cue lines stops where the model writes that line again (`cue_stop`).
 """
 
 from __future__ import annotations
@@ -117,3 +119,29 @@ def _clean_prefix(raw: str, stops: Sequence[str]) -> str:
     while keep and (text[keep - 1].isspace() or text[keep - 1] in _TRAILING):
         keep -= 1
     return text[:keep]
+
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+_CUE = re.compile(r"\n([A-Z][\w ]{0,40}:)\s*\Z")
+_PACKAGE_CUES = frozenset(CUE_LINES)
+"""The cue lines of the package's prompts (`Draft:`, `Revised answer:`, `JSON verdict:`, ...)."""
+
+
+def cue_stop(messages: Sequence[BaseMessage]) -> str:
+    """The package's cue line a prompt ends with (`Draft:`, `Revised answer:`), as a stop sequence on a line of
+    its own.
+
+    Through a chat template a completion-style prompt of the package (or a user's template built like one) still
+    ends with such a cue; an instruction-tuned model that writes it again on a line of its own has finished its
+    answer and starts another (a second `Revised answer:`). Only the package's cue lines count, and only that very
+    line stops it: a user's own task that happens to end in `Answer:` is sent as a plain call is, with no stop.
+    """
+    if not messages or messages[-1].type != "human":
+        return ""
+    found = _CUE.search("\n" + messages[-1].text)
+    return f"\n{found.group(1)}\n" if found and found.group(1) in _PACKAGE_CUES else ""
+
+
+def chat_message(message: BaseMessage) -> dict[str, str]:
+    """A LangChain message as a chat-template message (`role`, `content`)."""
+    return {"role": _ROLES.get(message.type, "user"), "content": message.text}

@@ -6,23 +6,25 @@ cleanup): a `TextTap` rides along as its stopping criterion, and the whole reply
 stream. So the chunks add up to exactly the text, usage and `finish_reason` of `invoke`, and a piece once sent is
 never taken back: the tap sends only what `_clean_prefix` says the cleanup keeps whatever follows (it holds back
 the unfinished sentence and what may be a stop sequence, and with the repetition stop the repeats of a possible
-loop), and the last chunk carries the rest.
+loop), and the last chunk carries the rest. `stream_chunks` and `astream_chunks` run a reply's producer in a
+thread of its own and turn what it emits into the chunks.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from reflection_graph._runtime._threads import Emit
+from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
 from reflection_graph.models._prompting import _clean_prefix
 from reflection_graph.models._repetition import RepetitionStop
 
-__all__ = ["ReplyChunks", "TextTap"]
+__all__ = ["ReplyChunks", "TextTap", "astream_chunks", "stream_chunks"]
 
 
 class TextTap:
@@ -108,3 +110,30 @@ class ReplyChunks:
                 chunk_position="last",
             )
         )
+
+
+def stream_chunks(
+    produce: Callable[[Emit], None], run_manager: CallbackManagerForLLMRun | None = None
+) -> Iterator[ChatGenerationChunk]:
+    """The chunks of the reply `produce` emits (text pieces, then the whole reply), `produce` running in a thread of
+    its own (`stream_in_thread`); each chunk also goes to `run_manager`'s `on_llm_new_token`."""
+    chunks = ReplyChunks()
+    for item in stream_in_thread(produce):
+        chunk = chunks.chunk(item)
+        if chunk is not None:
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+
+async def astream_chunks(
+    produce: Callable[[Emit], None], run_manager: AsyncCallbackManagerForLLMRun | None = None
+) -> AsyncIterator[ChatGenerationChunk]:
+    """Async twin of `stream_chunks`; `produce` runs in its own thread, never on the event loop."""
+    chunks = ReplyChunks()
+    async for item in astream_detached(produce):
+        chunk = chunks.chunk(item)
+        if chunk is not None:
+            if run_manager is not None:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk

@@ -25,27 +25,30 @@ evaluated once and its saved state loaded by the calls that start with it, and a
 whether its prefix was saved or not. With `prompt_lookup` (off by default) a revision (a call that continues a
 conversation holding the earlier answer) is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
 
-The parts live beside this module: `profile` (each model's facts and defaults, the bundled models, the default),
-`_bundled` (the bundled files), `_llama` (loading, the AMX guard), `_completion` (prompt tokens, phases, sampling,
-the completion), `_replies` (text, streamed, JSON and log-probability replies), `_prompting` (prompt shaping, cleanup),
-`_structured` (grammars, parsing), `_logprobs` (scoring), `_reuse` (phases and saved prefix states), `_lookup`
-(prompt-lookup decoding), `_repetition` (stopping a reply that loops), `_streaming` (token streaming) and
-`_record` (call records for benchmarks).
+The class holds the settings (its pydantic fields, checked by `_fields` and `_options`) and LangChain's methods;
+each call runs through parts made from those settings, each in a module of its own: the llama.cpp session with its
+saved prefix states (`LlamaSession`, `_session`, over `_llama` and `_reuse`), sampling and completion
+(`Completion`, `_completion`, with `_lookup`), the replies: text with the repetition stop, streaming, JSON
+(`Replies`, `_replies`, with `_repetition`, `_streaming`, `_structured`), and log-probability readings (`Readings`,
+`_logprobs`). Beside them: `profile` (each model's facts and defaults, the bundled models, the default),
+`_bundled` (the bundled files), `_prompting` (prompt shaping, cleanup), `_tokens` (token counts for run budgets)
+and `_record` (call records for benchmarks).
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Annotated, Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     ValidationError,
@@ -55,16 +58,16 @@ from pydantic import (
     model_validator,
 )
 
-from reflection_graph._runtime._threads import run_detached
-from reflection_graph.models import _completion, _replies, _reuse, _tokens
+from reflection_graph._runtime._threads import Emit, run_detached
+from reflection_graph.models import _fields, _options, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
-from reflection_graph.models._llama import (
-    _load,
-    _Loaded,
-    has_chat_template,
-    llama_load_guard,
-)
+from reflection_graph.models._completion import Completion, sampling
+from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
+from reflection_graph.models._logprobs import Readings
 from reflection_graph.models._prompting import DEFAULT_STOP, messages_to_prompt
+from reflection_graph.models._replies import Replies, free_text
+from reflection_graph.models._session import LlamaSession
+from reflection_graph.models._streaming import astream_chunks, stream_chunks
 from reflection_graph.models._structured import (
     _schema_of,
     bounded_json_schema,
@@ -81,7 +84,6 @@ from reflection_graph.models.profile import (
     default_model_path,
     with_profile_defaults,
 )
-from reflection_graph.prompts import CUE_LINES
 
 __all__ = [
     "DEFAULT_STOP",
@@ -107,6 +109,11 @@ _IDENTIFYING = (
     "stop_repetition",
 )
 """The settings that tell one `EmbeddedChatModel` from another in LangChain's caches and traces."""
+
+_Stop = list[str] | None
+_Run = CallbackManagerForLLMRun | None
+_AsyncRun = AsyncCallbackManagerForLLMRun | None
+"""The types of LangChain's `_generate` / `_stream` arguments, for short signatures."""
 
 
 class EmbeddedChatModel(BaseChatModel):
@@ -151,10 +158,12 @@ class EmbeddedChatModel(BaseChatModel):
         ```
     """
 
-    model: str | None = Field(
+    model: Annotated[str | None, AfterValidator(_fields.bundled_name)] = Field(
         default=None, description="Bundled model (a name in PROFILES); None = the default."
     )
-    model_path: str | None = Field(default=None, description="GGUF file instead of a bundled model.")
+    model_path: Annotated[str | None, AfterValidator(_fields.gguf_path)] = Field(
+        default=None, description="GGUF file instead of a bundled model."
+    )
     n_ctx: int = Field(default=PROFILES["gemma-3-270m"].n_ctx, gt=0)
     n_threads: int | None = Field(default=None, gt=0)
     seed: int | None = 0
@@ -178,41 +187,19 @@ class EmbeddedChatModel(BaseChatModel):
         description="Stop a free-text reply that repeats one span back to back; keep the text before the repeats.",
     )
 
-    @field_validator(*_completion.FIELD_OPTIONS, mode="wrap")
+    @field_validator(*_options.FIELD_OPTIONS, mode="wrap")
     @classmethod
     def _check_call_default(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
         """A field that is also a call option is refused in the one line a call option is refused with
-        (`_completion.option_error`); a call option is checked by this field's own type, bounds and strictness
-        (`_completion.check_option`)."""
+        (`_options.option_error`); a call option is checked by this field's own type, bounds and strictness
+        (`_options.check_option`)."""
         try:
             return handler(value)
         except ValidationError:
-            allowed = _completion.allowed_values(cls.model_fields[str(info.field_name)])
-            raise ValueError(_completion.option_error(str(info.field_name), value, allowed)) from None
-
-    @field_validator("model")
-    @classmethod
-    def _check_model(cls, value: str | None) -> str | None:
-        if value is not None and value not in PROFILES:
-            raise ValueError(
-                f"unknown bundled model {value!r}: use one of {', '.join(PROFILES)}, or model_path='/path.gguf'"
-            )
-        return value
-
-    @field_validator("model_path")
-    @classmethod
-    def _check_path(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        path = os.path.expanduser(str(value))
-        if not os.path.isfile(path):
-            raise ValueError(
-                f"GGUF model file not found: {path!r}; pass an existing .gguf file, or model_path=None for a "
-                "bundled model"
-            )
-        return path
+            allowed = _options.allowed_values(cls.model_fields[str(info.field_name)])
+            raise ValueError(_options.option_error(str(info.field_name), value, allowed)) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -221,22 +208,13 @@ class EmbeddedChatModel(BaseChatModel):
         return with_profile_defaults(data, has_chat_template)
 
     @model_validator(mode="after")
-    def _pick_model(self) -> EmbeddedChatModel:
-        if self.model is not None and self.model_path is not None:
-            raise ValueError(
-                f"pass model={self.model!r} (a bundled model) or model_path={self.model_path!r}, not both"
-            )
+    def _check_choice(self) -> EmbeddedChatModel:
+        """One model (the default when neither `model` nor `model_path` is given), budgets within `n_ctx`."""
+        _fields.check_choice(
+            self.model, self.model_path, self.max_tokens, self.structured_max_tokens, self.n_ctx
+        )
         if self.model is None and self.model_path is None:
             self.model = default_embedded()
-        return self
-
-    @model_validator(mode="after")
-    def _check_budget(self) -> EmbeddedChatModel:
-        if self.max_tokens >= self.n_ctx or self.structured_max_tokens >= self.n_ctx:
-            raise ValueError(
-                f"max_tokens ({self.max_tokens}) and structured_max_tokens ({self.structured_max_tokens}) must be "
-                f"smaller than n_ctx ({self.n_ctx}); raise n_ctx or lower the token budgets"
-            )
         return self
 
     @property
@@ -266,19 +244,45 @@ class EmbeddedChatModel(BaseChatModel):
         return params
 
     def _loaded(self) -> _Loaded:
+        """The GGUF, loaded once per process per path, context window and threads (`_llama._load`)."""
         return _load(self.resolved_model_path, self.n_ctx, self.n_threads)
 
-    token_bound = _tokens.token_bound  # the most tokens one call can use, for run budgets
-    count_tokens = _tokens.count_tokens  # the tokens of a text by this model's tokenizer, for run budgets
+    def _session(self) -> LlamaSession:
+        """The llama.cpp session of this model's calls (the GGUF is loaded at the first)."""
+        return LlamaSession(self._loaded(), self.n_ctx, self.prefix_cache_mb * 2**20)
+
+    def _replies(self) -> Replies:
+        """The parts a call runs through, made from this model's current settings (a copy made with `model_copy`
+        runs with its own): the session, sampling and completion, readings, and the replies made of them."""
+        session, name = self._session(), os.path.basename(self.resolved_model_path)
+        completion = Completion(session, _options.field_values(self), type(self))
+        return Replies(completion, Readings(session), name, self.structured_max_tokens)
+
+    def _sampling(
+        self,
+        stop: list[str] | None,
+        overrides: dict[str, Any],
+        loaded: _Loaded | None = None,
+        messages: Sequence[BaseMessage] = (),
+    ) -> dict[str, Any]:
+        """llama.cpp's sampling arguments of a call (`_completion.sampling`), nothing loaded; with `loaded`, its stops
+        begin with the model's own (`LlamaSession.own_stops`)."""
+        own = LlamaSession(loaded, self.n_ctx).own_stops(messages) if loaded is not None else []
+        return sampling(_options.field_values(self), type(self), stop, overrides, own)
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of `text` by this model's own tokenizer (no BOS token), for run budgets."""
+        return _tokens.count_tokens(self._loaded().llama, text)
+
+    def token_bound(self, messages: list[BaseMessage], **options: Any) -> int:
+        """The most tokens (prompt and reply) one call on `messages` with `options` can use (`_tokens.token_bound`)."""
+        prompt = self.render_prompt(messages)
+        limits = (self.n_ctx, self.max_tokens, self.structured_max_tokens)
+        return _tokens.token_bound(self._loaded().llama, prompt, *limits, options)
 
     def warm_up(self) -> None:
         """Load the GGUF now (it is otherwise loaded at the first call)."""
         self._loaded()
-
-    def _formatter(self, loaded: _Loaded) -> Any:
-        """The chat template this model is prompted through, or None (completion-style: the bundled Gemma 3 270M,
-        a base model, has none in its metadata)."""
-        return loaded.formatter
 
     @property
     def uses_chat_template(self) -> bool:
@@ -299,15 +303,7 @@ class EmbeddedChatModel(BaseChatModel):
 
     def _resolve_model_profile(self) -> Any:
         """LangChain's model profile (`BaseChatModel.profile`), from this model's settings (nothing is loaded)."""
-        return {
-            "max_input_tokens": self.n_ctx,
-            "max_output_tokens": self.max_tokens,
-            "text_inputs": True,
-            "text_outputs": True,
-            "structured_output": True,
-            "tool_calling": False,
-            "temperature": True,
-        }
+        return _fields.langchain_profile(self.n_ctx, self.max_tokens)
 
     def render_prompt(self, messages: LanguageModelInput) -> str:
         """The exact prompt text a call on `messages` sends to llama.cpp.
@@ -320,11 +316,7 @@ class EmbeddedChatModel(BaseChatModel):
             messages: what `invoke` takes (a string, a list of messages, a prompt value).
         """
         chat = self._convert_input(messages).to_messages()
-        formatter = self._formatter(self._loaded())
-        if formatter is None:
-            return messages_to_prompt(chat)
-        prompt: str = formatter(messages=[_chat_message(m) for m in chat]).prompt
-        return prompt
+        return self._session().render(chat)
 
     def next_token_logprobs(
         self, prompt: str, *, top: int = 20, tokens: Sequence[str] = ()
@@ -342,7 +334,7 @@ class EmbeddedChatModel(BaseChatModel):
         """
         if top < 0:
             raise ValueError(f"top must be >= 0, got {top}")
-        return self._next_token_logprobs(prompt, top, tuple(tokens), _reuse.Plan())
+        return Readings(self._session()).next_token(prompt, top, tuple(tokens))
 
     def continuation_logprobs(self, prompt: str, continuation: str, *, max_tokens: int = 128) -> list[float]:
         """Log-probability of each token of `continuation` right after `prompt` (at most `max_tokens` tokens).
@@ -352,42 +344,42 @@ class EmbeddedChatModel(BaseChatModel):
         """
         if not continuation:
             raise ValueError("continuation must not be empty")
-        return self._continuation_logprobs(prompt, continuation, max_tokens, _reuse.Plan())
+        return Readings(self._session()).continuation(prompt, continuation, max_tokens)
 
-    def _own_stops(self, loaded: _Loaded, messages: Sequence[BaseMessage] = ()) -> list[str]:
-        """The model's own stop sequences: through a chat template, its end-of-turn token and the prompt's cue
-        line repeated (`_cue_stop`); for a base model `DEFAULT_STOP`."""
-        if self._formatter(loaded) is None:
-            return list(DEFAULT_STOP)
-        return [s for s in (loaded.end_of_turn, _cue_stop(messages)) if s]
+    def _generate(
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _Run = None, **kwargs: Any
+    ) -> ChatResult:
+        options, stop = _options.check_call(type(self), kwargs, stop)
+        return self._replies().generate(messages, stop, options)
 
     async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _AsyncRun = None, **kwargs: Any
     ) -> ChatResult:
         return await run_detached(self._generate, messages, stop, None, **kwargs)
 
-    # How a call is evaluated and replied to lives in `_completion` and `_replies` (the methods, moved whole).
-    _next_token_logprobs = _completion.next_token_logprobs
-    _continuation_logprobs = _completion.continuation_logprobs
-    _cache_bytes = _completion.cache_bytes
-    _bounds = _completion.bounds
-    _plan = _completion.plan
-    _prompt_ids = _completion.prompt_ids
-    _sampling = _completion.sampling
-    _complete = _completion.complete
-    _end_of_turn = _completion.end_of_turn
-    _generate = _replies.generate
-    _stream = _replies.stream
-    _astream = _replies.astream
-    _produce = _replies.produce
-    _meta = _replies.meta
-    _generate_logprobs = _replies.generate_logprobs
-    _generate_text = _replies.generate_text
-    _generate_json = _replies.generate_json
+    def _stream(
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _Run = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        """The reply of `_generate` as it is written (`_streaming.stream_chunks`; JSON and readings: one chunk)."""
+        options, stop = _options.check_call(type(self), kwargs, stop)
+        yield from stream_chunks(functools.partial(self._produce, messages, stop, options), run_manager)
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: _Stop = None, run_manager: _AsyncRun = None, **kwargs: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """Async twin of `_stream`; the model runs in its own thread, never on the event loop."""
+        options, stop = _options.check_call(type(self), kwargs, stop)
+        produce = functools.partial(self._produce, messages, stop, options)
+        async for chunk in astream_chunks(produce, run_manager):
+            yield chunk
+
+    def _produce(self, messages: list[BaseMessage], stop: _Stop, options: dict[str, Any], emit: Emit) -> None:
+        """Emit a call's reply, in a thread of its own: free text as it is written (`Replies.stream`), a JSON or
+        log-probability reply whole, as `_generate` makes it."""
+        if free_text(options):
+            self._replies().stream(messages, stop, options, emit)
+        else:
+            emit(self._generate(messages, stop, **options).generations[0].message)
 
     def with_structured_output(
         self,
@@ -420,34 +412,5 @@ class EmbeddedChatModel(BaseChatModel):
             )
         json_schema = _schema_of(schema)
         self._sampling(None, kwargs)  # reject unknown options now, not at the first call
-        return parse_json_runnable(
-            self.bind(json_schema=json_schema, **kwargs), schema, include_raw=include_raw
-        )
-
-
-_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
-_CUE = re.compile(r"\n([A-Z][\w ]{0,40}:)\s*\Z")
-
-
-def _cue_stop(messages: Sequence[BaseMessage]) -> str:
-    """The package's cue line a prompt ends with (`Draft:`, `Revised answer:`), as a stop sequence on a line of
-    its own.
-
-    Through a chat template a completion-style prompt of the package (or a user's template built like one) still
-    ends with such a cue; an instruction-tuned model that writes it again on a line of its own has finished its
-    answer and starts another (a second `Revised answer:`). Only the package's cue lines count, and only that very
-    line stops it: a user's own task that happens to end in `Answer:` is sent as a plain call is, with no stop.
-    """
-    if not messages or messages[-1].type != "human":
-        return ""
-    found = _CUE.search("\n" + messages[-1].text)
-    return f"\n{found.group(1)}\n" if found and found.group(1) in _PACKAGE_CUES else ""
-
-
-_PACKAGE_CUES = frozenset(CUE_LINES)
-"""The cue lines of the package's prompts (`Draft:`, `Revised answer:`, `JSON verdict:`, ...)."""
-
-
-def _chat_message(message: BaseMessage) -> dict[str, str]:
-    """A LangChain message as a chat-template message (`role`, `content`)."""
-    return {"role": _ROLES.get(message.type, "user"), "content": message.text}
+        bound = self.bind(json_schema=json_schema, **kwargs)
+        return parse_json_runnable(bound, schema, include_raw=include_raw)

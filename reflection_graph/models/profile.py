@@ -248,12 +248,18 @@ def with_profile_defaults(data: Any, has_template: Callable[[str], bool]) -> Any
 # -- any model ---------------------------------------------------------------------------------------------------
 
 
+def _embedded_profile(model: Any) -> ModelProfile | None:
+    """The profile an embedded model declares (`EmbeddedChatModel.embedded_profile`, a `ModelProfile`); None for
+    any other model."""
+    profile = getattr(model, "embedded_profile", None)
+    return profile if isinstance(profile, ModelProfile) else None
+
+
 def chat_template(model: Any) -> bool:
     """`describe(model).chat_template` without the rest of the facts: asked for every draft and revision."""
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
-    if isinstance(model, EmbeddedChatModel):
-        return model.embedded_profile.chat_template
+    profile = _embedded_profile(model)
+    if profile is not None:
+        return profile.chat_template
     return getattr(model, "uses_chat_template", False) is True
 
 
@@ -267,10 +273,8 @@ def describe(model: Any) -> ModelFacts:
         describe(ChatOpenAI(model="gpt-4o-mini")).reply_limit_option  # "max_tokens"
         ```
     """
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
-    if isinstance(model, EmbeddedChatModel):
-        profile = model.embedded_profile
+    profile = _embedded_profile(model)
+    if profile is not None:
         return ModelFacts(
             chat_template=profile.chat_template,
             logprobs=True,
@@ -350,12 +354,8 @@ def plain_completion(model: Model) -> Model:
         plain_completion(EmbeddedChatModel(model="gemma-3-270m")).repeat_penalty  # 1.0 (its profile: 1.1)
         ```
     """
-    from reflection_graph.models.embedded import EmbeddedChatModel
-
-    if not isinstance(model, EmbeddedChatModel):
-        return model
-    profile = model.embedded_profile
-    if profile.chat_template:
+    profile = _embedded_profile(model)
+    if profile is None or profile.chat_template:
         return model
     defaults = profile.defaults()
     update = {
@@ -363,7 +363,7 @@ def plain_completion(model: Model) -> Model:
         for name, value in PLAIN_COMPLETION.items()
         if getattr(model, name) == defaults[name] and defaults[name] != value
     }
-    copied: Model = model.model_copy(update=update) if update else model  # type: ignore[assignment]
+    copied: Model = model.model_copy(update=update) if update else model  # type: ignore[attr-defined]
     return copied
 
 

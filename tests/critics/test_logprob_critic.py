@@ -12,6 +12,7 @@ from langchain_core.language_models import BaseChatModel
 
 from reflection_graph.critics import CritiqueRequest, LLMCritic, LogprobCritic
 from reflection_graph.graph import _as_critic
+from reflection_graph.models._replies import check_logprobs
 from reflection_graph.models.embedded import EmbeddedChatModel
 from reflection_graph.settings import Settings
 from tests.fakes import EmbeddedLogprobs, FakeCriticModel, LogprobModel, RecordingChatModel, critique
@@ -256,9 +257,9 @@ def test_the_embedded_model_accepts_the_logprob_call_options_and_rejects_others(
 def test_the_embedded_logprob_options_are_checked_before_the_model_loads() -> None:
     model = EmbeddedChatModel()
     with pytest.raises(ValueError, match="top_logprobs"):
-        model._generate_logprobs("Correct:", 0, None)
+        check_logprobs("Correct:", 0, None)
     with pytest.raises(ValueError, match="score_text"):
-        model._generate_logprobs("Task: x\nAnswer: y\nCorrect:", 5, " not in the prompt")
+        check_logprobs("Task: x\nAnswer: y\nCorrect:", 5, " not in the prompt")
     with pytest.raises(ValueError, match="continuation"):
         model.continuation_logprobs("Task:", "")
     with pytest.raises(ValueError, match="top"):

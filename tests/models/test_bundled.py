@@ -456,7 +456,7 @@ def test_bad_bundled_names_are_one_line_errors(tmp_path: Path) -> None:
 def test_a_chat_reply_stops_only_at_its_prompts_own_cue_line_repeated() -> None:
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from reflection_graph.models.embedded import _cue_stop
+    from reflection_graph.models._prompting import cue_stop as _cue_stop
     from reflection_graph.prompts import draft_messages, revise_messages
 
     revise = revise_messages(

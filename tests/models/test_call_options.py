@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from reflection_graph.models._completion import _CALL_OPTIONS, FIELD_OPTIONS, _option_fields
+from reflection_graph.models._options import _CALL_OPTIONS, FIELD_OPTIONS, _option_fields
 from reflection_graph.models._repetition import REPETITION
 from reflection_graph.models.embedded import EmbeddedChatModel
 from tests.fakes import scripted_embedded
@@ -103,7 +103,7 @@ def test_valid_call_options_are_taken_and_converted_as_the_fields_are(
     assert "END" in params["stop"]
 
     def plan(**options: Any) -> Any:
-        return model._plan(model._loaded(), ASK, model.render_prompt(ASK), options)
+        return model._replies().completion.plan(ASK, model.render_prompt(ASK), options)
 
     assert plan(stop_repetition=False).stop_repetition is False
     # None is "not given", as in the constructor (a profile's default fills it): the model's own value

@@ -66,7 +66,8 @@ def test_the_criterion_stops_a_bare_llama_completion_right_after_the_third_copy(
 
     loaded = qwen._loaded()
     prompt = qwen.render_prompt(REPEAT)
-    ids = qwen._prompt_ids(loaded, prompt)  # through the chat template, as `create_chat_completion` sends it
+    # through the chat template, as `create_chat_completion` sends it
+    ids = qwen._session().prompt_ids(prompt)
     stop = RepetitionStop()
     with loaded.lock:
         loaded.llama.reset()

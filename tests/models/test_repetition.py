@@ -288,9 +288,11 @@ def test_a_call_record_replays_to_the_same_stop(scripted: Callable[..., Embedded
 
 def test_json_replies_are_not_watched(scripted: Callable[..., EmbeddedChatModel]) -> None:
     model = scripted(LOOPING, max_tokens=400, temperature=0)
-    plan = model._plan(model._loaded(), ASK, model.render_prompt(ASK), {"json_schema": {"type": "object"}})
+    plan = model._replies().completion.plan(
+        ASK, model.render_prompt(ASK), {"json_schema": {"type": "object"}}
+    )
     assert plan.stop_repetition is False
-    assert model._plan(model._loaded(), ASK, model.render_prompt(ASK), {}).stop_repetition is True
+    assert model._replies().completion.plan(ASK, model.render_prompt(ASK), {}).stop_repetition is True
 
 
 def test_every_bundled_model_stops_repetition_by_default_and_a_user_setting_wins() -> None:
