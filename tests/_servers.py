@@ -13,30 +13,18 @@ import json
 import os
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+
+from tests._bench import bench_import
 
 __all__ = ["free_port", "gemma_path", "llama_server", "llama_server_url", "wait_http"]
 
 SERVER_MODEL_ALIAS = "gemma"
-_ROOT = Path(__file__).resolve().parent.parent
-
-# `python -m llama_cpp.server`, with the model loaded through `llama_load_guard` (llama.cpp's AMX weight buffers
-# crash on VMs that advertise AMX without supporting it; the server has no flag to turn them off).
-_LAUNCHER = (
-    "import runpy, sys, llama_cpp\n"
-    "from reflection_graph.models.embedded import llama_load_guard\n"
-    "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
-    "with llama_load_guard(llama_cpp):\n"
-    "    runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
-)
 
 
 def free_port() -> int:
@@ -81,10 +69,8 @@ def llama_server(
     timeout: float = 300.0,
     alias: str = SERVER_MODEL_ALIAS,
 ) -> Iterator[str]:
-    """Run llama-cpp-python's OpenAI-compatible server on loopback and yield its `/v1` base URL.
-
-    The process is `python -m llama_cpp.server --model ... --host 127.0.0.1 --port <free> --n_ctx ...`, started
-    through a two-line launcher that applies `reflection_graph.models.embedded.llama_load_guard` first.
+    """Run llama-cpp-python's OpenAI-compatible server on loopback and yield its `/v1` base URL: the benches'
+    own launcher (bench/_server.py, which applies `llama_load_guard` first), on every CPU, seed 0.
 
     Args:
         model_path: the GGUF to serve (default: the bundled Gemma 3 270M).
@@ -94,48 +80,12 @@ def llama_server(
     """
     pytest.importorskip("llama_cpp.server", reason='needs pip install "reflection-graph[server]"')
     path = model_path or gemma_path()
-    port = free_port()
-    threads = str(os.cpu_count() or 1)
-    command = [
-        sys.executable,
-        "-c",
-        _LAUNCHER,
-        "--model",
-        path,
-        "--model_alias",
-        alias,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        threads,
-        "--seed",
-        "0",
-    ]
-    log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    with log.open("wb") as sink:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        try:
-            wait_http(f"{base_url}/models", timeout=timeout, process=process)
-        except (RuntimeError, TimeoutError) as exc:
-            tail = log.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"llama.cpp server did not start: {exc}\n--- server log ---\n{tail}") from exc
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-        log.unlink(missing_ok=True)
+    server = bench_import("_server")
+    threads = os.cpu_count() or 1
+    with server.llama_server(
+        path, alias=alias, n_ctx=n_ctx, n_threads=threads, seed=0, timeout=timeout
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
