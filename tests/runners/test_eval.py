@@ -28,23 +28,28 @@ from tests.fakes import RecordingChatModel
 
 PIL = pytest.importorskip("PIL.Image", reason='needs pip install "reflection-graph[eval]"')
 
-# question id -> (reference, answers of rounds 1..3)
+# question id -> (reference, answers of rounds 1..3); each revision differs from its input (a revision that
+# repeats it is no round)
 QUIZ: dict[str, tuple[str, list[str]]] = {
-    "Q1": ("Paris", ["Berlin", "Paris", "Paris"]),  # wrong -> right
+    "Q1": ("Paris", ["Berlin", "Paris", "It is Paris"]),  # wrong -> right
     "Q2": ("Rome", ["Milan", "Rome", "Naples"]),  # gets it, loses it; the critic keeps Rome
-    "Q3": ("Madrid", ["Madrid", "Madrid", "Madrid"]),  # right throughout
-    "Q4": ("Lisbon", ["Lisbon", "Porto", "Porto"]),  # right -> wrong: the critic prefers Porto
+    "Q3": ("Madrid", ["Madrid", "Madrid.", "It is Madrid"]),  # right throughout
+    "Q4": ("Lisbon", ["Lisbon", "Porto", "Porto, I think"]),  # right -> wrong: the critic prefers Porto
 }
 # candidate -> (critic score, critic accepts)
 VERDICTS = {
     "Berlin": (2, False),
     "Paris": (9, True),
+    "It is Paris": (9, True),
     "Milan": (4, False),
     "Rome": (8, True),
     "Naples": (5, True),
     "Madrid": (7, True),
+    "Madrid.": (7, True),
+    "It is Madrid": (7, True),
     "Lisbon": (3, False),
     "Porto": (6, False),
+    "Porto, I think": (6, False),
 }
 RECORDS = [
     {"id": q, "task": f"[{q}] Name the capital city.", "reference": ref} for q, (ref, _) in QUIZ.items()
