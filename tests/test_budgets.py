@@ -4,10 +4,12 @@ budget check of the one call layer."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -267,9 +269,12 @@ WORDS_120 = " ".join(
 )
 
 
-def writer_120(prompt: str) -> str:
-    """A plain callable model (the README's way to try the loop): 120 words a call, no usage reported."""
-    return WORDS_120
+def writer_120() -> Callable[[str], str]:
+    """A plain callable model (the README's way to try the loop): 120 words a call, no usage reported. Each reply
+    starts with its call's number, so no revision repeats its input (a repeat is no round)."""
+    calls = itertools.count(1)
+    rest = WORDS_120.split()[1:]
+    return lambda prompt: " ".join([f"n{next(calls)}", *rest])
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -281,7 +286,7 @@ def test_a_plain_callable_is_counted_by_the_estimate_and_stopped_by_its_budget(
     # never accepts. Before, such a run was counted as 0 tokens and ran 20 rounds (40 calls) with 3,000, and with
     # 600 made no call at all (its first call's whole reply limit did not fit).
     graph = create_reflection_graph(
-        writer_120, max_iterations=20, patience=None, stop_on_no_new_issues=False, token_budget=budget
+        writer_120(), max_iterations=20, patience=None, stop_on_no_new_issues=False, token_budget=budget
     )
     result = run(graph, mode)
     total = result["usage"]["total"]
@@ -310,7 +315,8 @@ class Writer(RecordingChatModel):
         self.received.append(list(messages))
         if self.fail_every and len(self.received) % self.fail_every == 0:
             raise ConnectionError("flaky connection")
-        text = " ".join(["word"] * self.words)
+        # each reply its own (a revision that repeats its input is no round), 4 characters a word all the same
+        text = " ".join([f"w{len(self.received) % 1000:03d}", *["word"] * (self.words - 1)])
         limit = kw.get("max_tokens", self.max_tokens)
         if limit is not None:
             text = text[: int(limit) * 4]
