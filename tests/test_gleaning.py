@@ -285,7 +285,7 @@ def test_bad_arguments_fail_at_build_time(kwargs: dict[str, Any], message: str) 
 
 def test_a_critic_instance_works_without_validation_prompt() -> None:
     graph = create_gleaning_graph(
-        RecordingChatModel(replies=["x"]), critic=_Never(), validation_prompt=None, num_rounds=1
+        RecordingChatModel(replies=["x", "x, refined"]), critic=_Never(), validation_prompt=None, num_rounds=1
     )
     out = graph.invoke({"documents": ["doc-0"], "prompt": "S {document}"})
     assert out["results"][0]["iterations"] == 2 and out["results"][0]["stop_reason"] == "max_iterations"
