@@ -83,11 +83,17 @@ def test_the_greedy_draft_wins_ties_against_warmer_samples(mode: str) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_n_revisions_samples_each_revision_round(mode: str) -> None:
-    gen = SeededModel(seed=0)
+    # a revision (its prompt holds the critique's issue) is a new text, not its draft again (a repeat is no round)
+    gen = SeededModel(
+        seed=0,
+        reply_of=lambda seed, t, prompt: f"{'revised' if 'weak' in prompt else 'drafted'} seed={seed} t={t}",
+    )
     crit = FakeCriticModel(critiques=[by_seed({0: 2.0, 1: 6.0, 2: 4.0})])
     graph = create_reflection_graph(gen, critic=crit, n_revisions=3, max_iterations=2, patience=None)
     result = run(graph, mode)
     assert [len(r.get("samples", [None])) for r in result["trajectory"]] == [1, 3]
+    revised = ["revised seed=0 t=0.0", "revised seed=1 t=0.7", "revised seed=2 t=0.7"]
+    assert [s["candidate"] for s in result["trajectory"][1]["samples"]] == revised
     assert result["trajectory"][1]["score"] == 6.0 and result["usage"]["revise"]["calls"] == 3
     made = len(gen.received) + len(crit.received)
     assert made == 1 + 1 + 3 + 3 <= max_model_calls(2, n_revisions=3)
