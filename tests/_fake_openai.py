@@ -4,7 +4,8 @@
 from a thread in the test process and yields its `/v1` base URL. A request that asks for structured output
 (`response_format` or `tools`) is a critique: it accepts with score 9, or, with `reject_first_draft`, rejects a
 first draft with score 3 (one issue, `REJECTION`) and accepts its revision. Any other request is a draft ("A short
-answer to: ...") or, when its prompt carries that rejection, a revision ("A revised answer to: ..."). Each answer
+answer to: ...", ending in a digest of its whole prompt, so that a revision, whose prompt holds the earlier answer,
+is a new text) or, when its prompt carries that rejection, a revision ("A revised answer to: ..."). Each answer
 waits `latency` seconds first. Point a model at it with `REFLECTION_GRAPH_MODEL=openai:fake` and
 `OPENAI_BASE_URL=<url>` (plus any `OPENAI_API_KEY`).
 """
@@ -15,6 +16,7 @@ import contextlib
 import json
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,7 +73,7 @@ class FakeOpenAI:
         elif kind == "revise":
             message["content"] = f"{REVISED} {prompt[-60:]} Thank you for reading."
         else:
-            message["content"] = f"A short answer to: {prompt[-60:]}"
+            message["content"] = f"A short answer to: {prompt[-60:]} (#{zlib.crc32(prompt.encode()):08x})"
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
