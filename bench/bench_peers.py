@@ -206,7 +206,7 @@ class InstructionSet:
         return dict(self.bi.raw_record(problem, chat, self.bi.critic_of(problem)))
 
     def graph(self, problem: dict[str, Any], model: Any) -> dict[str, Any]:
-        from reflection_graph._focus._defaults import VERIFIER_DEFAULTS as D
+        from reflection_graph._loop._defaults import VERIFIER_DEFAULTS as D
 
         critic = self.bi.critic_of(problem)
         record = self.bi.loop_record(

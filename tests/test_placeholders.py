@@ -135,7 +135,8 @@ GOOD = "Dear Dana,\n\nThank you for the offer. I must decline it.\n\nBest regard
 
 
 def test_the_graph_keeps_the_answer_without_a_placeholder_the_critic_scored_lower() -> None:
-    generator = RecordingChatModel(replies=[GOOD, GOOD.replace("Dear Dana", "Dear [Name]")])
+    inline = GOOD.replace("Data Analyst offer", "[Job Title] offer").replace("the offer", "the [Job Title] offer")
+    generator = RecordingChatModel(replies=[GOOD, inline])  # an inline slot no rule can write out
     critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0)])
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
         {"task": "Write to Dana declining the offer."}
@@ -183,8 +184,11 @@ def test_the_answer_is_never_rewritten_after_the_loop() -> None:
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
         {"task": "Write to Dana declining the offer."}
     )
-    assert result["candidate"] in [r["candidate"] for r in result["trajectory"]]
-    assert result["candidate"] == signed.replace("Dear", "Hi")
+    rounds = result["trajectory"]
+    # the revision kept the slot: the rule's fix of it is the candidate the critic judged, and the answer is it
+    assert rounds[1]["tactic"] == "revise+rule" and "[Your Name]" not in rounds[1]["candidate"]
+    assert rounds[1]["candidate"] == "Hi Dana,\n\nThank you for the offer. I must decline it."
+    assert result["candidate"] == rounds[1]["candidate"]
 
 
 @pytest.fixture
@@ -220,8 +224,9 @@ def test_the_graph_scans_each_candidate_once(scans: Counter[str]) -> None:
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
         {"task": "Write to Dana declining the offer."}
     )
-    assert result["candidate"] == signed.replace("Dear", "Hi")
-    assert scans == Counter({signed: 1, signed.replace("Dear", "Hi"): 1})
+    fixed = "Hi Dana,\n\nThank you for the offer. I must decline it."  # the revision, fixed by the rule
+    assert result["candidate"] == fixed
+    assert scans == Counter({signed: 1, signed.replace("Dear", "Hi"): 1})  # the fix holds no bracket to scan
 
 
 def test_code_is_never_checked_for_placeholders() -> None:
@@ -304,10 +309,12 @@ def test_a_greeting_slot_every_revision_keeps_is_named_by_the_rule_and_judged() 
     graph = create_reflection_graph(generator, critic=critic, max_iterations=3, min_iterations=3)
     result = graph.invoke({"task": "Write to the recruiter declining the offer."})
     rounds = result["trajectory"]
-    assert [r["placeholder"] for r in rounds] == [True, True, False]
+    assert [r["placeholder"] for r in rounds] == [True, False]
+    assert result["stop_reason"] == "plateau"  # round 3's replies, fixed, were round 2's candidate: no new one
     assert rounds[0]["candidate"] == slotted  # the rounds keep what was written
-    assert rounds[2]["tactic"] == "rule" and rounds[2]["candidate"].startswith("Dear Recruiter,")
-    assert result["candidate"] == rounds[2]["candidate"]
+    assert rounds[1]["tactic"] == "revise+rule" and rounds[1]["candidate"].startswith("Dear Recruiter,")
+    assert rounds[1]["candidate"].endswith("Sam Lee")
+    assert result["candidate"] in [r["candidate"] for r in rounds]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ No round repeats itself: a revision whose text equals the candidate it revises (
 candidate. It is not judged and not counted as a round; the same sample slot tries the strategy's next tactic
 (`Strategy.tactics`: a rule's fix, a warmer revision with a seed of its own, a fresh draft told the critique's
 faults), within the slot's `1 + retries` attempts that `max_model_calls` already counts. Each candidate carries
-the tactic that made it (`tactic`) and the tactics that repeated their input before it (`repeated`)."""
+the tactic that made it (`tactic`) and the tactics that repeated their input before it (`repeated`). A new reply
+that keeps what the `rule` tactic fixes (a placeholder, a bare sign-off) is proposed with the rule's fix applied
+(`tactic` "revise+rule", say): the critic judges that candidate, never a rewrite after the loop."""
 
 from __future__ import annotations
 
@@ -229,7 +231,7 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     role = _ROLE[plan.job]
     samples: list[dict[str, Any]] = [
         {
-            "candidate": text if r.tactic == "rule" else plan.finish(text),
+            "candidate": text if (r.tactic or "").endswith("rule") else plan.finish(text),
             "usage": {role: r.usage},
             **({"cut": r.cut} if r.cut else {}),
             **({"tactic": r.tactic} if r.tactic else {}),
@@ -328,9 +330,23 @@ def _slot(plan: _Plan, index: int) -> Generator[_Ask, _Reply, _Sampled]:
         left -= max(1, part["calls"])
         warm = tactic == "revise" and index > 0  # a later slot's first revision is already sampled warmer
         final, made_by = _outcome_of(plan, "sampled_revision" if warm else tactic, text, repeated)
+        fixed = _ruled(plan, text, cut, made_by) if final else None
+        if fixed is not None:  # the reply kept what the rule fixes: the rule's fix of it is the candidate
+            if same_text(fixed, plan.previous or ""):
+                repeated.append(str(made_by))  # fixed, it is the candidate it revised: no new one
+                continue
+            return _Sampled(fixed, sum_usage(usage), None, None, f"{made_by}+rule", tuple(repeated))
         if final:
             return _Sampled(text, sum_usage(usage), error, cut, made_by, tuple(repeated))
     return _Sampled(None, sum_usage(usage), None, None, None, tuple(repeated))
+
+
+def _ruled(plan: _Plan, text: str | None, cut: str | None, made_by: str | None) -> str | None:
+    """The rule's fix of a revision slot's new reply (a placeholder or a bare sign-off the reply kept), or None
+    where the strategy has no `rule` tactic, the reply was cut, or no rule applies."""
+    if not (text and made_by and cut is None and plan.rule and "rule" in plan.tactics):
+        return None
+    return plan.rule(plan.finish(text))
 
 
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:

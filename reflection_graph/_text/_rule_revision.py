@@ -18,6 +18,7 @@ import re
 
 from reflection_graph._text._placeholders import (
     asks_for_template,
+    inline_placeholders,
     introduced_placeholders,
     with_salutations_named,
     without_placeholder_lines,
@@ -58,7 +59,7 @@ def rule_revision(answer: str, *, task: str, context: str | None = None) -> str 
     if asks_for_template(task, context):
         return None
     fixed = answer
-    if introduced_placeholders(answer, task=task, context=context):
+    if inline_placeholders(answer, task=task, context=context):
         fixed = with_salutations_named(answer, task=task, context=context)
         fixed = without_placeholder_lines(fixed, task=task, context=context)
     if bare_sign_off(fixed) is not None:
@@ -75,7 +76,7 @@ def placeholder_edits(answer: str, *, task: str, context: str | None = None) -> 
     """The placeholder faults of `answer` (a bare sign-off among them) as concrete edits a reviser can apply, each quoting the lines of the
     answer it changes: the rule's own fix line by line ('Replace the line "Dear [Name]," with "Dear Hiring
     Manager,".'), then each placeholder no rule fixes, with the line it sits in."""
-    if not introduced_placeholders(answer, task=task, context=context) and bare_sign_off(answer) is None:
+    if not inline_placeholders(answer, task=task, context=context) and bare_sign_off(answer) is None:
         return []
     fixed = rule_revision(answer, task=task, context=context) or answer
     old, new = answer.splitlines(), fixed.splitlines()
