@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["llama_server"]
+__all__ = ["llama_server", "wait_http"]
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = (
@@ -39,15 +39,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait(url: str, timeout: float, process: subprocess.Popen[bytes]) -> None:
+def wait_http(
+    url: str, *, timeout: float, process: subprocess.Popen[bytes] | None = None
+) -> dict[str, object]:
+    """Poll `url` until it answers 200 with JSON (returned); fail early if `process` exits."""
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with code {process.returncode} before answering {url}")
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with code {process.returncode} before answering {url}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - a loopback URL built here
-                json.loads(response.read())
-                return
+                data: dict[str, object] = json.loads(response.read())
+                return data
         except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError) as exc:
             last = exc
             time.sleep(0.3)
@@ -83,7 +86,7 @@ def llama_server(
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         try:
-            _wait(f"{base_url}/models", timeout, process)
+            wait_http(f"{base_url}/models", timeout=timeout, process=process)
         except (RuntimeError, TimeoutError) as exc:
             tail = log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"llama.cpp server did not start: {exc}\n--- server log ---\n{tail}") from exc

@@ -9,13 +9,8 @@ Tests that use it must be marked `@pytest.mark.server`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -42,23 +37,8 @@ def gemma_path() -> str:
     return default_model_path()
 
 
-def wait_http(
-    url: str, *, timeout: float, process: subprocess.Popen[bytes] | None = None
-) -> dict[str, object]:
-    """Poll `url` until it answers 200 with JSON; fail early if `process` exits."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server exited with code {process.returncode} before answering {url}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback URL built here
-                data: dict[str, object] = json.loads(response.read())
-                return data
-        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError) as exc:
-            last_error = exc
-            time.sleep(0.3)
-    raise TimeoutError(f"{url} did not answer within {timeout:.0f}s (last error: {last_error})")
+wait_http = bench_import("_server").wait_http
+"""Poll a URL until it answers 200 with JSON; fail early if the given process exits (the benches' own)."""
 
 
 @contextlib.contextmanager

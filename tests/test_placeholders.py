@@ -135,7 +135,9 @@ GOOD = "Dear Dana,\n\nThank you for the offer. I must decline it.\n\nBest regard
 
 
 def test_the_graph_keeps_the_answer_without_a_placeholder_the_critic_scored_lower() -> None:
-    inline = GOOD.replace("Data Analyst offer", "[Job Title] offer").replace("the offer", "the [Job Title] offer")
+    inline = GOOD.replace("Data Analyst offer", "[Job Title] offer").replace(
+        "the offer", "the [Job Title] offer"
+    )
     generator = RecordingChatModel(replies=[GOOD, inline])  # an inline slot no rule can write out
     critic = FakeCriticModel(critiques=[critique(5.0), critique(9.0)])
     result = create_reflection_graph(generator, critic=critic, max_iterations=2).invoke(
@@ -310,7 +312,9 @@ def test_a_greeting_slot_every_revision_keeps_is_named_by_the_rule_and_judged() 
     result = graph.invoke({"task": "Write to the recruiter declining the offer."})
     rounds = result["trajectory"]
     assert [r["placeholder"] for r in rounds] == [True, False]
-    assert result["stop_reason"] == "plateau"  # round 3's replies, fixed, were round 2's candidate: no new one
+    assert (
+        result["stop_reason"] == "plateau"
+    )  # round 3's replies, fixed, were round 2's candidate: no new one
     assert rounds[0]["candidate"] == slotted  # the rounds keep what was written
     assert rounds[1]["tactic"] == "revise+rule" and rounds[1]["candidate"].startswith("Dear Recruiter,")
     assert rounds[1]["candidate"].endswith("Sam Lee")
