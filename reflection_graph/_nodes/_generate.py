@@ -214,7 +214,8 @@ def same_text(a: str, b: str) -> bool:
 
 
 class _Sampled(NamedTuple):
-    """A sample: its text (None when it failed, or when every tactic repeated its input), the usage of its
+    """A sample: its candidate, the reply as `finish` makes it one (None when it failed, or when every tactic
+    repeated its input), the usage of its
     calls, its error, why its reply did not finish (`_cut`) or None, the tactic that made it, and the tactics
     that returned their input unchanged before it."""
 
@@ -231,7 +232,7 @@ def _generated(plan: _Plan, results: Sequence[_Sampled]) -> dict[str, Any]:
     role = _ROLE[plan.job]
     samples: list[dict[str, Any]] = [
         {
-            "candidate": text if (r.tactic or "").endswith("rule") else plan.finish(text),
+            "candidate": text,
             "usage": {role: r.usage},
             **({"cut": r.cut} if r.cut else {}),
             **({"tactic": r.tactic} if r.tactic else {}),
@@ -298,7 +299,7 @@ def _outcome_of(
     """Whether an attempt's reply is final (a new candidate, or an error) and the tactic to record for it."""
     if text is None or plan.previous is None:
         return True, (None if plan.job != "revise" else tactic)
-    if same_text(plan.finish(text), plan.previous):
+    if same_text(text, plan.previous):
         repeated.append(tactic)
         return False, None
     return True, tactic
@@ -325,7 +326,10 @@ def _slot(plan: _Plan, index: int) -> Generator[_Ask, _Reply, _Sampled]:
         if left <= 0:
             break
         model, messages = _attempt(plan, tactic, index)
-        text, error, cut, part = yield model, messages, left - 1
+        reply, error, cut, part = yield model, messages, left - 1
+        text = (
+            plan.finish(reply) if reply else reply
+        )  # the candidate the reply makes (an empty one is dropped)
         usage.append(part)
         left -= max(1, part["calls"])
         warm = tactic == "revise" and index > 0  # a later slot's first revision is already sampled warmer
@@ -346,7 +350,7 @@ def _ruled(plan: _Plan, text: str | None, cut: str | None, made_by: str | None) 
     where the strategy has no `rule` tactic, the reply was cut, or no rule applies."""
     if not (text and made_by and cut is None and plan.rule and "rule" in plan.tactics):
         return None
-    return plan.rule(plan.finish(text))
+    return plan.rule(text)
 
 
 def _sample(plan: _Plan, config: RunnableConfig, index: int) -> _Sampled:
