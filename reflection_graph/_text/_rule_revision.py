@@ -24,7 +24,7 @@ from reflection_graph._text._placeholders import (
     without_placeholder_lines,
 )
 
-__all__ = ["SIGN_OFF", "bare_sign_off", "ends_on_bare_sign_off", "placeholder_edits", "rule_revision"]
+__all__ = ["SIGN_OFF", "bare_sign_off", "placeholder_edits", "rule_revision"]
 
 SIGN_OFF = re.compile(
     r"^\s*(sincerely( yours)?|yours (sincerely|truly|faithfully)|best|best regards|best wishes|kind regards|"
@@ -39,18 +39,13 @@ _GREETING = re.compile(r"^\s*(dear|hi|hello|greetings|good (morning|afternoon|ev
 """A letter's greeting line: a text without one is no letter, and its last line is never a sign-off."""
 
 
-def ends_on_bare_sign_off(text: str) -> bool:
-    """True when the last non-empty line of `text` is a sign-off with nothing after it (no sender)."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return bool(lines) and SIGN_OFF.match(lines[-1]) is not None
-
-
 def bare_sign_off(text: str) -> str | None:
     """The sign-off line a letter (a text that opens a line with a greeting) ends on with no sender after it
     ("Sincerely,"), or None: a sender the letter leaves unnamed, as a template placeholder would."""
-    if not ends_on_bare_sign_off(text) or _GREETING.search(text) is None:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines or SIGN_OFF.match(lines[-1]) is None or _GREETING.search(text) is None:
         return None
-    return [line for line in text.strip().splitlines() if line.strip()][-1].strip()
+    return lines[-1].strip()
 
 
 def rule_revision(answer: str, *, task: str, context: str | None = None) -> str | None:
