@@ -68,8 +68,8 @@ def _quoted(lines: list[str]) -> str:
 
 
 def placeholder_edits(answer: str, *, task: str, context: str | None = None) -> list[str]:
-    """The placeholder faults of `answer` (a bare sign-off among them) as concrete edits a reviser can apply, each quoting the lines of the
-    answer it changes: the rule's own fix line by line ('Replace the line "Dear [Name]," with "Dear Hiring
+    """The placeholder faults of `answer` (a bare sign-off among them) as concrete edits a reviser can apply, each
+    quoting the lines of the answer it changes: the rule's own fix line by line ('Replace the line "Dear [Name]," with "Dear Hiring
     Manager,".'), then each placeholder no rule fixes, with the line it sits in."""
     if not inline_placeholders(answer, task=task, context=context) and bare_sign_off(answer) is None:
         return []
