@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from graphs import studio_model
 from reflection_graph import Context, create_reflection_graph
-from reflection_graph._focus._code import resolve_tests
+from reflection_graph._focus import resolve_tests
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic, extract_code
 from reflection_graph.critique import Critique

@@ -8,7 +8,7 @@ The top level holds the names most users need. The rest lives in the subpackage 
 `reflection_graph.memory`, `reflection_graph.runners`, and the state schemas in `reflection_graph.state`.
 """
 
-from reflection_graph._runtime._calls import max_model_calls
+from reflection_graph._runtime import max_model_calls
 from reflection_graph.context import Context
 from reflection_graph.critics import CodeTestCritic, CompositeCritic, Critic, LLMCritic
 from reflection_graph.critique import Critique

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field, field_validator, model_validator
 
-from reflection_graph._text._extract import extract_json_object
+from reflection_graph._text import extract_json_object
 
 __all__ = [
     "Critique",

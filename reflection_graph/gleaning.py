@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Overwrite, Send
 from typing_extensions import NotRequired, Required, Unpack
 
-from reflection_graph._runtime._usage import add_role_usage
+from reflection_graph._runtime import add_role_usage
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.graph import create_reflection_graph

@@ -46,11 +46,10 @@ from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
 from reflection_graph import _nodes, strategies
-from reflection_graph._loop._defaults import setup_defaults
-from reflection_graph._loop._overrides import ModelLike, Overrides, Roles, resolve
-from reflection_graph._loop._overrides import as_critic as _as_critic
+from reflection_graph._loop import ModelLike, Overrides, Roles, resolve, setup_defaults
+from reflection_graph._loop import as_critic as _as_critic
 from reflection_graph._nodes import Setup
-from reflection_graph._runtime._calls import max_model_calls
+from reflection_graph._runtime import max_model_calls
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
 from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs, chosen_settings

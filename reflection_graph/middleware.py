@@ -58,11 +58,21 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
-from reflection_graph._loop import _rules
-from reflection_graph._loop._judge import Judged, ajudge, critique_history, judge
-from reflection_graph._loop._overrides import Overrides, Roles, as_critic, critic_help
-from reflection_graph._nodes._critique import diff as _diff
-from reflection_graph._runtime._usage import RoleUsage, add_role_usage, empty_usage
+from reflection_graph._loop import (
+    Judged,
+    Overrides,
+    Roles,
+    accepts,
+    ajudge,
+    as_critic,
+    critic_help,
+    critique_history,
+    judge,
+    select_round,
+    stop_reason,
+)
+from reflection_graph._nodes import diff as _diff
+from reflection_graph._runtime import RoleUsage, add_role_usage, empty_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest
 from reflection_graph.critique import Critique
 from reflection_graph.prompts import (
@@ -320,7 +330,7 @@ class ReflectionMiddleware(AgentMiddleware[ReflectionMiddlewareState, Any, Any])
             return update
         scored = [r for r in rounds if r["critique"] is not None]
         chosen: dict[str, Any] = (
-            dict(_rules.select_round(cast(list[Round], scored), settings.select)) if scored else verdict.round
+            dict(select_round(cast(list[Round], scored), settings.select)) if scored else verdict.round
         )
         if chosen["message_id"] != answer.id:
             best = _message_by_id(state.get("messages") or [], chosen["message_id"])
@@ -419,9 +429,9 @@ def _judge(
     }
     if isinstance(result, BaseException):
         return _Verdict(record, "error", f"critique failed: {type(result).__name__}: {result}")
-    accepted = _rules.accepts(result.score, result.is_acceptable, settings.score_threshold)
+    accepted = accepts(result.score, result.is_acceptable, settings.score_threshold)
     record.update(critique=result.model_dump(), score=result.score, accepted=accepted)
-    stop = _rules.stop_reason(settings, cast(list[Round], rounds), iteration, record["critique"], accepted)
+    stop = stop_reason(settings, cast(list[Round], rounds), iteration, record["critique"], accepted)
     return _Verdict(record, stop, None)
 
 

@@ -19,9 +19,9 @@ registered from user code is a valid value for mypy, the factory and the CLI ali
 here.
 
 The imports go one way. Strategies import `Settings` when they load (what they force, their call bound, their
-answers to the nodes); this module imports only the registry they fill (reflection_graph/_loop/_registry.py, which imports
-nothing of the package), so the two never import each other (tests/test_rooms.py checks that the package has no
-import cycle).
+answers to the nodes); this module imports nothing of the package and holds the registry they fill (`Registry`,
+`STRATEGIES`), so the two never import each other (tests/test_rooms.py checks that the package has no import
+cycle).
 
 A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
 focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
@@ -39,14 +39,13 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from typing_extensions import TypedDict
-
-from reflection_graph._loop._registry import STRATEGIES
 
 __all__ = [
     "MAX_DRAFTS",
@@ -72,6 +71,63 @@ Select = Literal["best", "last"]
 Focus = Literal["general", "code", "reasoning", "format"]
 ParseErrorPolicy = Literal["feedback", "raise"]
 PROMPT_ROLES: tuple[str, ...] = ("generate", "critique", "revise")
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Strategies by name. `register` adds one (an instance of the required class with a `name`), `get` finds
+    one, `names` and `descriptions` list them in the order they were registered."""
+
+    def __init__(self) -> None:
+        self._strategies: dict[str, T] = {}
+        self._lock = threading.Lock()
+        self._kind: type = object
+
+    def require(self, kind: type) -> None:
+        """Accept only instances of `kind` from now on (the strategies package names its `Strategy` class)."""
+        self._kind = kind
+
+    def register(self, strategy: T, *, replace: bool = False) -> T:
+        """Add `strategy` under its `name` and return it; `ValueError` when the name is taken (unless
+        `replace`) or the object is no `Strategy`."""
+        name = getattr(strategy, "name", None)
+        if not isinstance(strategy, self._kind) or not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"a strategy must be a reflection_graph.strategies.Strategy instance whose name is an identifier, "
+                f"got {strategy!r}"
+            )
+        with self._lock:
+            if name in self._strategies and not replace:
+                raise ValueError(f"a strategy named {name!r} is registered already; pass replace=True")
+            self._strategies[name] = strategy
+        return strategy
+
+    def unregister(self, name: str) -> None:
+        """Remove the strategy named `name` (nothing when there is none)."""
+        with self._lock:
+            self._strategies.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """The strategy named `name`; `ValueError` naming the registered ones when there is none."""
+        try:
+            return self._strategies[name]
+        except KeyError:
+            raise ValueError(f"strategy must be one of {self.names()}, got {name!r}") from None
+
+    def names(self) -> tuple[str, ...]:
+        """The registered names, in the order they were registered."""
+        return tuple(self._strategies)
+
+    def descriptions(self) -> dict[str, str]:
+        """Each registered name with its strategy's one-line `description`."""
+        return {
+            name: str(getattr(strategy, "description", "")) for name, strategy in self._strategies.items()
+        }
+
+
+STRATEGIES: Registry[Any] = Registry()
+"""The one registry: the strategies package fills it, `settings` reads it."""
 
 MAX_ITERATIONS = 1000
 """The largest `max_iterations` accepted: far above any useful loop, and it keeps the recursion limit finite."""

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from typing_extensions import NotRequired, Required
 
-from reflection_graph._runtime._usage import RoleUsage
+from reflection_graph._runtime import RoleUsage
 
 __all__ = [
     "CritiqueReads",

@@ -24,8 +24,12 @@ from langchain_core.outputs import ChatResult
 from typer.testing import CliRunner
 
 from reflection_graph import Context, Settings, create_reflection_graph
-from reflection_graph._loop._rules import affordable_samples, budget_refusal
-from reflection_graph._runtime._budget import USEFUL_REPLY_TOKENS, plan_call
+from reflection_graph._runtime._budget import (
+    USEFUL_REPLY_TOKENS,
+    affordable_samples,
+    budget_refusal,
+    plan_call,
+)
 from reflection_graph.cli import app
 from reflection_graph.critique import CritiqueOutput
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique

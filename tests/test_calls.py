@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 
 from reflection_graph import LLMCritic, create_reflection_graph, max_model_calls
-from reflection_graph._loop import _rules
+from reflection_graph._runtime import _budget
 from reflection_graph.critics import CritiqueRequest
 from tests.fakes import FakeCriticModel, RecordingChatModel, WordCritic, WordModel, critique
 
@@ -111,14 +111,14 @@ def test_call_bound_and_token_budget_hold_under_any_fault_script(
         token_budget=token_budget,
     )
     refusals: list[str] = []
-    rule = _rules.budget_refusal
+    rule = _budget.budget_refusal
 
     def spy(**kwargs: Any) -> str | None:
         why = rule(**kwargs)
         refusals.extend([why] if why else [])
         return why
 
-    with no_backoff, mock.patch.object(_rules, "budget_refusal", spy):
+    with no_backoff, mock.patch.object(_budget, "budget_refusal", spy):
         task = {"task": "t"}
         result = graph.invoke(task) if mode == "sync" else asyncio.run(graph.ainvoke(task))
     made = len(gen.received) + len(crit.received)

@@ -1,5 +1,6 @@
 """The package's rooms: no private module sits at the package root (each lives in the room named for what it
-serves), every room says what it holds, and `settings` loads without reaching the strategies that import it."""
+serves), every room says what it holds and has one front door (its `__init__`: imports, `__all__` and a
+docstring), and `settings` loads without reaching the strategies that import it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import reflection_graph
 
 PACKAGE = Path(reflection_graph.__file__).parent
 ROOMS = {"_focus", "_loop", "_nodes", "_runtime", "_text"}
-EMPTY_ROOMS = ROOMS - {"_nodes"}  # `_nodes/__init__.py` holds `Node`, the wrapper the nodes share
+DOORS = ROOMS - {"_nodes"}  # `_nodes/__init__.py` also holds `Node`, the wrapper the nodes share
 
 
 def _module_file(name: str) -> Path | None:
@@ -94,30 +95,36 @@ def test_every_room_says_what_it_holds_and_the_development_page_lists_it() -> No
         assert f"| `{room}/` |" in development, f"docs/development.md lists no `{room}/`"
         modules = [m.name for m in pkgutil.iter_modules(package.__path__)]
         assert modules, room
-        if room in EMPTY_ROOMS:
+        if room in DOORS:
             for module in modules:
                 assert f"`{module}`" in package.__doc__, (
                     f"reflection_graph/{room}/__init__.py does not name {module}"
                 )
 
 
-def test_a_room_without_code_of_its_own_imports_nothing() -> None:
-    """Importing one module of such a room never loads the others: `models` imports `_runtime._threads` while
-    `_runtime._calls` imports `models`, which only works because `_runtime/__init__.py` imports neither."""
-    for room in sorted(EMPTY_ROOMS):
+def test_a_room_door_holds_only_imports_and_the_names_it_exports() -> None:
+    """A room's `__init__` is its front door: a docstring, imports of the names the rest of the package uses, and
+    an `__all__` that lists exactly those names (no code of its own, nothing imported and left unlisted)."""
+    for room in sorted(DOORS):
         body = ast.parse((PACKAGE / room / "__init__.py").read_text(encoding="utf-8")).body
-        assert len(body) == 1 and isinstance(body[0], ast.Expr), (
-            f"reflection_graph/{room}/__init__.py: keep it a docstring"
+        docstring, *statements = body
+        assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant), room
+        imported = [a.asname or a.name for n in statements if isinstance(n, ast.ImportFrom) for a in n.names]
+        exports = [n for n in statements if not isinstance(n, ast.ImportFrom)]
+        assert len(exports) == 1 and isinstance(exports[0], ast.Assign), (
+            f"reflection_graph/{room}/__init__.py: keep it imports and `__all__`"
         )
+        listed = ast.literal_eval(exports[0].value)
+        assert sorted(imported) == sorted(listed), f"reflection_graph/{room}/__init__.py: __all__ != imports"
 
 
 def test_settings_loads_without_the_strategies_that_import_it() -> None:
     """The import goes one way: the strategies need `Settings` when they load; `settings` reads the registry
-    they fill (reflection_graph/_loop/_registry.py), never the strategies themselves."""
+    they fill (`STRATEGIES`, held in reflection_graph/settings.py), never the strategies themselves."""
     strategies = {m for m in _module_names() if m.split(".")[:2] == ["reflection_graph", "strategies"]}
     assert "reflection_graph.strategies.base" in strategies
     assert not _reached_when_loading("reflection_graph.settings") & strategies, (
-        "settings imports a strategy while it loads: read reflection_graph._loop._registry instead"
+        "settings imports a strategy while it loads: read its own `STRATEGIES` registry instead"
     )
     assert "reflection_graph.settings" in _reached_when_loading("reflection_graph.strategies")
 

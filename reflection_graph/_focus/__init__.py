@@ -5,5 +5,9 @@
   examples as tests, and the tests file of the CLI and Studio;
 - `_examples`: examples written as prose in a docstring (`f(3) ==> 9`), read as (call, expected value) pairs.
 
-This file imports nothing, so importing one of them never loads the others.
+The names used outside this room are exported here: import them from `reflection_graph._focus`.
 """
+
+from reflection_graph._focus._code import resolve_tests
+
+__all__ = ["resolve_tests"]

@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from reflection_graph._focus._examples import prose_examples
-from reflection_graph._text._extract import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
+from reflection_graph._text import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.prompts import plain_request
 

@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from reflection_graph._focus._code import code_messages, find_stub, finish_candidate
-from reflection_graph._text._extract import well_formed
+from reflection_graph._text import well_formed
 from reflection_graph.models.profile import chat_template
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,

@@ -15,7 +15,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from reflection_graph._runtime._usage import Meter, RoleUsage, metering, track_usage
+from reflection_graph._runtime import Meter, RoleUsage, metering, track_usage
 from reflection_graph.critics.base import Critic, CritiqueRequest, is_metered
 from reflection_graph.critique import Critique, parse_critique
 from reflection_graph.prompts import HISTORY_CHARS

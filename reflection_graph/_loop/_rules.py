@@ -3,8 +3,6 @@
 - Stop: `min_iterations` first, then accept, then the round limit, then the plateau (score, then no new issues).
   A plateau never stops a run while a verifier (tests, rule checks: `Critique.checks_total`) still reports
   failures and rounds are left: for a verifier, the same failures again are a reason to try differently.
-- Budget: a model call is refused when the run's time budget is spent, or when its token estimate does not fit in
-  what is left of the token budget (calls under way included); samples are cut to what the budget covers.
 - Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
   then one that brought in a template placeholder (`[Your Name]`, see reflection_graph/_text/_placeholders.py) ranks
   below every candidate without one; then the verifier's count of passed checks outranks the judge's score; then
@@ -19,23 +17,20 @@ import functools
 import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round, StopReason
+from reflection_graph.strategies.base import ALL_STOP_RULES, StopRule
 
 __all__ = [
-    "ALL_STOP_RULES",
     "CUT_ISSUE",
     "CUT_ISSUES",
     "REPETITION_ISSUE",
-    "StopRule",
     "accepts",
-    "affordable_samples",
     "best_index",
     "best_sample",
     "bounded",
-    "budget_refusal",
     "cut_issue",
     "echoes",
     "no_new_issues",
@@ -45,11 +40,6 @@ __all__ = [
     "stop_reason",
     "verifier_failing",
 ]
-
-
-StopRule = Literal["accept", "limit", "plateau"]
-"""The stop rules after a critique: the critic accepts, the round limit, no progress (score or issues)."""
-ALL_STOP_RULES: frozenset[StopRule] = frozenset({"accept", "limit", "plateau"})
 
 
 def accepts(score: float, is_acceptable: bool, threshold: float | None) -> bool:
@@ -114,38 +104,6 @@ def stop_reason(
         if no_new_issues(earlier, critique.get("issues") or []):
             return "plateau"
     return None
-
-
-def budget_refusal(
-    *,
-    spent: int,
-    reserved: int,
-    estimate: int,
-    token_budget: int | None,
-    elapsed_s: float,
-    time_budget_s: float | None,
-) -> str | None:
-    """Why a model call may not start, or None when the budget covers it.
-
-    The time budget is spent when `elapsed_s >= time_budget_s`. The token budget covers a call when the tokens
-    `spent`, those `reserved` by calls under way and the call's `estimate` together stay within `token_budget`.
-    """
-    if time_budget_s is not None and elapsed_s >= time_budget_s:
-        return f"time budget of {time_budget_s:g}s spent ({elapsed_s:.2f}s)"
-    if token_budget is not None and spent + reserved + estimate > token_budget:
-        under_way = f" + {reserved} reserved by calls under way" if reserved else ""
-        return (
-            f"token budget of {token_budget} cannot cover the next model call: {spent} used{under_way} "
-            f"+ about {estimate} for the call"
-        )
-    return None
-
-
-def affordable_samples(count: int, estimate: int, left: int) -> int:
-    """How many of `count` samples, each estimated at `estimate` tokens, fit in `left` tokens (0 to `count`)."""
-    if estimate <= 0:
-        return count
-    return max(0, min(count, left // estimate))
 
 
 _CRITIQUE_TEXT = re.compile(r"(?im)^\W*(?:score|acceptable|is_acceptable)\s*:|\"is_acceptable\"\s*:")

@@ -30,15 +30,15 @@ from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 
 from reflection_graph._loop._overrides import Overrides
-from reflection_graph._nodes._critique import acritique, critique
+from reflection_graph._nodes._critique import acritique, critique, diff
 from reflection_graph._nodes._finalize import afinalize, finalize
 from reflection_graph._nodes._generate import agenerate, generate
 from reflection_graph._nodes._step import Step
-from reflection_graph._runtime import _budget
+from reflection_graph._runtime import step_budget
 from reflection_graph.context import Context
 from reflection_graph.strategies import Strategy
 
-__all__ = ["Node", "Setup", "Step", "make_nodes", "setup_of"]
+__all__ = ["Node", "Setup", "Step", "diff", "make_nodes", "setup_of"]
 
 
 @dataclass
@@ -79,12 +79,12 @@ class Node(Runnable[Any, Any]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         step = self._setup.step(get_runtime(Context))
-        with _budget.step_budget(step.settings, input) as settle:
+        with step_budget(step.settings, input) as settle:
             return settle(self._func(step, input, ensure_config(config)))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         step = self._setup.step(get_runtime(Context))
-        with _budget.step_budget(step.settings, input) as settle:
+        with step_budget(step.settings, input) as settle:
             return settle(await self._afunc(step, input, ensure_config(config)))
 
 

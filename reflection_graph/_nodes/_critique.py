@@ -14,8 +14,15 @@ from langgraph.constants import TAG_NOSTREAM
 from reflection_graph._loop import _rules
 from reflection_graph._loop._judge import Judged, ajudge, critique_history, judge
 from reflection_graph._nodes._step import Step, over_limit
-from reflection_graph._runtime._budget import BudgetExhausted, current_budget
-from reflection_graph._runtime._usage import Meter, RoleUsage, merge_usage, sum_usage, with_total
+from reflection_graph._runtime import (
+    BudgetExhausted,
+    Meter,
+    RoleUsage,
+    current_budget,
+    merge_usage,
+    sum_usage,
+    with_total,
+)
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round

@@ -28,11 +28,17 @@ from reflection_graph._focus import _messages
 from reflection_graph._loop import _rules
 from reflection_graph._loop._input import validate_input
 from reflection_graph._nodes._step import Step, over_limit
-from reflection_graph._runtime._budget import BudgetExhausted, current_budget
-from reflection_graph._runtime._calls import acall, call, sampled
-from reflection_graph._runtime._usage import RoleUsage, metering, sum_usage
-from reflection_graph._text._placeholders import inline_placeholders
-from reflection_graph._text._rule_revision import bare_sign_off, rule_revision
+from reflection_graph._runtime import (
+    BudgetExhausted,
+    RoleUsage,
+    acall,
+    call,
+    current_budget,
+    metering,
+    sampled,
+    sum_usage,
+)
+from reflection_graph._text import bare_sign_off, inline_placeholders, rule_revision
 from reflection_graph.models import plain_completion
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round

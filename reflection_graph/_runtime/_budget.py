@@ -7,7 +7,7 @@ before this step (tokens from the recorded usage, seconds from the earlier steps
 - the call is *refused* (`BudgetExhausted`, never started) when the time budget is spent, or when not even a
   *useful reply* fits: the tokens spent, those reserved by calls under way (parallel samples) and the call's prompt
   plus `USEFUL_REPLY_TOKENS` (or the call's own smaller reply limit, e.g. one token for a log-probability judge)
-  exceed `token_budget` (the rule is `reflection_graph._loop._rules.budget_refusal`, a pure function);
+  exceed `token_budget` (the rule is `budget_refusal`, a pure function);
 - otherwise it is *admitted with its reply limit cut* to what is left: the call's reply-limit option
   (`max_tokens`, or the model's own name for it, `ModelFacts.reply_limit_option`) is set to the largest value whose
   bound still fits (never above the model's own limit). The calls of one step share what is left (`split`): a
@@ -39,7 +39,6 @@ from typing import Any
 
 from langchain_core.runnables import Runnable
 
-from reflection_graph._loop import _rules
 from reflection_graph._runtime._estimate import call_bound, chat_model, with_option
 from reflection_graph._runtime._usage import run_usage
 from reflection_graph.models.profile import REPLY_LIMITS, ModelFacts, describe
@@ -49,6 +48,8 @@ __all__ = [
     "USEFUL_REPLY_TOKENS",
     "Budget",
     "BudgetExhausted",
+    "affordable_samples",
+    "budget_refusal",
     "budgeting",
     "current_budget",
     "for_step",
@@ -62,6 +63,38 @@ USEFUL_REPLY_TOKENS = 16
 `{"score": 4, "is_acceptable": false}` (a call whose own reply limit is smaller, such as a one-token
 log-probability judge, needs only that). A call whose prompt leaves less than this of the budget is refused."""
 _clock = time.perf_counter
+
+
+def budget_refusal(
+    *,
+    spent: int,
+    reserved: int,
+    estimate: int,
+    token_budget: int | None,
+    elapsed_s: float,
+    time_budget_s: float | None,
+) -> str | None:
+    """Why a model call may not start, or None when the budget covers it.
+
+    The time budget is spent when `elapsed_s >= time_budget_s`. The token budget covers a call when the tokens
+    `spent`, those `reserved` by calls under way and the call's `estimate` together stay within `token_budget`.
+    """
+    if time_budget_s is not None and elapsed_s >= time_budget_s:
+        return f"time budget of {time_budget_s:g}s spent ({elapsed_s:.2f}s)"
+    if token_budget is not None and spent + reserved + estimate > token_budget:
+        under_way = f" + {reserved} reserved by calls under way" if reserved else ""
+        return (
+            f"token budget of {token_budget} cannot cover the next model call: {spent} used{under_way} "
+            f"+ about {estimate} for the call"
+        )
+    return None
+
+
+def affordable_samples(count: int, estimate: int, left: int) -> int:
+    """How many of `count` samples, each estimated at `estimate` tokens, fit in `left` tokens (0 to `count`)."""
+    if estimate <= 0:
+        return count
+    return max(0, min(count, left // estimate))
 
 
 def _limit_key(facts: ModelFacts, options: Mapping[str, Any]) -> str | None:
@@ -174,7 +207,7 @@ class Budget:
                     need <= left and need > room
                 ):  # its share is too small for a useful reply: take what is left
                     planned, reserve, need = plan_call(runnable, value, left)
-            why = _rules.budget_refusal(
+            why = budget_refusal(
                 spent=self._spent,
                 reserved=self._reserved,
                 estimate=need,
@@ -217,7 +250,7 @@ class Budget:
             return count
         left = self.left()
         _, _, need = plan_call(runnable, value, left)
-        return max(1, _rules.affordable_samples(count, need, left))
+        return max(1, affordable_samples(count, need, left))
 
     def split(self, calls: int) -> None:
         """Share what is left evenly among `calls` parallel calls (each later call of this step gets at most its

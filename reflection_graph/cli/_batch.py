@@ -24,7 +24,7 @@ from reflection_graph.cli._graph import BadInput, GraphOptions, _batch_job
 from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, given_on_command_line, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.context import Context
-from reflection_graph.runners._side_files import check_inputs_spared
+from reflection_graph.runners import check_inputs_spared
 from reflection_graph.runners.batch import (
     BatchLocked,
     MergeError,

@@ -24,8 +24,7 @@ from reflection_graph.cli._common import (
 from reflection_graph.cli._graph import GraphOptions, _batch_job
 from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, graph_options
 from reflection_graph.cli._render import _print_eval
-from reflection_graph.runners._jsonl import atomic_write
-from reflection_graph.runners._report import require_matplotlib
+from reflection_graph.runners import atomic_write, require_matplotlib
 from reflection_graph.runners.eval import _check_fields, evaluate
 from reflection_graph.runners.scorers import make_scorer
 from reflection_graph.settings import Settings

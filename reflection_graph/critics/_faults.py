@@ -22,8 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from reflection_graph._text._lines import scripts, whole_line
-from reflection_graph._text._placeholders import introduced_placeholders
+from reflection_graph._text import introduced_placeholders, scripts, whole_line
 
 __all__ = ["MAX_FAULTS", "MAX_LINE_CHARS", "Fault", "FaultCheck", "WrittenCritique", "usable", "written"]
 

@@ -35,9 +35,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from reflection_graph._text._lines import script_of, scripts
-from reflection_graph._text._placeholders import inline_placeholders
-from reflection_graph._text._rule_revision import bare_sign_off, placeholder_edits
+from reflection_graph._text import bare_sign_off, inline_placeholders, placeholder_edits, script_of, scripts
 from reflection_graph.critics._faults import Fault
 
 __all__ = [

@@ -34,10 +34,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
 from typing_extensions import Self, TypedDict, Unpack
 
-from reflection_graph._runtime._calls import acall, call, is_transient
-from reflection_graph._runtime._threads import run_detached
+from reflection_graph._runtime import acall, call, is_transient
 from reflection_graph.critique import Critique
-from reflection_graph.models import at_temperature_zero
+from reflection_graph.models import at_temperature_zero, run_detached
 
 __all__ = [
     "BaseCritic",

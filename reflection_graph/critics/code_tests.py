@@ -44,7 +44,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph._text._extract import extract_code
+from reflection_graph._text import extract_code
 from reflection_graph.critics._test_plan import VerdictSource, plan_tests
 from reflection_graph.critics._test_report import Limits, judge_run, parse_events, tail
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
@@ -53,10 +53,11 @@ from reflection_graph.critics.sandbox import (
     IsolationUnavailableError,
     SandboxResult,
     arun_sandboxed,
+    arun_together,
     check_isolation,
     run_sandboxed,
+    run_together,
 )
-from reflection_graph.critics.sandbox._process import arun_together, run_together
 from reflection_graph.critique import Critique, Finding
 
 __all__ = ["CodeTestCritic", "CommandCritic", "IsolationUnavailableError", "extract_code"]

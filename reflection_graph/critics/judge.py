@@ -82,8 +82,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._text._placeholders import inline_placeholders
-from reflection_graph._text._rule_revision import bare_sign_off, placeholder_edits
+from reflection_graph._text import bare_sign_off, inline_placeholders, placeholder_edits
 from reflection_graph.critics._faults import (
     UNREAD,
     Fault,

@@ -26,7 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from reflection_graph._runtime._budget import BudgetExhausted
+from reflection_graph._runtime import BudgetExhausted
 from reflection_graph.critics.base import CritiqueRequest, ModelCritic, is_refusal
 from reflection_graph.critique import (
     Critique,

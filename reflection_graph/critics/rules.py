@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from reflection_graph._text._extract import extract_json_text, first_json_value
+from reflection_graph._text import extract_json_text, first_json_value
 from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding, Severity
 from reflection_graph.settings import frozen, thawed

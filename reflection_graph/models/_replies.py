@@ -15,13 +15,13 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from reflection_graph._runtime._threads import Emit
 from reflection_graph.models import _repetition, _reuse, _structured
 from reflection_graph.models._completion import Completion
 from reflection_graph.models._logprobs import Readings
 from reflection_graph.models._prompting import _clean
 from reflection_graph.models._session import LlamaSession
 from reflection_graph.models._streaming import TextTap
+from reflection_graph.models._threads import Emit
 
 __all__ = ["Replies", "check_logprobs", "free_text"]
 

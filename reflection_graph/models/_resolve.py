@@ -35,13 +35,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from reflection_graph._runtime._threads import run_detached
 from reflection_graph.critique import (
     CritiqueOutput,
     extract_json_object,
     parse_critique,
 )
 from reflection_graph.models._structured import validate_reply
+from reflection_graph.models._threads import run_detached
 from reflection_graph.models.embedded import EmbeddedChatModel, messages_to_prompt, structured_runnable
 from reflection_graph.models.profile import CHARS_PER_TOKEN, PROFILES, at_temperature_zero
 

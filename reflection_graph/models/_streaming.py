@@ -20,9 +20,9 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from reflection_graph._runtime._threads import Emit, astream_detached, stream_in_thread
 from reflection_graph.models._prompting import _clean_prefix
 from reflection_graph.models._repetition import RepetitionStop
+from reflection_graph.models._threads import Emit, astream_detached, stream_in_thread
 
 __all__ = ["ReplyChunks", "TextTap", "astream_chunks", "stream_chunks"]
 

@@ -58,7 +58,6 @@ from pydantic import (
     model_validator,
 )
 
-from reflection_graph._runtime._threads import Emit, run_detached
 from reflection_graph.models import _fields, _options, _tokens
 from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._completion import Completion, sampling
@@ -74,6 +73,7 @@ from reflection_graph.models._structured import (
     parse_json_runnable,
     structured_runnable,
 )
+from reflection_graph.models._threads import Emit, run_detached
 from reflection_graph.models.profile import (
     BASE,
     INSTRUCT,

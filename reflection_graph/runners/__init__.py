@@ -9,8 +9,21 @@ the lock of a checkpointed thread (`_lock`; `ThreadLock` is public), the progres
 report files (`_report`).
 """
 
+from reflection_graph.runners._jsonl import atomic_write
 from reflection_graph.runners._lock import ThreadBusy, ThreadLock
+from reflection_graph.runners._report import require_matplotlib
+from reflection_graph.runners._side_files import check_inputs_spared
 from reflection_graph.runners.batch import arun_batch, run_batch
 from reflection_graph.runners.eval import aevaluate, evaluate
 
-__all__ = ["ThreadBusy", "ThreadLock", "aevaluate", "arun_batch", "evaluate", "run_batch"]
+__all__ = [
+    "ThreadBusy",
+    "ThreadLock",
+    "aevaluate",
+    "arun_batch",
+    "atomic_write",
+    "check_inputs_spared",
+    "evaluate",
+    "require_matplotlib",
+    "run_batch",
+]

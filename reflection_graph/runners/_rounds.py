@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reflection_graph._loop import _rules
+from reflection_graph._loop import best_index
 from reflection_graph.runners._jsonl import append_lines, read_objects
 from reflection_graph.runners._records import BatchRecord
 from reflection_graph.runners._summary import mean
@@ -202,7 +202,7 @@ def _select_upto(rounds: list[Round], k: int, select: str, actual: int) -> int:
         return actual
     if select == "last" or rounds[n - 1].critic_score is None:
         return n - 1
-    return _rules.best_index([r.critic_score for r in rounds[:n]])
+    return best_index([r.critic_score for r in rounds[:n]])
 
 
 def within_budget(rounds: Sequence[Round], budget: int | None) -> int:

@@ -11,7 +11,7 @@ strategies.register(MyStrategy())  # then create_reflection_graph(..., strategy=
 ```
 
 Nothing else names it: the `strategy` setting is a `str` checked against this registry (held in
-reflection_graph/_loop/_registry.py, which `settings` reads without importing this package), and the CLI's
+`reflection_graph.settings`, which reads it without importing this package), and the CLI's
 `--strategy` takes its choices and help from it when a command runs. A built graph keeps the strategy object it
 was built with, whatever is registered under its name later.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from reflection_graph._loop._registry import STRATEGIES, Registry
+from reflection_graph.settings import STRATEGIES, Registry
 from reflection_graph.strategies.base import Strategy
 from reflection_graph.strategies.loop import Loop
 from reflection_graph.strategies.resample import Resample

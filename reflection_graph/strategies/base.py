@@ -30,12 +30,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from reflection_graph._loop._rules import ALL_STOP_RULES, StopRule
-from reflection_graph._runtime._calls import max_model_calls
+from reflection_graph._runtime import max_model_calls
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import _edges
 
-__all__ = ["TACTICS", "Strategy", "Tactic"]
+__all__ = ["ALL_STOP_RULES", "TACTICS", "StopRule", "Strategy", "Tactic"]
+
+StopRule = Literal["accept", "limit", "plateau"]
+"""The stop rules after a critique: the critic accepts, the round limit, no progress (score or issues)."""
+ALL_STOP_RULES: frozenset[StopRule] = frozenset({"accept", "limit", "plateau"})
 
 Tactic = Literal["revise", "rule", "sampled_revision", "fresh_draft"]
 """What makes a revision round's candidate: the reviser shown the critique (greedy), a rule that fixes text the

@@ -14,7 +14,13 @@ from reflection_graph.critics.sandbox._isolation import (
     resolve_isolation,
 )
 from reflection_graph.critics.sandbox._plan import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PROCESSES
-from reflection_graph.critics.sandbox._process import SandboxResult, arun_sandboxed, run_sandboxed
+from reflection_graph.critics.sandbox._process import (
+    SandboxResult,
+    arun_sandboxed,
+    arun_together,
+    run_sandboxed,
+    run_together,
+)
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -23,8 +29,10 @@ __all__ = [
     "IsolationUnavailableError",
     "SandboxResult",
     "arun_sandboxed",
+    "arun_together",
     "check_isolation",
     "isolation_backend",
     "resolve_isolation",
     "run_sandboxed",
+    "run_together",
 ]
