@@ -101,7 +101,7 @@ def hidden_tests(problem: dict[str, Any]) -> str:
 
 def visible_tests(problem: dict[str, Any]) -> str | None:
     """The docstring's examples as tests (None when the docstring has none the package can read)."""
-    from reflection_graph._focus._code import docstring_tests
+    from reflection_graph.loop._code import docstring_tests
 
     try:
         return docstring_tests(problem["prompt"], problem["entry_point"])
@@ -192,7 +192,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def prompt_probe() -> str:
     """A digest of the task and the package's code prompts (a draft and a revision of a fixed stub): records made
     with other prompts are not mixed in."""
-    from reflection_graph._focus._code import code_messages
+    from reflection_graph.loop._code import code_messages
 
     stub = task_of(
         {"prompt": 'def twice(x: int) -> int:\n    """Twice x.\n\n    >>> twice(2)\n    4\n    """\n'}
@@ -223,7 +223,7 @@ def _calls_of(result: dict[str, Any]) -> int:
 
 def raw_record(problem: dict[str, Any], raw: RawChat, judge: Judge) -> dict[str, Any]:
     """One plain greedy `create_chat_completion` of the task by llama-cpp-python alone, finished into the function."""
-    from reflection_graph._focus._code import finish_candidate
+    from reflection_graph.loop._code import finish_candidate
 
     task = task_of(problem)
     reply = raw.complete(task)
@@ -282,8 +282,8 @@ def samples_record(
     example; none where it passes them all or there are none (best-of-N by the visible examples is raw there)."""
     from langchain_core.messages import HumanMessage
 
-    from reflection_graph._focus._code import finish_candidate
     from reflection_graph._runtime._calls import sampled
+    from reflection_graph.loop._code import finish_candidate
 
     if not needs_samples(raw):
         return {"drawn": False, "candidates": []}

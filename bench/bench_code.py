@@ -76,9 +76,9 @@ def _progress(variant: str, row: dict[str, Any], ok: bool) -> None:
 
 def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
-    from reflection_graph._focus._code import with_solution_import
     from reflection_graph.critics.base import CritiqueRequest
     from reflection_graph.critics.code_tests import CodeTestCritic
+    from reflection_graph.loop._code import with_solution_import
 
     critic = CodeTestCritic(with_solution_import(row["tests"], row["entry_point"]), timeout_s=10)
     return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
@@ -117,8 +117,8 @@ def loop_variant(
 ) -> dict[str, Any]:
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
-    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
+    from reflection_graph.loop._code import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)
@@ -289,7 +289,7 @@ def humaneval(args: argparse.Namespace) -> int:
     import _humaneval as he
     from _humaneval_set import problems
 
-    from reflection_graph._loop._defaults import VERIFIER_DEFAULTS
+    from reflection_graph.loop._defaults import VERIFIER_DEFAULTS
 
     try:
         chosen = problems(_ids(args.ids))

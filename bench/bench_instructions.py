@@ -24,7 +24,7 @@ as it is known:
   are drawn only where raw fails an instruction: where it follows them all, the checker picks raw whatever the
   samples are, and the tokens of the N-1 samples not drawn are counted as raw's. N is read at the mean tokens
   of the loop and of resample (`equal_tokens`);
-- **resample** (the package's default for verifier critics, `_loop._defaults.VERIFIER_DEFAULTS`): the same graph
+- **resample** (the package's default for verifier critics, `loop._defaults.VERIFIER_DEFAULTS`): the same graph
   with `strategy="resample"` and `n_revisions=--revisions` (default 2): its first draft is the loop's (served
   from raw the same way), then each later round draws that many fresh drafts of the very same prompt (no
   critique shown; round 2 samples 1..N, round 3 N+1..2N, as `sampled` makes them) and the run stops at the first the checker accepts. Those drafts are

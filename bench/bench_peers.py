@@ -125,7 +125,7 @@ class CodeSet:
         return str(self.he.task_of(problem))
 
     def code(self, problem: dict[str, Any], text: str) -> str:
-        from reflection_graph._focus._code import finish_candidate
+        from reflection_graph.loop._code import finish_candidate
 
         return finish_candidate(self.task(problem), text.strip()) or text
 
@@ -206,7 +206,7 @@ class InstructionSet:
         return dict(self.bi.raw_record(problem, chat, self.bi.critic_of(problem)))
 
     def graph(self, problem: dict[str, Any], model: Any) -> dict[str, Any]:
-        from reflection_graph._loop._defaults import VERIFIER_DEFAULTS as D
+        from reflection_graph.loop._defaults import VERIFIER_DEFAULTS as D
 
         critic = self.bi.critic_of(problem)
         record = self.bi.loop_record(

@@ -34,10 +34,10 @@ from pydantic import BaseModel, Field
 
 from graphs import studio_model
 from reflection_graph import Context, create_reflection_graph
-from reflection_graph._focus import resolve_tests
 from reflection_graph.critics.base import BaseCritic, CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic, extract_code
 from reflection_graph.critique import Critique
+from reflection_graph.loop import resolve_tests
 from reflection_graph.state import Round, StopReason, UsageReport
 
 __all__ = ["ADD_TESTS", "CODE_TASK", "CodeInput", "CodeOutput", "code_tests", "create_code_graph", "graph"]

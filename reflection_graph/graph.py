@@ -22,7 +22,7 @@ strategy adds a `select` node after each critique that picks the most promising 
 the same calls, so the loop's bound; `self_refine` adds its uncritiqued refine to it.
 
 Settings: one `Settings` (keyword arguments, or `settings=` as it is), with the setup's defaults (a verifier critic's
-fresh drafts, `_loop._defaults`) under the fields the caller did not set, then what the strategy forces
+fresh drafts, `loop._defaults`) under the fields the caller did not set, then what the strategy forces
 (`_layered_settings`).
 
 Budgets: with `token_budget` or `time_budget_s`, the call layer admits each of those calls against what the
@@ -45,13 +45,21 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from typing_extensions import Unpack
 
-from reflection_graph import _nodes, strategies
-from reflection_graph._loop import ModelLike, Overrides, Roles, resolve, setup_defaults
-from reflection_graph._loop import as_critic as _as_critic
-from reflection_graph._nodes import Setup
+from reflection_graph import strategies
 from reflection_graph._runtime import max_model_calls
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic
+from reflection_graph.loop import (
+    ModelLike,
+    Overrides,
+    Roles,
+    Setup,
+    make_nodes,
+    resolve,
+    setup_defaults,
+    setup_of,
+)
+from reflection_graph.loop import as_critic as _as_critic
 from reflection_graph.settings import MAX_ITERATIONS, Settings, SettingsKwargs, chosen_settings
 from reflection_graph.state import CritiqueReads, GenerateReads, InputState, OutputState, ReflectionState
 
@@ -72,7 +80,7 @@ def _layered_settings(
     critic: Any, settings: Settings | None, values: Mapping[str, Any], *, human_review: bool = False
 ) -> Settings:
     """The settings a graph is built with, in layers: `Settings`' defaults; the setup's defaults (a verifier
-    critic's fresh drafts, `_loop._defaults.setup_defaults`; none with `human_review`) for what the caller did not
+    critic's fresh drafts, `loop._defaults.setup_defaults`; none with `human_review`) for what the caller did not
     set; what the caller set (`settings`, then `values` over it). The strategy's forced values are applied after,
     by the strategy.
 
@@ -127,7 +135,7 @@ def build_reflection_graph(
         ReflectionState, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
     reads = {"generate": _with_keys(GenerateReads, strategy.state), "critique": CritiqueReads}
-    for name, node in _nodes.make_nodes(setup).items():  # each reads what it needs
+    for name, node in make_nodes(setup).items():  # each reads what it needs
         builder.add_node(name, node, input_schema=reads.get(name, ReflectionState))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", "critique")  # a stopped generate leaves nothing to judge: critique passes
@@ -183,7 +191,7 @@ def create_reflection_graph(
             ("general", "code", "reasoning", "format"; a critic that declares itself a verifier, such as
             `InstructionCritic` or, under "code", `CodeTestCritic`, defaults to `strategy="resample"`,
             `n_drafts=1`, `n_revisions=2`, `max_iterations=3` where you set none of them and `human_review` is
-            off: `_loop._defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server),
+            off: `loop._defaults.VERIFIER_DEFAULTS`, the same from Python, the CLI and a server),
             `history_window`,
             `prompts` (overrides keyed by role), `parse_retries`, `on_parse_error` ("feedback" or "raise"),
             `retries`, `timeout_s`, and the whole run's `token_budget` and `time_budget_s` (None: no budget).
@@ -218,7 +226,7 @@ def create_reflection_graph(
         settings=settings,
         **values,
     )
-    strategy = _nodes.setup_of(builder).strategy  # the object the nodes were wired for, not a new lookup
+    strategy = setup_of(builder).strategy  # the object the nodes were wired for, not a new lookup
     steps_per_round = strategy.steps_per_round(human_review=human_review)
     graph = builder.compile(checkpointer=checkpointer, store=store, name=name)
     # a run may raise max_iterations through its Context, up to MAX_ITERATIONS: the counter is the real bound

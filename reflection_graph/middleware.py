@@ -58,7 +58,10 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired, TypedDict, Unpack
 
-from reflection_graph._loop import (
+from reflection_graph._runtime import RoleUsage, add_role_usage, empty_usage
+from reflection_graph.critics.base import Critic, CritiqueRequest
+from reflection_graph.critique import Critique
+from reflection_graph.loop import (
     Judged,
     Overrides,
     Roles,
@@ -71,10 +74,7 @@ from reflection_graph._loop import (
     select_round,
     stop_reason,
 )
-from reflection_graph._nodes import diff as _diff
-from reflection_graph._runtime import RoleUsage, add_role_usage, empty_usage
-from reflection_graph.critics.base import Critic, CritiqueRequest
-from reflection_graph.critique import Critique
+from reflection_graph.loop import diff as _diff
 from reflection_graph.prompts import (
     PRESERVE_CORRECT_RULE,
     PromptOverride,

@@ -24,7 +24,7 @@ answers to the nodes); this module imports nothing of the package and holds the 
 cycle).
 
 A `Settings` remembers which fields its caller set (`given`). Defaults that depend on the setup (the code
-focus's with a `CodeTestCritic`, reflection_graph/_focus/_code.py) are a layer under those (`with_defaults`),
+focus's with a `CodeTestCritic`, reflection_graph/loop/_code.py) are a layer under those (`with_defaults`),
 applied the same way whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every
 value is validated once, when it enters: a layer or an override validates only the fields it changes (and the
 checks across fields).

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from reflection_graph import create_reflection_graph
-from reflection_graph._focus._code import (
+from reflection_graph._text._extract import extract_code, extract_json_object, fenced_blocks, well_formed
+from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.loop._code import (
     code_messages,
     docstring_tests,
     find_stub,
     finish_candidate,
     with_solution_import,
 )
-from reflection_graph._text._extract import extract_code, extract_json_object, fenced_blocks, well_formed
-from reflection_graph.critics.base import CritiqueRequest
-from reflection_graph.critics.code_tests import CodeTestCritic
 from reflection_graph.settings import Settings
 from tests.fakes import EOG, RecordingChatModel, scripted_embedded
 
@@ -198,7 +198,7 @@ def test_an_overridden_prompt_keeps_its_own_wording_but_gets_well_formed_fences(
 
 
 def test_focus_code_with_a_test_critic_defaults_to_one_draft_and_two_rounds_of_two_fresh_drafts() -> None:
-    from reflection_graph._loop._defaults import setup_defaults as code_defaults
+    from reflection_graph.loop._defaults import setup_defaults as code_defaults
 
     critic = CodeTestCritic(docstring_tests(STUB))
     layered = code_defaults(critic, Settings(focus="code"))

@@ -13,9 +13,9 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from reflection_graph import create_reflection_graph
-from reflection_graph._loop._rules import CUT_ISSUE, REPETITION_ISSUE
 from reflection_graph.critics import LengthCritic
 from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.loop._rules import CUT_ISSUE, REPETITION_ISSUE
 from tests.fakes import FakeCriticModel, RecordingChatModel, SeededModel, critique
 
 

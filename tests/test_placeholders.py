@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reflection_graph import create_reflection_graph
-from reflection_graph._loop import _rules
 from reflection_graph._text import _placeholders
 from reflection_graph._text._lines import scripts, whole_line
 from reflection_graph._text._placeholders import (
@@ -23,6 +22,7 @@ from reflection_graph._text._placeholders import (
     without_placeholder_lines,
 )
 from reflection_graph._text._rule_revision import bare_sign_off, placeholder_edits, rule_revision
+from reflection_graph.loop import _rules
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique
 
 

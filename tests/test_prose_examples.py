@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from reflection_graph._focus._code import docstring_tests
-from reflection_graph._focus._examples import prose_examples
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.loop._code import docstring_tests
+from reflection_graph.loop._examples import prose_examples
 
 ARROWS = '''def scale(values, factor):
     """Multiply every value by factor.

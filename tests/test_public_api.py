@@ -20,6 +20,7 @@ PUBLIC_MODULES = {
     "critique",
     "gleaning",
     "graph",
+    "loop",
     "memory",
     "middleware",
     "models",

@@ -1,4 +1,4 @@
-"""The stop and selection rules (reflection_graph/_loop/_rules.py) as properties, with the boundaries spelled
+"""The stop and selection rules (reflection_graph/loop/_rules.py) as properties, with the boundaries spelled
 out."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reflection_graph._loop import _rules
+from reflection_graph.loop import _rules
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round
 

@@ -193,7 +193,7 @@ def test_the_middleware_takes_the_settings_own_fields_and_defaults() -> None:
 
 
 def test_graph_and_middleware_share_one_override_resolution() -> None:
-    from reflection_graph._loop import _overrides
+    from reflection_graph.loop import _overrides
     from reflection_graph.middleware import ReflectionMiddleware
 
     critic = lambda prompt: '{"score": 9, "is_acceptable": true}'  # noqa: E731
@@ -207,7 +207,7 @@ def test_graph_and_middleware_share_one_override_resolution() -> None:
 
 
 def test_models_passed_in_are_not_resolved_again_and_run_specs_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reflection_graph._loop import _overrides
+    from reflection_graph.loop import _overrides
     from tests.fakes import critique
 
     calls: list[object] = []

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from reflection_graph import Settings, create_reflection_graph, strategies
 from reflection_graph import graph as graph_module
-from reflection_graph._nodes import setup_of
 from reflection_graph.cli import app
 from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.loop import setup_of
 from reflection_graph.settings import allowed_values
 from tests.fakes import RecordingChatModel
 

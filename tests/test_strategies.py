@@ -70,8 +70,8 @@ def test_a_run_cannot_turn_self_refine_into_a_loop() -> None:
 def test_every_forced_setting_survives_every_per_run_override(name: str) -> None:
     """For each strategy and each setting it forces that a run may override, a run asking for another value
     still gets the forced one (and a run's other overrides still apply)."""
-    from reflection_graph._loop._overrides import Overrides, Roles
     from reflection_graph.critics.rules import LengthCritic
+    from reflection_graph.loop._overrides import Overrides, Roles
 
     strategy = strategies.get(name)
     built = strategy.force(Settings(strategy=name, max_iterations=4 if name != "self_refine" else 1))

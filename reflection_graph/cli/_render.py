@@ -16,8 +16,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from reflection_graph import _nodes
 from reflection_graph.cli._common import _printable
+from reflection_graph.loop import setup_of
 from reflection_graph.runners.eval import RoundStats
 
 
@@ -215,7 +215,7 @@ def _fresh_drafts(graph: Any) -> bool:
     """Whether `graph` (a reflection graph, maybe bound to a config) draws fresh drafts in later rounds."""
 
     try:
-        return bool(_nodes.setup_of(getattr(graph, "bound", graph)).strategy.fresh_drafts)
+        return bool(setup_of(getattr(graph, "bound", graph)).strategy.fresh_drafts)
     except (TypeError, KeyError, AttributeError):  # not a reflection graph: a caller's own
         return False
 

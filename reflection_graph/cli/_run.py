@@ -13,13 +13,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph._focus import resolve_tests
-from reflection_graph._loop import validate_input
 from reflection_graph.cli._common import EXIT_FAILED, _fail, app
 from reflection_graph.cli._graph import GraphOptions, _job_graph
 from reflection_graph.cli._options import _OneLineErrors, graph_options
 from reflection_graph.cli._render import _stream_with_display
 from reflection_graph.critics.sandbox import Isolation
+from reflection_graph.loop import resolve_tests, validate_input
 from reflection_graph.runners import ThreadBusy, ThreadLock
 
 

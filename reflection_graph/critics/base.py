@@ -16,7 +16,7 @@ itself (`BaseCritic` has the defaults), so a new critic, the package's or your o
   (`Context.critic_model`) or another critique prompt (`Context.critique_prompt`). The default keeps the critic
   for a new prompt and returns None for a new model, meaning "no model to swap": the run is then judged by an
   `LLMCritic` on the named model. A critic that judges with a model returns a copy on the new one.
-- `verifier` and `focus`: what the setup defaults to with it (reflection_graph/_loop/_defaults.py reads them, for
+- `verifier` and `focus`: what the setup defaults to with it (reflection_graph/loop/_defaults.py reads them, for
   the package's critics and yours alike). `verifier = True`: its verdict is ground truth for the loop (tests,
   instruction checkers: it counts checks in `checks_passed` / `checks_total`), so it can pick the best of several
   fresh drafts, and the graph defaults to them (`VERIFIER_DEFAULTS`) for what its caller did not set. `focus`: the

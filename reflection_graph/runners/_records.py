@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from reflection_graph._loop import validate_input
+from reflection_graph.loop import validate_input
 from reflection_graph.runners._jsonl import read_lines, utf8_problem
 
 _RESERVED_KEYS = ("id", "task", "candidate", "context")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reflection_graph._loop import best_index
+from reflection_graph.loop import best_index
 from reflection_graph.runners._jsonl import append_lines, read_objects
 from reflection_graph.runners._records import BatchRecord
 from reflection_graph.runners._summary import mean

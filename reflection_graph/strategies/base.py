@@ -1,10 +1,10 @@
 """`Strategy`: what a way of running the rounds decides, in one place. The loop's answers are the defaults.
 
-The graph's nodes (reflection_graph/_nodes/) are the same for every strategy: `generate` drafts or revises,
+The graph's nodes (reflection_graph/loop/) are the same for every strategy: `generate` drafts or revises,
 `critique` judges, `finalize` picks the answer. A strategy decides the rest, and the nodes ask it; no node tests a
 strategy's name:
 - `forces`: the settings it fixes, applied when the graph is built and again to every run's overrides
-  (`force`, called by `reflection_graph._loop._overrides.Overrides.for_run`), so a run's `Context` cannot undo
+  (`force`, called by `reflection_graph.loop._overrides.Overrides.for_run`), so a run's `Context` cannot undo
   them;
 - `check`: the build-time options it refuses (e.g. `human_review` where no round waits for a person);
 - `wire`: its nodes and edges after `critique` (what `get_graph()` draws, and Studio shows), and
@@ -12,7 +12,7 @@ strategy's name:
 - `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
 - the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
   `last_revision` (whether a revision is returned without a critique), `stop_rules` (which of the stop rules
-  of reflection_graph/_loop/_rules.py apply after a critique), and `fresh_drafts` with `first_seed` (whether a
+  of reflection_graph/loop/_rules.py apply after a critique), and `fresh_drafts` with `first_seed` (whether a
   later round drafts afresh instead of revising, and the seeds its drafts take);
 - `tactics`: what makes the next candidate when a revision returns its input unchanged (whitespace folded):
   such a revision is no new candidate, is not judged and is not counted as a round; the next tactic is tried in

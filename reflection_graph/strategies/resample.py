@@ -7,7 +7,7 @@ stops when one is accepted or after `max_iterations` rounds, and `finalize` retu
 No critique is shown to the model: a checker (tests, instruction rules) selects, it does not advise. This is
 best-of-N that stops as soon as the checker is satisfied, so a problem the first draft solves costs one call.
 
-It is the code focus's default with a `CodeTestCritic` (reflection_graph/_focus/_code.py says why: on
+It is the code focus's default with a `CodeTestCritic` (reflection_graph/loop/_code.py says why: on
 HumanEval, fresh samples found the passing function more often than revisions shown the failing tests, at
 fewer tokens). It forces the plateau stops off (`patience=None`, `stop_on_no_new_issues=False`: a fresh draft
 owes nothing to the last one's score), also against a run's `Context`, and refuses `human_review` (a person's

@@ -396,9 +396,9 @@ def test_by_default_it_draws_fresh_drafts_of_the_task_and_the_checkers_pick(no_n
     critique shown), as with tests under the code focus; what the caller sets wins, and a person reviewing
     rounds keeps the revising loop."""
     from reflection_graph import Settings, create_reflection_graph
-    from reflection_graph._loop._defaults import VERIFIER_DEFAULTS, setup_defaults
-    from reflection_graph._nodes import setup_of
     from reflection_graph.graph import build_reflection_graph
+    from reflection_graph.loop import setup_of
+    from reflection_graph.loop._defaults import VERIFIER_DEFAULTS, setup_defaults
     from tests.fakes import RecordingChatModel
 
     critic = InstructionCritic(["punctuation:no_comma"])

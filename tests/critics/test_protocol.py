@@ -66,7 +66,7 @@ def scorer(score: str) -> RecordingChatModel:
 @pytest.fixture
 def second(monkeypatch: pytest.MonkeyPatch) -> RecordingChatModel:
     """The model a run names as `critic_model="second"`."""
-    from reflection_graph._loop import _overrides
+    from reflection_graph.loop import _overrides
 
     model = scorer("7")
     monkeypatch.setattr(

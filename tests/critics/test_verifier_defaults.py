@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from reflection_graph import Settings
-from reflection_graph._nodes import setup_of
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.rules import RuleCritic
 from reflection_graph.critique import Critique, Finding
 from reflection_graph.graph import build_reflection_graph
+from reflection_graph.loop import setup_of
 from tests.fakes import RecordingChatModel
 
 VERIFIER_SETTINGS = {"strategy": "resample", "n_drafts": 1, "n_revisions": 2, "max_iterations": 3}

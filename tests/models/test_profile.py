@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _default_critic(model: Any) -> Any:
-    from reflection_graph._loop._overrides import as_critic
+    from reflection_graph.loop._overrides import as_critic
 
     return as_critic(None, model, Settings(), base_url=None, guidelines=None)
 
@@ -226,8 +226,8 @@ def test_a_third_bundled_gguf_is_one_entry(tmp_path: Path, monkeypatch: pytest.M
 def test_a_third_bundled_gguf_with_a_chat_template_is_one_entry_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reflection_graph._focus._messages import draft
     from reflection_graph.critics import JudgeCritic
+    from reflection_graph.loop._messages import draft
 
     gguf = tmp_path / "tiny-chat.gguf"
     gguf.write_bytes(b"GGUF")

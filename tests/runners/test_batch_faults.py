@@ -260,7 +260,7 @@ def test_invalid_utf8_line_in_eval_data_is_an_error_row_on_its_line(tmp_path: Pa
 
 def test_a_task_over_the_graphs_limit_is_an_input_error_not_a_run(tmp_path: Path) -> None:
     """Batch refuses what the graph's own input check refuses, by the same rule, before any record runs."""
-    from reflection_graph._loop._input import MAX_TASK_CHARS
+    from reflection_graph.loop._input import MAX_TASK_CHARS
 
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     long_task = "x" * (MAX_TASK_CHARS + 1)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reflection_graph._loop._overrides import Roles
+from reflection_graph.loop._overrides import Roles
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import Strategy
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from reflection_graph._loop._defaults import default_critic
 from reflection_graph.context import Context
 from reflection_graph.critics.base import Critic, for_run
+from reflection_graph.loop._defaults import default_critic
 from reflection_graph.models import at_temperature_zero, resolve_model
 from reflection_graph.settings import Settings
 from reflection_graph.strategies import Strategy

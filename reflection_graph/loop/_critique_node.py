@@ -11,9 +11,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from reflection_graph._loop import _rules
-from reflection_graph._loop._judge import Judged, ajudge, critique_history, judge
-from reflection_graph._nodes._step import Step, over_limit
 from reflection_graph._runtime import (
     BudgetExhausted,
     Meter,
@@ -24,6 +21,9 @@ from reflection_graph._runtime import (
     with_total,
 )
 from reflection_graph.critics.base import CritiqueRequest
+from reflection_graph.loop import _rules
+from reflection_graph.loop._judge import Judged, ajudge, critique_history, judge
+from reflection_graph.loop._step import Step, over_limit
 from reflection_graph.settings import Settings
 from reflection_graph.state import Round
 

@@ -7,7 +7,7 @@ completion), so a base model (the embedded Gemma 3 270M) writes the function bod
 into the full function (the stub plus the body, cut where the body dedents back to the `def`), which is what the
 critic runs and what the run returns. A reply that restates the whole function (chat models do) is taken as is.
 Revisions see a solved example, the previous code, the failing tests (the critique's issues) and the stub again.
-With a `CodeTestCritic`, the code focus samples fresh drafts by default (`_loop._defaults.VERIFIER_DEFAULTS`).
+With a `CodeTestCritic`, the code focus samples fresh drafts by default (`loop._defaults.VERIFIER_DEFAULTS`).
 
 Tasks without a stub keep the default prompts; their replies, which start inside the ```python fence the prompt
 opened, are stored well-formed (`well_formed`: the opening fence is put back, an open fence is closed).
@@ -27,9 +27,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from reflection_graph._focus._examples import prose_examples
 from reflection_graph._text import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
 from reflection_graph.critics.code_tests import CodeTestCritic
+from reflection_graph.loop._examples import prose_examples
 from reflection_graph.prompts import plain_request
 
 __all__ = [

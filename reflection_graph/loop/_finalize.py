@@ -13,9 +13,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph._loop import _rules
-from reflection_graph._nodes._step import Step
 from reflection_graph._runtime import run_usage
+from reflection_graph.loop import _rules
+from reflection_graph.loop._step import Step
 from reflection_graph.state import Round
 
 __all__ = ["afinalize", "finalize"]

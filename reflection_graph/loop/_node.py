@@ -5,8 +5,8 @@ A node function is `fn(step, state, config)`: `step` (a `Step`) is this run's se
 ones with the run's `Context` applied), the strategy, the trigger and the memory; `Node` (the one wrapper, the
 `Runnable` LangGraph pairs a sync and an async body with) makes it for each call and runs the node inside the
 step's budget (reflection_graph/_runtime/_budget.py). The sync and async twins are a few lines each: the
-shared steps decide the job, build the prompts (reflection_graph/_focus/_messages.py), apply the rules
-(reflection_graph/_loop/_rules.py), ask the strategy (reflection_graph/strategies/) and shape the state
+shared steps decide the job, build the prompts (reflection_graph/loop/_messages.py), apply the rules
+(reflection_graph/loop/_rules.py), ask the strategy (reflection_graph/strategies/) and shape the state
 updates; the twins only make the calls (reflection_graph/_runtime/_calls.py), either directly or awaited.
 
 Who writes what:
@@ -29,16 +29,16 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.runtime import get_runtime
 
-from reflection_graph._loop._overrides import Overrides
-from reflection_graph._nodes._critique import acritique, critique, diff
-from reflection_graph._nodes._finalize import afinalize, finalize
-from reflection_graph._nodes._generate import agenerate, generate
-from reflection_graph._nodes._step import Step
 from reflection_graph._runtime import step_budget
 from reflection_graph.context import Context
+from reflection_graph.loop._critique_node import acritique, critique
+from reflection_graph.loop._finalize import afinalize, finalize
+from reflection_graph.loop._generate import agenerate, generate
+from reflection_graph.loop._overrides import Overrides
+from reflection_graph.loop._step import Step
 from reflection_graph.strategies import Strategy
 
-__all__ = ["Node", "Setup", "Step", "diff", "make_nodes", "setup_of"]
+__all__ = ["Node", "Setup", "make_nodes", "setup_of"]
 
 
 @dataclass

@@ -4,7 +4,7 @@ a candidate.
 - A first draft by a model prompted through its chat template, with no overridden prompt: the user's task as it
   is (`plain_request`), the very call a user makes without the loop, whatever the focus.
 - `focus="code"` with a task that holds a function stub and no overridden prompt for the role: code prompts
-  (reflection_graph/_focus/_code.py), chat-style for a model prompted through its chat template, else
+  (reflection_graph/loop/_code.py), chat-style for a model prompted through its chat template, else
   completion-style; a reply that continues the stub becomes the full function. A completion-style first draft is
   the plain completion of the stub (`completes_stub`): the stub alone, by the model as a plain completion runs it
   (`models.plain_completion`).
@@ -19,8 +19,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from reflection_graph._focus._code import code_messages, find_stub, finish_candidate
 from reflection_graph._text import well_formed
+from reflection_graph.loop._code import code_messages, find_stub, finish_candidate
 from reflection_graph.models.profile import chat_template
 from reflection_graph.prompts import (
     CRITIQUE_SYSTEM,

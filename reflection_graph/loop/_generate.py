@@ -24,10 +24,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from reflection_graph._focus import _messages
-from reflection_graph._loop import _rules
-from reflection_graph._loop._input import validate_input
-from reflection_graph._nodes._step import Step, over_limit
 from reflection_graph._runtime import (
     BudgetExhausted,
     RoleUsage,
@@ -39,6 +35,9 @@ from reflection_graph._runtime import (
     sum_usage,
 )
 from reflection_graph._text import bare_sign_off, inline_placeholders, rule_revision
+from reflection_graph.loop import _messages, _rules
+from reflection_graph.loop._input import validate_input
+from reflection_graph.loop._step import Step, over_limit
 from reflection_graph.models import plain_completion
 from reflection_graph.settings import Settings
 from reflection_graph.state import Job, Pending, Round
