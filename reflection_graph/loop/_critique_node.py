@@ -31,6 +31,7 @@ __all__ = ["acritique", "critique", "diff"]
 
 
 def diff(previous: str | None, current: str) -> str:
+    """A round's change: the unified diff of `current` against the `previous` candidate ("" for the first)."""
     if previous is None:
         return ""
     lines = difflib.unified_diff(

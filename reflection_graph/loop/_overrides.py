@@ -62,6 +62,7 @@ def resolve(spec: ModelLike, role: str, base_url: str | None = None) -> BaseChat
 
 
 def critic_help(spec: Any) -> str:
+    """The one-line error for a `critic` that is none of the kinds accepted, naming the type of `spec`."""
     return (
         f"critic must be a reflection_graph Critic (LLMCritic, CodeTestCritic, CompositeCritic, a rule critic or "
         f"a BaseCritic subclass), a chat model, a model spec string such as 'embedded' or 'openai:gpt-4o-mini', "
