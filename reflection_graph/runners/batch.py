@@ -219,7 +219,7 @@ async def arun_batch(
     in_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
     *,
-    concurrency: int = 8,
+    concurrency: int = 4,
     timeout_s: float | None = None,
     retries: int = 0,
     progress: bool = True,
