@@ -51,13 +51,16 @@ class JobOptions:
         if not _integer(self.concurrency) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {self.concurrency!r}")
         timeout_s = self.timeout_s
-        if timeout_s is not None and (isinstance(timeout_s, bool) or not timeout_s > 0):
+        number = isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
+        if timeout_s is not None and not (number and timeout_s > 0):
             raise ValueError(f"timeout_s must be a number > 0 or None (no timeout), got {timeout_s!r}")
         if not _integer(self.retries) or self.retries < 0:
             raise ValueError(f"retries must be an integer >= 0, got {self.retries!r}")
         budget = self.token_budget
         if budget is not None and (not _integer(budget) or budget < 1):
             raise ValueError(f"token_budget must be an integer >= 1 or None (no total), got {budget!r}")
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress must be True or False, got {self.progress!r}")
 
 
 class JobKwargs(TypedDict, total=False):

@@ -27,10 +27,13 @@ BAD = [
     ("concurrency", 2.5, "concurrency must be an integer >= 1, got 2.5"),
     ("timeout_s", 0, "timeout_s must be a number > 0 or None (no timeout), got 0"),
     ("timeout_s", True, "timeout_s must be a number > 0 or None (no timeout), got True"),
+    ("timeout_s", "5", "timeout_s must be a number > 0 or None (no timeout), got '5'"),
+    ("timeout_s", float("nan"), "timeout_s must be a number > 0 or None (no timeout), got nan"),
     ("retries", -1, "retries must be an integer >= 0, got -1"),
     ("retries", None, "retries must be an integer >= 0, got None"),
     ("token_budget", 0, "token_budget must be an integer >= 1 or None (no total), got 0"),
     ("token_budget", 1.5, "token_budget must be an integer >= 1 or None (no total), got 1.5"),
+    ("progress", "no", "progress must be True or False, got 'no'"),
 ]
 # the flags, the one-line error
 BAD_FLAGS = [
@@ -51,10 +54,11 @@ def test_every_bad_field_is_refused_in_one_line_by_the_object_and_both_runners(
     in_path, out_path = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_tasks(in_path, 2)
     graph = FakeGraph()
+    options: Any = {"progress": False, field: value}
     with pytest.raises(ValueError) as batched:
-        run_batch(graph, in_path, out_path, progress=False, **{field: value})  # type: ignore[misc]
+        run_batch(graph, in_path, out_path, **options)
     with pytest.raises(ValueError) as evaluated:
-        evaluate(in_path, out_dir=tmp_path / "eval", graph=graph, plot=False, **{field: value})  # type: ignore[misc]
+        evaluate(in_path, out_dir=tmp_path / "eval", graph=graph, plot=False, **options)
     assert str(batched.value) == str(evaluated.value) == message
     assert graph.calls == [] and not out_path.exists() and not (tmp_path / "eval").exists()
 
