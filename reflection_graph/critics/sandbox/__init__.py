@@ -14,13 +14,19 @@ from reflection_graph.critics.sandbox._isolation import (
     resolve_isolation,
 )
 from reflection_graph.critics.sandbox._plan import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PROCESSES
-from reflection_graph.critics.sandbox._process import SandboxResult, arun_sandboxed, run_sandboxed
+from reflection_graph.critics.sandbox._process import (
+    SandboxOptions,
+    SandboxResult,
+    arun_sandboxed,
+    run_sandboxed,
+)
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_MAX_PROCESSES",
     "Isolation",
     "IsolationUnavailableError",
+    "SandboxOptions",
     "SandboxResult",
     "arun_sandboxed",
     "check_isolation",
