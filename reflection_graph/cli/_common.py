@@ -117,6 +117,12 @@ def job_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     The flags' types and defaults are the fields of `JobOptions`, which checks the values once, before the command
     runs; a bad one exits in one line naming its flag (exit code 2).
+
+    Args:
+        command: a command function with a ``job: JobOptions`` parameter.
+
+    Returns:
+        The command to register with typer (under `graph_options` when it takes both).
     """
 
     def make(kwargs: dict[str, Any]) -> JobOptions:

@@ -394,7 +394,6 @@ def run_sandboxed(
         argv: the command; `argv[0]` is looked up on a minimal `PATH` unless it is a path. Use
             `[sys.executable, "-I", "script.py"]` for Python.
         **options: `SandboxOptions`, each optional:
-
             - `timeout_s`: wall-clock limit in seconds (default 10); on expiry the whole process tree is killed
               and `timed_out` is set. The call returns within `timeout_s` plus well under a second.
             - `memory_mb`: address-space limit (`RLIMIT_AS`) in MiB (default 512); `None` for no limit.
