@@ -167,36 +167,25 @@ class Critique(CritiqueOutput):
         return cls.model_validate(data)
 
 
-_ACCEPT_KEYS = (
-    "is_acceptable",
-    "acceptable",
-    "accepted",
-    "is_good",
-    "pass",
-    "passed",
-    "passes",
-    "ok",
-    "approved",
-)
-_REJECT_KEYS = ("needs_improvement", "needs_revision", "should_revise", "needs_refinement", "fail", "failed")
-_SCORE_KEYS = ("score", "quality_score", "rating", "grade", "quality")
-_FEEDBACK_KEYS = (
-    "feedback",
-    "comments",
-    "comment",
-    "critique",
-    "explanation",
-    "reasoning",
-    "summary",
-    "reflection",
-)
-_ISSUE_KEYS = ("issues", "problems", "errors", "weaknesses", "flaws", "mistakes")
-_SUGGESTION_KEYS = ("suggestions", "improvements", "recommendations", "fixes", "changes")
+# The keys a critic's JSON reply may give each part of a critique under, the usual one first (compared lower-cased,
+# with `_` for spaces and dashes).
+_KEYS: dict[str, tuple[str, ...]] = {
+    part: tuple(keys.split())
+    for part, keys in {
+        "accept": "is_acceptable acceptable accepted is_good pass passed passes ok approved",
+        "reject": "needs_improvement needs_revision should_revise needs_refinement fail failed",
+        "score": "score quality_score rating grade quality",
+        "feedback": "feedback comments comment critique explanation reasoning summary reflection",
+        "issues": "issues problems errors weaknesses flaws mistakes",
+        "suggestions": "suggestions improvements recommendations fixes changes",
+    }.items()
+}
 
 
-def _first(data: dict[str, Any], keys: tuple[str, ...]) -> tuple[bool, Any]:
+def _first(data: dict[str, Any], part: str) -> tuple[bool, Any]:
+    """Whether `data` gives `part` of a critique under one of its `_KEYS`, and the value under the first one."""
     lowered = {str(k).strip().lower().replace(" ", "_").replace("-", "_"): v for k, v in data.items()}
-    for key in keys:
+    for key in _KEYS[part]:
         if key in lowered:
             return True, lowered[key]
     return False, None
@@ -255,13 +244,13 @@ def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
     (`needs_improvement`). A missing score is 8 for an accepted verdict and 4 otherwise; a missing verdict is
     `score >= 7`. Neither present raises `CritiqueParseError`.
     """
-    has_accept, accept = _first(data, _ACCEPT_KEYS)
+    has_accept, accept = _first(data, "accept")
     verdict = _as_bool(accept) if has_accept else None
     if verdict is None:
-        has_reject, reject = _first(data, _REJECT_KEYS)
+        has_reject, reject = _first(data, "reject")
         rejected = _as_bool(reject) if has_reject else None
         verdict = None if rejected is None else not rejected
-    _, score_value = _first(data, _SCORE_KEYS)
+    _, score_value = _first(data, "score")
     score = _as_score(score_value, raw)
     if verdict is None and score is None:
         raise CritiqueParseError(
@@ -273,9 +262,9 @@ def critique_from_mapping(data: dict[str, Any], raw: str = "") -> Critique:
         score = 8.0 if verdict else 4.0
     if verdict is None:
         verdict = score >= 7
-    _, feedback = _first(data, _FEEDBACK_KEYS)
-    _, issues = _first(data, _ISSUE_KEYS)
-    _, suggestions = _first(data, _SUGGESTION_KEYS)
+    _, feedback = _first(data, "feedback")
+    _, issues = _first(data, "issues")
+    _, suggestions = _first(data, "suggestions")
     return Critique(
         issues=_as_list(issues),
         suggestions=_as_list(suggestions),
@@ -316,7 +305,7 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
 
 def _is_verdict(data: dict[str, Any]) -> bool:
     """True when `data` carries a verdict or a score under any accepted key."""
-    return any(_first(data, keys)[0] for keys in (_ACCEPT_KEYS, _REJECT_KEYS, _SCORE_KEYS))
+    return any(_first(data, part)[0] for part in ("accept", "reject", "score"))
 
 
 def critique_tool_schema() -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
+    "CHAT_ANSWER_OPENING",
     "CHAT_CRITIQUE_PROMPT",
     "CHAT_CRITIQUE_SYSTEM",
     "CHAT_FAULT_CHOICE_PROMPT",
@@ -170,13 +171,19 @@ LIKELIHOOD_PROMPT = """Task: {task}
 {context}Answer: {candidate}"""
 """The `LogprobCritic`'s likelihood signal: the mean log-probability of the candidate's tokens after `Answer:`."""
 
-CHAT_VERDICT_PROMPT = """Task:
+CHAT_ANSWER_OPENING = """Task:
 {task}
 {context}
 Answer:
 {candidate}
 
-Is this answer correct, and does it do what the task asks? Reply with Yes or No."""
+"""
+"""How every `JudgeCritic` prompt about one answer opens (its verdict, its written critique, its checks of a fault):
+the same text each time, so a model that keeps a shared prefix evaluates the task and the answer once."""
+
+CHAT_VERDICT_PROMPT = (
+    CHAT_ANSWER_OPENING + "Is this answer correct, and does it do what the task asks? Reply with Yes or No."
+)
 """The `JudgeCritic`'s yes/no question: it reads P(Yes) and P(No) of the reply's first token."""
 
 CHAT_PREFERENCE_PROMPT = """Task:
@@ -201,13 +208,7 @@ CHAT_CRITIQUE_SYSTEM = (
 so the critique's prompt starts with the very text of the verdict's (the embedded model evaluates it once)."""
 
 CHAT_CRITIQUE_PROMPT = (
-    """Task:
-{task}
-{context}
-Answer:
-{candidate}
-
-"""
+    CHAT_ANSWER_OPENING
     + CHAT_CRITIQUE_SYSTEM.replace("{", "{{").replace("}", "}}")
     + """ List the answer's real faults, each with how to fix it, as JSON: {{"faults": [{{"issue": "...", \
 "fix": "..."}}]}}.
@@ -216,39 +217,29 @@ fault first."""
 )
 """The `JudgeCritic`'s written critique (JSON through the model's grammar); it names faults, it does not score."""
 
-CHAT_FAULT_PROMPT = """Task:
-{task}
-{context}
-Answer:
-{candidate}
-
-Does this answer have this fault: {fault}
+CHAT_FAULT_PROMPT = (
+    CHAT_ANSWER_OPENING
+    + """Does this answer have this fault: {fault}
 Reply with Yes or No."""
-"""The `JudgeCritic`'s check of one written fault: it reads P(Yes) and P(No) of the reply's first token. It opens
-as `CHAT_VERDICT_PROMPT` does, so a model that keeps a shared prefix evaluates the task and answer once."""
+)
+"""The `JudgeCritic`'s check of one written fault: it reads P(Yes) and P(No) of the reply's first token."""
 
-CHAT_NO_FAULT_PROMPT = """Task:
-{task}
-{context}
-Answer:
-{candidate}
-
-Is this answer free of this fault: {fault}
+CHAT_NO_FAULT_PROMPT = (
+    CHAT_ANSWER_OPENING
+    + """Is this answer free of this fault: {fault}
 Reply with Yes or No."""
+)
 """The same check asked the other way round (`JudgeCritic(confirm="both")`): a judge that says Yes to any
 question adds as much to one as to the other, so the difference of the two readings is free of it."""
 
-CHAT_FAULT_CHOICE_PROMPT = """Task:
-{task}
-{context}
-Answer:
-{candidate}
-
-A reviewer wrote about this answer: {fault}
+CHAT_FAULT_CHOICE_PROMPT = (
+    CHAT_ANSWER_OPENING
+    + """A reviewer wrote about this answer: {fault}
 Which is true?
 A: {a}
 B: {b}
 Reply with A or B."""
+)
 """The check of one written fault as a choice between "the reviewer is right" and "the reviewer is wrong"
 (`JudgeCritic(confirm="choice")`), asked with each in place A in turn: a judge that picks a position adds as much
 to one reading as it takes from the other, as in `CHAT_PREFERENCE_PROMPT`."""

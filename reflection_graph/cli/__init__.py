@@ -16,7 +16,8 @@ or Gemma 3 270M where only it is installed or ``REFLECTION_GRAPH_EMBEDDED`` name
 
 Layout: ``_graph`` builds the graph a command runs (`GraphOptions`, `build_graph`; ``_graph._resolve_model`` is the
 seam tests replace with a fake); ``_options`` turns `Settings` into options; ``_run``, ``_batch`` (``batch``,
-``merge``) and ``_eval`` hold the commands, ``_render`` what they print, ``_common`` the one-line errors.
+``merge``) and ``_eval`` hold the commands, ``_render`` what they print, ``_common`` the one-line errors and the
+job flags ``batch`` and ``eval`` share (one `JobOptions`, `job_options`).
 """
 
 from __future__ import annotations

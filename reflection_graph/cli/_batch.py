@@ -10,21 +10,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from reflection_graph.cli._common import (
-    EXIT_FAILED,
-    TOTAL_BUDGET_HELP,
-    Concurrency,
-    RecordRetries,
-    RecordTimeout,
-    _check_job_limits,
-    _fail,
-    app,
-)
+from reflection_graph.cli._common import EXIT_FAILED, _fail, app, job_options
 from reflection_graph.cli._graph import BadInput, GraphOptions, _batch_job
 from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, given_on_command_line, graph_options
 from reflection_graph.cli._render import _print_summary
 from reflection_graph.context import Context
-from reflection_graph.runners import check_inputs_spared
+from reflection_graph.runners import JobOptions, check_inputs_spared
 from reflection_graph.runners.batch import (
     BatchLocked,
     MergeError,
@@ -40,17 +31,14 @@ from reflection_graph.settings import setting_fields
 
 @app.command(cls=_OneLineErrors)
 @graph_options
+@job_options
 def batch(
     ctx: typer.Context,
     in_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Records with a `task` (JSON Lines).")],
     out_path: Annotated[Path, typer.Argument(metavar="OUT.jsonl", help="Results; rerun to resume.")],
     options: GraphOptions,
-    concurrency: Concurrency = 4,
-    timeout: RecordTimeout = None,
-    retries: RecordRetries = 0,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    job: JobOptions,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-    token_budget_total: Annotated[int | None, typer.Option(min=1, help=TOTAL_BUDGET_HELP)] = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -81,7 +69,6 @@ def batch(
 
     if not in_path.is_file():
         _fail(f"input file not found: {in_path}")
-    _check_job_limits(concurrency, timeout, retries)
     try:  # before a model is built or a server called (run_batch checks it again, for the Python API)
         check_inputs_spared(out_path, [("the input file", in_path)])
     except ValueError as exc:
@@ -94,24 +81,12 @@ def batch(
             _fail(f"--{exc}")
     if server is not None:
         summary = _server_batch(
-            ctx, options, server, graph_name, in_path, out_path,
-            concurrency=concurrency, timeout=timeout, retries=retries, progress=progress, shard=shard_pair,
-            token_budget=token_budget_total,
-        )  # fmt: skip
+            ctx, options, server, graph_name, in_path, out_path, job=job, shard=shard_pair
+        )
         _report_batch(summary, as_json)
         return
     with _batch_job(options) as graph:
-        summary = run_batch(
-            graph,
-            in_path,
-            out_path,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            retries=retries,
-            progress=progress,
-            shard=shard_pair,
-            token_budget=token_budget_total,
-        )
+        summary = run_batch(graph, in_path, out_path, job=job, shard=shard_pair)
     _report_batch(summary, as_json)
 
 
@@ -163,7 +138,9 @@ def _server_batch(
     graph_name: str,
     in_path: Path,
     out_path: Path,
-    **kwargs: Any,
+    *,
+    job: JobOptions,
+    shard: tuple[int, int] | None,
 ) -> Any:
     """`batch --server`: every record runs on the LangGraph server (see `reflection_graph.runners._server`)."""
     import asyncio
@@ -178,17 +155,7 @@ def _server_batch(
     async def main() -> Any:
         graph = ServerGraph(server, graph_name, context=context)
         await graph.connect()  # before anything is read or written: a bad URL or graph name fails at once
-        return await arun_batch(
-            graph,
-            in_path,
-            out_path,
-            concurrency=kwargs["concurrency"],
-            timeout_s=kwargs["timeout"],
-            retries=kwargs["retries"],
-            progress=kwargs["progress"],
-            shard=kwargs["shard"],
-            token_budget=kwargs["token_budget"],
-        )
+        return await arun_batch(graph, in_path, out_path, job=job, shard=shard)
 
     try:
         return asyncio.run(main())

@@ -11,20 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from reflection_graph.cli._common import (
-    EXIT_FAILED,
-    TOTAL_BUDGET_HELP,
-    Concurrency,
-    RecordRetries,
-    RecordTimeout,
-    _check_job_limits,
-    _fail,
-    app,
-)
+from reflection_graph.cli._common import EXIT_FAILED, _fail, app, job_options
 from reflection_graph.cli._graph import GraphOptions, _batch_job
 from reflection_graph.cli._options import _MODEL_OPTIONS, _OneLineErrors, graph_options
 from reflection_graph.cli._render import _print_eval
-from reflection_graph.runners import atomic_write, require_matplotlib
+from reflection_graph.runners import JobOptions, atomic_write, require_matplotlib
 from reflection_graph.runners.eval import _check_fields, evaluate
 from reflection_graph.runners.scorers import make_scorer
 from reflection_graph.settings import Settings
@@ -35,11 +26,13 @@ if TYPE_CHECKING:
 
 @app.command("eval", cls=_OneLineErrors)
 @graph_options
+@job_options
 def eval_command(
     data: Annotated[
         Path, typer.Argument(metavar="DATA.jsonl", help="Records with a `task` and ground truth.")
     ],
     options: GraphOptions,
+    job: JobOptions,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Directory for the report files; rerun to resume.")
     ],
@@ -59,10 +52,6 @@ def eval_command(
             help="KEY=FIELD: take a record key from another field (repeatable), e.g. --field task=prompt.",
         ),
     ] = None,
-    concurrency: Concurrency = 4,
-    timeout: RecordTimeout = None,
-    retries: RecordRetries = 0,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     budget: Annotated[
         int | None,
@@ -72,7 +61,6 @@ def eval_command(
             "and count the records it stops.",
         ),
     ] = None,
-    token_budget_total: Annotated[int | None, typer.Option(min=1, help=TOTAL_BUDGET_HELP)] = None,
 ) -> None:
     """Score every round of the loop on DATA.jsonl against ground truth: does reflection pay off?
 
@@ -82,7 +70,6 @@ def eval_command(
 
     if not data.is_file():
         _fail(f"data file not found: {data}")
-    _check_job_limits(concurrency, timeout, retries)
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is a file; give a directory")
     fields = _parse_fields(field or [])
@@ -100,12 +87,8 @@ def eval_command(
             scorer=built,
             select=options.settings.select,
             fields=fields,
-            concurrency=concurrency,
-            timeout_s=timeout,
-            retries=retries,
-            progress=progress,
+            job=job,
             budget=budget,
-            token_budget=token_budget_total,
         )
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")

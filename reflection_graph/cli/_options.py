@@ -9,7 +9,6 @@ strategy registered before the CLI runs is offered, listed and accepted.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 import typing
@@ -20,7 +19,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from reflection_graph.cli._common import _fail
+from reflection_graph.cli._common import _fail, from_flags
 from reflection_graph.cli._graph import GraphOptions
 from reflection_graph.settings import Settings, allowed_values, default, setting_fields
 
@@ -132,18 +131,15 @@ def graph_options(command: Callable[..., Any]) -> Callable[..., Any]:
     typer's own min/max/choices let through but `Settings` rejects (e.g. --min-iterations above
     --max-iterations, a --strategy nobody registered) is reported as a one-line error naming the flag.
     """
-    signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)
-    own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "options"]
     # typer passes its context to one parameter: the command's own (`batch` has one), else one added here
-    own_context = next((p.name for p in own if p.annotation is typer.Context), None)
+    own_context = next((name for name, hint in hints.items() if hint is typer.Context), None)
     extra = [*_model_parameters(), *_setting_parameters()]
     if own_context is None:
         extra.append(inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
     names = {f.name for f in setting_fields(cli=True)}
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
+    def make(kwargs: dict[str, Any]) -> GraphOptions:
         ctx = kwargs[own_context] if own_context else kwargs.pop(_CONTEXT)
         values = {name: kwargs.pop(_PREFIX + name) for name in names}
         given = {name: value for name, value in values.items() if given_on_command_line(ctx, _PREFIX + name)}
@@ -152,14 +148,9 @@ def graph_options(command: Callable[..., Any]) -> Callable[..., Any]:
             settings = Settings(**given)
         except ValueError as exc:
             _fail(_flagged(str(exc)))
-        return command(options=GraphOptions(**models, settings=settings), **kwargs)
+        return GraphOptions(**models, settings=settings)
 
-    wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{k: v for k, v in hints.items() if k != "options"},
-        **{p.name: p.annotation for p in extra},
-    }
-    return wrapper
+    return from_flags(command, "options", extra, make)
 
 
 def _flagged(message: str) -> str:

@@ -188,6 +188,59 @@ def _sigmoid(x: float) -> float:
     return preference(x, x)  # the logistic function, without overflow
 
 
+# -- the critique a judgement gives --------------------------------------------------------------------------
+def _accepted_critique(judgement: Judgement) -> Critique:
+    """An accepted candidate's critique: the judgement's score, and the evidence it won on (both orders, or the
+    verdicts after a tie).
+
+    Args:
+        judgement: the judge's readings of the candidate, `accepted` among them.
+    """
+    return Critique(
+        is_acceptable=True,
+        score=judgement.score,
+        feedback=(
+            "Judged correct, and more likely right than the best earlier answer (their comparison tied)."
+            if judgement.tie
+            else "Judged correct, and better than the best earlier answer."
+        ),
+    )
+
+
+def _rejected_critique(judgement: Judgement, faults: Sequence[Fault], notes: list[str]) -> Critique:
+    """A rejected candidate's critique: the confirmed faults and the rules' (each with the critic that named it,
+    `named_by`), the judge's readings that tell against it, and plain notes (feedback only) when nothing is found.
+
+    Args:
+        judgement: the judge's readings of the candidate.
+        faults: the written faults the judge confirmed, then the rules' faults.
+        notes: notes for the feedback so far (such as an unreadable written critique); this list is extended.
+    """
+    issues = [f.issue for f in faults]
+    named_by = [f.by for f in faults]
+    suggestions = [f.fix for f in faults if f.fix]
+    if judgement.p_better is not None and judgement.p_better < 0.5 and not judgement.tie:
+        issues.append(WORSE)
+        named_by.append("judge")
+    if judgement.p_yes <= 0.5:
+        issues.append(WRONG)
+        named_by.append("judge")
+    if judgement.p_better is None:
+        notes.insert(0, FIRST)
+    elif judgement.tie and not judgement.placeholders:
+        notes.insert(0, TIE)
+    if not issues and UNREAD not in notes:
+        notes.append(NO_FAULT)
+    return Critique(
+        issues=issues,
+        suggestions=suggestions,
+        is_acceptable=False,
+        score=judgement.score,
+        feedback=" ".join([*issues, *notes]),
+        named_by=named_by,
+    )
+
+
 _Ask = tuple[Runnable[Any, Any], list[BaseMessage]]
 _Steps = Generator[_Ask, Any, Any]
 
@@ -363,15 +416,7 @@ class JudgeCritic(LogprobReadingCritic):
     def _critique_steps(self, request: CritiqueRequest) -> _Steps:
         judgement = cast(Judgement, (yield from self._judgement_steps(request)))
         if judgement.accepted:
-            return Critique(
-                is_acceptable=True,
-                score=judgement.score,
-                feedback=(
-                    "Judged correct, and more likely right than the best earlier answer (their comparison tied)."
-                    if judgement.tie
-                    else "Judged correct, and better than the best earlier answer."
-                ),
-            )
+            return _accepted_critique(judgement)
         faults: list[Fault] = []
         notes: list[str] = []
         if self.write is True or (self.write == "when_wrong" and judgement.p_yes <= 0.5):
@@ -383,7 +428,7 @@ class JudgeCritic(LogprobReadingCritic):
                 if self.confirm != "none":
                     checks = cast(list[FaultCheck], (yield from self._check_steps(request, faults)))
                     faults = [check.fault for check in checks if check.confirmed]
-        return self._critique(judgement, [*faults, *self.rule_faults(request, judgement)], notes)
+        return _rejected_critique(judgement, [*faults, *self.rule_faults(request, judgement)], notes)
 
     def rule_faults(self, request: CritiqueRequest, judgement: Judgement | None = None) -> list[Fault]:
         """The faults the rules name in `request.candidate` (reflection_graph/critics/_rule_faults.py; no call):
@@ -404,34 +449,6 @@ class JudgeCritic(LogprobReadingCritic):
             *required_faults(answer, task=task, context=context),
             *script_faults(answer, task=task, context=context),
         ]
-
-    def _critique(self, judgement: Judgement, faults: Sequence[Fault], notes: list[str]) -> Critique:
-        """A rejected candidate's critique: the confirmed faults and the rules' (each with the critic that named
-        it, `named_by`), the judge's readings that tell against it, and plain notes (feedback only) when nothing
-        is found."""
-        issues = [f.issue for f in faults]
-        named_by = [f.by for f in faults]
-        suggestions = [f.fix for f in faults if f.fix]
-        if judgement.p_better is not None and judgement.p_better < 0.5 and not judgement.tie:
-            issues.append(WORSE)
-            named_by.append("judge")
-        if judgement.p_yes <= 0.5:
-            issues.append(WRONG)
-            named_by.append("judge")
-        if judgement.p_better is None:
-            notes.insert(0, FIRST)
-        elif judgement.tie and not judgement.placeholders:
-            notes.insert(0, TIE)
-        if not issues and UNREAD not in notes:
-            notes.append(NO_FAULT)
-        return Critique(
-            issues=issues,
-            suggestions=suggestions,
-            is_acceptable=False,
-            score=judgement.score,
-            feedback=" ".join([*issues, *notes]),
-            named_by=named_by,
-        )
 
     # -- sync and async drivers ------------------------------------------------------------------------------
     def _run(self, steps: _Steps, config: RunnableConfig | None) -> Any:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
 
@@ -46,25 +46,18 @@ _INDEX_BUCKETS = 1024  # posting namespaces; fixed for the life of a store (chan
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a memory's items live under its `namespace` (see the module docstring)."""
+    """Where a memory's items live under its `namespace` (see the module docstring): the entries, the word counts
+    (`df`), the save order and the state (`meta`) each in the namespace below it named for them."""
 
     namespace: tuple[str, ...]
+    entries: tuple[str, ...] = field(init=False)
+    df: tuple[str, ...] = field(init=False)
+    order: tuple[str, ...] = field(init=False)
+    meta: tuple[str, ...] = field(init=False)
 
-    @property
-    def entries(self) -> tuple[str, ...]:
-        return (*self.namespace, "entries")
-
-    @property
-    def df(self) -> tuple[str, ...]:
-        return (*self.namespace, "df")
-
-    @property
-    def order(self) -> tuple[str, ...]:
-        return (*self.namespace, "order")
-
-    @property
-    def meta(self) -> tuple[str, ...]:
-        return (*self.namespace, "meta")
+    def __post_init__(self) -> None:
+        for kind in ("entries", "df", "order", "meta"):
+            object.__setattr__(self, kind, (*self.namespace, kind))
 
     def posting_ns(self, token: str) -> tuple[str, ...]:
         bucket = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest(), "big")

@@ -78,8 +78,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from typing_extensions import TypedDict, Unpack
+from typing_extensions import Unpack
 
+from reflection_graph.runners._job import JobKwargs, JobOptions, chosen_job
 from reflection_graph.runners._jsonl import AppendLog, WriteError
 from reflection_graph.runners._lock import BatchLocked, OutputLock, lock_path
 from reflection_graph.runners._output import compact, error_entry, ok_entry, read_output
@@ -98,6 +99,7 @@ __all__ = [
     "BatchRecord",
     "BatchSummary",
     "InputError",
+    "JobOptions",
     "MergeError",
     "ServerError",
     "ServerGraph",
@@ -143,23 +145,13 @@ def _resolve_graph(graph_or_factory: GraphOrFactory) -> SupportsAinvoke:
     )
 
 
-def _validate_options(concurrency: int, timeout_s: float | None, retries: int) -> None:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not timeout_s > 0):
-        raise ValueError(f"timeout_s must be a number > 0 or None (no timeout), got {timeout_s!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
-
-
 @dataclass
 class _Attempts:
-    """Runs one record through the graph: up to ``1 + retries`` attempts, each under ``timeout_s``."""
+    """Runs one record through the graph: up to ``1 + job.retries`` attempts, each under ``job.timeout_s``."""
 
     graph: SupportsAinvoke
     config: dict[str, Any] | None
-    timeout_s: float | None
-    retries: int
+    job: JobOptions
     shard_label: str | None
 
     async def _attempt(self, record: BatchRecord) -> dict[str, Any]:
@@ -170,7 +162,8 @@ class _Attempts:
             "batch_input_hash": record.input_hash,
         }
         coro = self.graph.ainvoke(record.graph_input(), run_config)
-        result = await (asyncio.wait_for(coro, self.timeout_s) if self.timeout_s is not None else coro)
+        timeout_s = self.job.timeout_s
+        result = await (asyncio.wait_for(coro, timeout_s) if timeout_s is not None else coro)
         if not isinstance(result, dict):
             raise TypeError(f"the graph returned {type(result).__name__}, expected a dict of output keys")
         return result
@@ -179,11 +172,11 @@ class _Attempts:
         """The record's entry: ``ok``, or the error of its last attempt (one record never stops the batch)."""
         t0 = time.perf_counter()
         entry: dict[str, Any] = {}
-        for number in range(1, self.retries + 2):
+        for number in range(1, self.job.retries + 2):
             try:
                 result = await self._attempt(record)
             except asyncio.TimeoutError:
-                message = f"timed out after {self.timeout_s:g}s"
+                message = f"timed out after {self.job.timeout_s:g}s"
                 entry = error_entry(record, "timeout", message, number, time.perf_counter() - t0)
                 continue
             except Exception as exc:  # one record's failure must never stop the batch
@@ -219,13 +212,10 @@ async def arun_batch(
     in_path: str | os.PathLike[str],
     out_path: str | os.PathLike[str],
     *,
-    concurrency: int = 8,
-    timeout_s: float | None = None,
-    retries: int = 0,
-    progress: bool = True,
+    job: JobOptions | None = None,
     config: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
-    token_budget: int | None = None,
+    **limits: Unpack[JobKwargs],
 ) -> BatchSummary:
     """Run every pending record of ``in_path`` through the graph and write ``out_path`` (async).
 
@@ -234,18 +224,14 @@ async def arun_batch(
             one. A factory is called once, after the input has been read.
         in_path: the JSONL input (see the module docstring for the record format).
         out_path: the JSONL output; created if missing, resumed if present.
-        concurrency: at most this many records run at the same time (>= 1).
-        timeout_s: per-record time limit in seconds for one attempt, or None for none. A record that runs
-            out of time becomes an error entry with ``error_type == "timeout"``. (Blocking model calls that
-            run in worker threads finish in the background after the timeout; their result is discarded.)
-        retries: extra attempts within this run for a record that raised or timed out (>= 0).
-        progress: show a progress bar on stderr.
+        job: how the records run: `JobOptions` (``concurrency``, ``timeout_s``, ``retries``, ``token_budget``,
+            ``progress``); None for its defaults. (Blocking model calls that run in worker threads finish in the
+            background after a timeout; their result is discarded.)
         config: a RunnableConfig passed to every ``ainvoke`` (the record id is added to its ``metadata`` as
             ``batch_id``, and the record's `BatchRecord.input_hash` as ``batch_input_hash``).
         shard: ``(I, N)`` to run only the records of shard ``I`` of ``N`` (`shard_of` their id; input errors
             go to shard 0). Each shard needs its own ``out_path``; `merge_outputs` combines them.
-        token_budget: this run's total tokens over all records, or None; records not started once it is spent
-            become resumable ``error_type == "budget"`` entries (see the module docstring).
+        **limits: the fields of `JobOptions` as keyword arguments, over ``job`` (``concurrency=4``, ...).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
@@ -259,8 +245,8 @@ async def arun_batch(
         WriteError: ``out_path`` could not be written (a full disk: the message names the file and the space
             needed); every entry written before is kept whole, and a rerun resumes.
     """
-    _validate_options(concurrency, timeout_s, retries)
-    total = _TokenTotal.of(token_budget)
+    job = chosen_job(job, limits)
+    total = _TokenTotal(job.token_budget)
     shard_label = None
     if shard is not None:
         index, count = shard
@@ -287,9 +273,11 @@ async def arun_batch(
         graph = _resolve_graph(graph_or_factory) if pending else None
         results: dict[str, dict[str, Any]] = {}
         if graph is not None:
-            runner = _Attempts(graph, config, timeout_s, retries, shard_label)
-            bar = ProgressBar("glean", len(pending), enabled=progress, skipped=summary.skipped, counts=True)
-            results = await _run_pending(runner, out_file, pending, concurrency, bar, total)
+            runner = _Attempts(graph, config, job, shard_label)
+            bar = ProgressBar(
+                "glean", len(pending), enabled=job.progress, skipped=summary.skipped, counts=True
+            )
+            results = await _run_pending(runner, out_file, pending, job.concurrency, bar, total)
         final = compact(out_file, records, input_errors, shard_label).entries
         summary.processed = len(results)
         summary.run_tokens = sum(tokens(e) for e in results.values() if e["status"] == "ok")
@@ -367,13 +355,6 @@ class _TokenTotal:
     limit: int | None = None
     used: int = 0
 
-    @classmethod
-    def of(cls, token_budget: int | None) -> _TokenTotal:
-        bad = isinstance(token_budget, bool) or not isinstance(token_budget, (int, type(None)))
-        if bad or (token_budget is not None and token_budget < 1):
-            raise ValueError(f"token_budget must be an integer >= 1 or None (no total), got {token_budget!r}")
-        return cls(token_budget)
-
     def skip(self, record: BatchRecord) -> dict[str, Any] | None:
         """The entry of a record not started because the total is spent, else None."""
         if self.limit is None or self.used < self.limit:
@@ -382,16 +363,12 @@ class _TokenTotal:
         return error_entry(record, "budget", why, 0, 0.0)
 
 
-class BatchOptions(TypedDict, total=False):
+class BatchOptions(JobKwargs, total=False):
     """The keyword options of `arun_batch` / `run_batch` (their defaults and meaning are `arun_batch`'s)."""
 
-    concurrency: int
-    timeout_s: float | None
-    retries: int
-    progress: bool
+    job: JobOptions | None
     config: dict[str, Any] | None
     shard: tuple[int, int] | None
-    token_budget: int | None
 
 
 def run_batch(
@@ -410,15 +387,15 @@ def run_batch(
         graph_or_factory: a compiled graph (anything with ``ainvoke``) or a zero-argument callable returning one.
         in_path: the JSONL input.
         out_path: the JSONL output; created if missing, resumed if present.
-        **options: `BatchOptions`: ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``config``,
-            ``shard``, ``token_budget`` (see `arun_batch`).
+        **options: `BatchOptions`: ``job``, ``config``, ``shard``, and the fields of `JobOptions` over ``job``
+            (``concurrency``, ``timeout_s``, ``retries``, ``token_budget``, ``progress``; see `arun_batch`).
 
     Returns:
         The `BatchSummary`, also written to ``OUT.summary.json``.
 
     Example:
         ```python
-        summary = run_batch(graph, "in.jsonl", "out.jsonl", concurrency=4, timeout_s=120)
+        summary = run_batch(graph, "in.jsonl", "out.jsonl", job=JobOptions(concurrency=4, timeout_s=120))
         ```
     """
     return run_sync("run_batch", arun_batch(graph_or_factory, in_path, out_path, **options))

@@ -45,10 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import Required, TypedDict, Unpack
+from typing_extensions import Required, Unpack
 
 from reflection_graph.graph import create_reflection_graph
 from reflection_graph.runners import _report
+from reflection_graph.runners._job import JobKwargs, JobOptions, chosen_job
 from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, read_lines
 from reflection_graph.runners._output import read_output
 from reflection_graph.runners._progress import ProgressBar
@@ -165,12 +166,12 @@ async def _score_all(
     scorer: Scorer,
     cache: ScoreCache,
     ok: list[tuple[BatchRecord, dict[str, Any]]],
-    concurrency: int,
-    progress: bool,
+    job: JobOptions,
 ) -> tuple[dict[str, Scored], dict[str, str]]:
-    """Score every round of the ``ok`` records: the scored ones by key, and the scorer's errors by key."""
-    semaphore = asyncio.Semaphore(concurrency)
-    bar = ProgressBar("score", len(ok), enabled=progress)
+    """Score every round of the ``ok`` records (``job.concurrency`` at once): the scored ones by key, and the
+    scorer's errors by key."""
+    semaphore = asyncio.Semaphore(job.concurrency)
+    bar = ProgressBar("score", len(ok), enabled=job.progress)
     scored: dict[str, Scored] = {}
     score_errors: dict[str, str] = {}
 
@@ -276,14 +277,11 @@ async def aevaluate(
     pass_mark: float | None = None,
     select: str = "best",
     fields: Mapping[str, str] | None = None,
-    concurrency: int = 4,
-    timeout_s: float | None = None,
-    retries: int = 0,
-    progress: bool = True,
+    job: JobOptions | None = None,
     plot: bool = True,
     config: dict[str, Any] | None = None,
     budget: int | None = None,
-    token_budget: int | None = None,
+    **limits: Unpack[JobKwargs],
 ) -> EvalReport:
     """Run a reflection graph over a dataset, score every round against ground truth, and report (async).
 
@@ -298,17 +296,16 @@ async def aevaluate(
         select: the graph's `select` setting (`best` or `last`), to replay what it returns with fewer rounds.
         fields: record keys taken from other fields of your data, e.g. ``{"task": "prompt", "id": "task_id"}``
             for HumanEval-style records (the mapped copy is ``out_dir/input.jsonl``).
-        concurrency: records run at once (>= 1); scoring uses the same bound.
-        timeout_s: per-record time limit for the graph, or None.
-        retries: extra attempts within this run for a record whose graph raised or timed out.
-        progress: show progress bars on stderr.
+        job: how the graph runs over the records: `JobOptions` (``concurrency``, also the scoring's bound,
+            ``timeout_s``, ``retries``, ``token_budget``: see `arun_batch`, ``progress``: the progress bars);
+            None for its defaults.
         plot: draw ``gain.png`` (needs matplotlib: ``pip install 'reflection-graph[eval]'``).
         config: a RunnableConfig passed to every graph call.
         budget: cap the per-round figures at this many tokens per record: a record's rounds count only while
             their cumulative tokens fit (the first always does); `RoundStats.hit_budget`, the rows'
             ``hit_budget`` / ``over_budget`` and `EvalReport.budget_hits` show which records it stopped.
-        token_budget: the total tokens of the graph runs of this call (see `arun_batch`); records not started
-            once it is spent become resumable ``budget`` error rows.
+        **limits: the fields of `JobOptions` as keyword arguments, over ``job`` (``concurrency=2``, ...); records
+            not started once ``token_budget`` is spent become resumable ``budget`` error rows.
 
     Returns:
         The `EvalReport` (also in ``out_dir/summary.json``).
@@ -319,6 +316,7 @@ async def aevaluate(
         FileNotFoundError: ``data`` is a path that does not exist.
     """
     started = time.perf_counter()
+    job = chosen_job(job, limits)
     built = scorer if isinstance(scorer, Scorer) else make_scorer(scorer, pass_mark=pass_mark)
     if select not in ("best", "last"):
         raise ValueError(f"select must be 'best' or 'last', got {select!r}")
@@ -341,18 +339,14 @@ async def aevaluate(
         _CheckedGraph(graph if graph is not None else _default_graph, problems),
         in_path,
         runs,
-        concurrency=concurrency,
-        timeout_s=timeout_s,
-        retries=retries,
-        progress=progress,
+        job=job,
         config=config,
-        token_budget=token_budget,
     )
     entries, _ = read_output(runs)
     by_key = {id_key(e.get("id")): e for e in entries if e.get("error_type") != "input"}
     ok = [(r, by_key[r.key]) for r in records if by_key.get(r.key, {}).get("status") == "ok"]
     cache = ScoreCache(out / "scores.jsonl", built.cache)
-    scored, score_errors = await _score_all(built, cache, ok, concurrency, progress)
+    scored, score_errors = await _score_all(built, cache, ok, job)
     rows = _rows(records, input_errors, by_key, scored, score_errors, built.pass_mark, budget)
     atomic_write(out / "rounds.jsonl", lines_text(dumps(r) for r in rows))
     ordered = [scored[r.key] for r in records if r.key in scored]
@@ -363,7 +357,7 @@ async def aevaluate(
     return report
 
 
-class EvalOptions(TypedDict, total=False):
+class EvalOptions(JobKwargs, total=False):
     """The keyword options of `aevaluate` / `evaluate` (their defaults and meaning are `aevaluate`'s)."""
 
     out_dir: Required[str | os.PathLike[str]]
@@ -372,14 +366,10 @@ class EvalOptions(TypedDict, total=False):
     pass_mark: float | None
     select: str
     fields: Mapping[str, str] | None
-    concurrency: int
-    timeout_s: float | None
-    retries: int
-    progress: bool
+    job: JobOptions | None
     plot: bool
     config: dict[str, Any] | None
     budget: int | None
-    token_budget: int | None
 
 
 def evaluate(
@@ -393,9 +383,9 @@ def evaluate(
     Args:
         data: a JSONL file of records, or the records themselves.
         **options: `EvalOptions`: ``out_dir`` (required: where ``rounds.jsonl``, ``summary.csv``, ``gain.png``
-            and ``report.html`` go), ``graph``, ``scorer``, ``pass_mark``, ``select``, ``fields``,
-            ``concurrency``, ``timeout_s``, ``retries``, ``progress``, ``plot``, ``config``, ``budget``,
-            ``token_budget`` (see `aevaluate`).
+            and ``report.html`` go), ``graph``, ``scorer``, ``pass_mark``, ``select``, ``fields``, ``job``,
+            ``plot``, ``config``, ``budget``, and the fields of `JobOptions` over ``job`` (``concurrency``,
+            ``timeout_s``, ``retries``, ``token_budget``, ``progress``; see `aevaluate`).
 
     Returns:
         The `EvalReport`.

@@ -15,6 +15,7 @@ from reflection_graph.critics.sandbox._isolation import (
 )
 from reflection_graph.critics.sandbox._plan import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PROCESSES
 from reflection_graph.critics.sandbox._process import (
+    SandboxOptions,
     SandboxResult,
     arun_sandboxed,
     arun_together,
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_MAX_PROCESSES",
     "Isolation",
     "IsolationUnavailableError",
+    "SandboxOptions",
     "SandboxResult",
     "arun_sandboxed",
     "arun_together",

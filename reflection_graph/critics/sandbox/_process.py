@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import TypedDict, Unpack
+
 from reflection_graph.critics.sandbox._isolation import Isolation, _wrap, resolve_isolation
 from reflection_graph.critics.sandbox._kill import _kill_tree, _PidsCgroup, _remove_tree
 from reflection_graph.critics.sandbox._plan import (
@@ -321,15 +323,40 @@ def _result(
     )
 
 
+class SandboxOptions(TypedDict, total=False):
+    """The keyword options of `run_sandboxed` and `arun_sandboxed` (their meaning is `run_sandboxed`'s)."""
+
+    timeout_s: float
+    memory_mb: int | None
+    cpu_s: int | None
+    env: Mapping[str, str] | None
+    max_output_bytes: int
+    max_file_mb: int
+    isolation: Isolation
+    channel_secret: bytes | None
+    max_processes: int | None
+    pass_fds: Mapping[str, int] | None
+
+
 def _owned_plan(
     files: Mapping[str, str],
     argv: Sequence[str],
-    args: tuple[float, int | None, int | None, Mapping[str, str] | None, int, int, bytes | None, int | None],
-    pass_fds: Mapping[str, int] | None,
-    isolation: Isolation,
+    *,
+    timeout_s: float = 10,
+    memory_mb: int | None = 512,
+    cpu_s: int | None = None,
+    env: Mapping[str, str] | None = None,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_file_mb: int = 16,
+    isolation: Isolation = "auto",
+    channel_secret: bytes | None = None,
+    max_processes: int | None = DEFAULT_MAX_PROCESSES,
+    pass_fds: Mapping[str, int] | None = None,
 ) -> _Plan:
-    """The checked plan with its backend; `pass_fds` are closed when the arguments are refused."""
-    timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes = args
+    """The checked plan of one run with its backend: the sandbox's options and their defaults, declared here once.
+
+    `pass_fds` are closed when the arguments are refused.
+    """
     try:
         plan = _validate(
             files,
@@ -358,19 +385,7 @@ def _close(fds: Iterable[int]) -> None:
 
 
 def run_sandboxed(
-    files: Mapping[str, str],
-    argv: Sequence[str],
-    *,
-    timeout_s: float = 10,
-    memory_mb: int | None = 512,
-    cpu_s: int | None = None,
-    env: Mapping[str, str] | None = None,
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    max_file_mb: int = 16,
-    isolation: Isolation = "auto",
-    channel_secret: bytes | None = None,
-    max_processes: int | None = DEFAULT_MAX_PROCESSES,
-    pass_fds: Mapping[str, int] | None = None,
+    files: Mapping[str, str], argv: Sequence[str], **options: Unpack[SandboxOptions]
 ) -> SandboxResult:
     """Write `files` into a fresh temp dir, run `argv` there isolated and under limits, and delete the dir.
 
@@ -378,21 +393,25 @@ def run_sandboxed(
         files: relative file name -> text content, written (UTF-8) before the run.
         argv: the command; `argv[0]` is looked up on a minimal `PATH` unless it is a path. Use
             `[sys.executable, "-I", "script.py"]` for Python.
-        timeout_s: wall-clock limit; on expiry the whole process tree is killed and `timed_out` is set. The call
-            returns within `timeout_s` plus well under a second.
-        memory_mb: address-space limit (`RLIMIT_AS`) in MiB; `None` for no limit.
-        cpu_s: CPU-time limit (`RLIMIT_CPU`); default: `int(timeout_s) + 2`.
-        env: extra environment variables on top of the minimal environment.
-        max_output_bytes: bytes of stdout and of stderr that are kept.
-        max_file_mb: largest file the child may write (`RLIMIT_FSIZE`).
-        isolation: `"auto"` (isolate when the OS allows it, else warn once), `"required"` (raise
-            `IsolationUnavailableError` when it cannot), `"off"`.
-        channel_secret: give the command a result channel (see the module docstring); its bytes are in
-            `SandboxResult.channel`.
-        max_processes: how many processes and threads the command may have at once (a pids cgroup where one
-            can be made, and `RLIMIT_NPROC` in the sandbox's user namespace); None for no limit.
-        pass_fds: descriptors to hand to the command, by name: `"{name}"` in `argv` becomes the number. The run
-            owns them: they are closed in this process once the command has started (or when it cannot start).
+        **options: `SandboxOptions`, each optional:
+            - `timeout_s`: wall-clock limit in seconds (default 10); on expiry the whole process tree is killed
+              and `timed_out` is set. The call returns within `timeout_s` plus well under a second.
+            - `memory_mb`: address-space limit (`RLIMIT_AS`) in MiB (default 512); `None` for no limit.
+            - `cpu_s`: CPU-time limit (`RLIMIT_CPU`); default: `int(timeout_s) + 2`.
+            - `env`: extra environment variables on top of the minimal environment.
+            - `max_output_bytes`: bytes of stdout and of stderr that are kept (default
+              `DEFAULT_MAX_OUTPUT_BYTES`).
+            - `max_file_mb`: largest file the child may write (`RLIMIT_FSIZE`; default 16).
+            - `isolation`: `"auto"` (the default: isolate when the OS allows it, else warn once), `"required"`
+              (raise `IsolationUnavailableError` when it cannot), `"off"`.
+            - `channel_secret`: give the command a result channel (see the module docstring); its bytes are in
+              `SandboxResult.channel`.
+            - `max_processes`: how many processes and threads the command may have at once (a pids cgroup where
+              one can be made, and `RLIMIT_NPROC` in the sandbox's user namespace; default
+              `DEFAULT_MAX_PROCESSES`); None for no limit.
+            - `pass_fds`: descriptors to hand to the command, by name: `"{name}"` in `argv` becomes the number.
+              The run owns them: they are closed in this process once the command has started (or when it
+              cannot start).
 
     Returns:
         A `SandboxResult`.
@@ -406,8 +425,7 @@ def run_sandboxed(
         >>> run_sandboxed({"main.py": "print(6 * 7)"}, [sys.executable, "-I", "main.py"]).stdout
         '42\\n'
     """
-    args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
-    return _run_plan(_owned_plan(files, argv, args, pass_fds, isolation))
+    return _run_plan(_owned_plan(files, argv, **options))
 
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -425,19 +443,7 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
 
 
 async def arun_sandboxed(
-    files: Mapping[str, str],
-    argv: Sequence[str],
-    *,
-    timeout_s: float = 10,
-    memory_mb: int | None = 512,
-    cpu_s: int | None = None,
-    env: Mapping[str, str] | None = None,
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    max_file_mb: int = 16,
-    isolation: Isolation = "auto",
-    channel_secret: bytes | None = None,
-    max_processes: int | None = DEFAULT_MAX_PROCESSES,
-    pass_fds: Mapping[str, int] | None = None,
+    files: Mapping[str, str], argv: Sequence[str], **options: Unpack[SandboxOptions]
 ) -> SandboxResult:
     """Async twin of `run_sandboxed` (same arguments and result); never blocks the event loop.
 
@@ -445,8 +451,7 @@ async def arun_sandboxed(
     machine nor starve the event loop's default executor); a run's timeout starts when it starts. If the awaiting
     task is cancelled, the process tree is killed and the temp dir removed before the cancellation propagates.
     """
-    args = (timeout_s, memory_mb, cpu_s, env, max_output_bytes, max_file_mb, channel_secret, max_processes)
-    (result,) = await _arun_plans(lambda: [_owned_plan(files, argv, args, pass_fds, isolation)])
+    (result,) = await _arun_plans(lambda: [_owned_plan(files, argv, **options)])
     return result
 
 
@@ -456,34 +461,15 @@ def _plans(runs: Sequence[Mapping[str, Any]]) -> list[_Plan]:
     plans: list[_Plan] = []
     try:
         for run in runs:
-            options = dict(run)
-            files, argv, isolation = (
-                options.pop("files"),
-                options.pop("argv"),
-                options.pop("isolation", "auto"),
-            )
-            pass_fds = options.pop("pass_fds", None)
-            args = tuple(options.pop(name, default) for name, default in _DEFAULTS)
-            if options:
-                raise ValueError(f"unknown sandbox options: {', '.join(sorted(options))}")
-            plans.append(_owned_plan(files, argv, args, pass_fds, isolation))  # type: ignore[arg-type]
+            unknown = set(run) - {"files", "argv", *SandboxOptions.__optional_keys__}
+            if unknown:
+                raise ValueError(f"unknown sandbox options: {', '.join(sorted(unknown))}")
+            plans.append(_owned_plan(**run))
     except BaseException:
         for run in runs:
             _close((run.get("pass_fds") or {}).values())
         raise
     return plans
-
-
-_DEFAULTS = (
-    ("timeout_s", 10),
-    ("memory_mb", 512),
-    ("cpu_s", None),
-    ("env", None),
-    ("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES),
-    ("max_file_mb", 16),
-    ("channel_secret", None),
-    ("max_processes", DEFAULT_MAX_PROCESSES),
-)
 
 
 def _run_plans(plans: Sequence[_Plan], cancel: threading.Event | None = None) -> list[SandboxResult]:
