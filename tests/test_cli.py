@@ -588,7 +588,7 @@ def test_run_with_tests_completes_the_stub_and_judges_it_by_the_tests_file(
     assert data["stop_reason"] == "accepted" and data["iterations"] == 2
     assert data["candidate"] == CLAMP + "    return max(low, min(x, high))\n"
     assert data["trajectory"][0]["critique"]["issues"] == [
-        "test_above failed: assert clamp(9, 0, 3) == 3 failed (clamp(9, 0, 3) was 9) (at test_solution.py:5)"
+        "test_above failed: `clamp(9, 0, 3)` returned 9, expected 3"
     ]
     # the code focus's defaults apply as in Python: one draft, then fresh drafts two at a time (3 calls, each
     # from the task alone: strategy resample); no critic model was called

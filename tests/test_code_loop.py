@@ -67,13 +67,11 @@ def test_buggy_draft_is_fixed_after_the_critique_names_the_failing_test() -> Non
     first, second = (r["critique"] for r in result["trajectory"])
     # round 1: the critic ran the tests and named the failing one, with the value it got
     assert first["is_acceptable"] is False and first["score"] == 5
-    assert first["issues"] == [
-        "test_add failed: assert add(2, 3) == 5 failed (add(2, 3) was 6) (at test_solution.py:5)"
-    ]
+    assert first["issues"] == ["test_add failed: `add(2, 3)` returned 6, expected 5"]
     assert first["findings"][0]["severity"] == "major" and first["severity"] == "major"
     # the reviser received the failing test's name and the observed value in its prompt
     revise_prompt = generator.prompts[1]
-    assert "test_add failed" in revise_prompt and "add(2, 3) was 6" in revise_prompt
+    assert "test_add failed" in revise_prompt and "`add(2, 3)` returned 6" in revise_prompt
     assert "return a * b" in revise_prompt, "the reviser saw the previous code"
     assert "Fix the failing tests" in revise_prompt, "the code focus prompt was used"
     # round 2: all tests pass

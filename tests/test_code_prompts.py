@@ -181,7 +181,7 @@ def test_the_code_loop_completes_the_stub_and_revises_with_the_failing_test(mode
     assert second["candidate"] == result["candidate"] == STUB + "    return max(low, min(x, high))\n"
     draft_prompt, revise_prompt = generator.prompts
     assert draft_prompt.rstrip().endswith(STUB.rstrip())
-    assert "clamp(5, 0, 3) was 5" in revise_prompt, "the reviser saw the failing test"
+    assert "`clamp(5, 0, 3)` returned 5" in revise_prompt, "the reviser saw the failing test"
     assert "    return x\n" in revise_prompt and revise_prompt.rstrip().endswith(STUB.rstrip())
 
 
@@ -245,7 +245,9 @@ def test_a_chat_template_model_gets_the_task_as_it_is_and_revises_in_the_convers
     assert [type(m) for m in revise] == [HumanMessage, AIMessage, HumanMessage]
     assert revise[0].content == draft[0].content, "the revision continues the draft's conversation"
     assert "return x" in str(revise[1].content) and "This returns x" not in str(revise[1].content)
-    assert "clamp(5, 0, 3) was 5" in str(revise[2].content), "the failing example and its error are fed back"
+    assert "`clamp(5, 0, 3)` returned 5" in str(revise[2].content), (
+        "the failing example and its error are fed back"
+    )
     assert result["candidate"].endswith("return max(low, min(x, high))\n")
     assert code_messages(STUB, None) == [HumanMessage(STUB)], "a completion-style model keeps the bare stub"
 

@@ -194,14 +194,14 @@ def test_code_graph_takes_the_users_task_tests_and_entry_point() -> None:
     assert out["code"] == CLAMP + "    return max(low, min(x, high))\n"  # the stub, completed
     first = out["trajectory"][0]["critique"]
     assert first["issues"] == [
-        "test_above failed: assert clamp(9, 0, 3) == 3 failed (clamp(9, 0, 3) was 9) (at test_solution.py:9)"
+        "test_above failed: `clamp(9, 0, 3)` returned 9, expected 3"
     ]  # judged by the user's tests, with the import of the entry point added
-    assert prompts[0].rstrip().endswith(CLAMP.rstrip()) and "clamp(9, 0, 3) was 9" in prompts[1]
+    assert prompts[0].rstrip().endswith(CLAMP.rstrip()) and "`clamp(9, 0, 3)` returned 9" in prompts[1]
     # without tests, the docstring's examples are the tests
     prompts.clear()
     out = graph.invoke({"task": CLAMP})
     assert out["trajectory"][0]["critique"]["issues"] == [
-        "test_example_1 failed: assert clamp(5, 0, 3) == 3 failed (clamp(5, 0, 3) was 5) (at test_solution.py:5)"
+        "test_example_1 failed: `clamp(5, 0, 3)` returned 5, expected 3"
     ]
 
 

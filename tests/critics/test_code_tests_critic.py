@@ -246,11 +246,14 @@ def test_code_critic_names_each_failing_test_with_its_values() -> None:
     failing = {f.message.split(" ")[0]: f for f in result.findings}
     assert set(failing) == {"test_add", "test_add_negative"}
     assert all(f.severity == "major" and f.source == "tests" for f in failing.values())
-    assert "assert add(2, 2) == 4 failed (add(2, 2) was 0)" in failing["test_add"].message
-    assert "add(-1, 1) was -2" in failing["test_add_negative"].message
+    assert failing["test_add"].message == "test_add failed: `add(2, 2)` returned 0, expected 4"
+    assert "`add(-1, 1)` returned -2, expected 0" in failing["test_add_negative"].message
     assert "test_fib" not in " ".join(result.issues)
     assert result.issues == [f.message for f in result.findings]
-    assert any("test_add passes" in s for s in result.suggestions)
+    assert result.suggestions == [
+        "Make `add(2, 2)` return 4 (it returns 0).",
+        "Make `add(-1, 1)` return 0 (it returns -2).",
+    ]
     assert "Failing: test_add, test_add_negative" in result.feedback
 
 
@@ -258,8 +261,13 @@ def test_code_critic_reports_exception_and_where_it_was_raised() -> None:
     code = GOOD.replace("    a, b = 0, 1\n", "    a, b = 0, 1\n    n = n / 0\n")
     result = CodeTestCritic(TESTS).critique(request(code))
     (finding,) = result.findings
-    assert finding.message.startswith("test_fib failed: ZeroDivisionError: division by zero")
-    assert "raised in solution.py:7" in finding.message and "n = n / 0" in finding.message
+    assert finding.message == (
+        "test_fib failed: `fib(10)` raised ZeroDivisionError: division by zero, expected 55 "
+        "(raised in solution.py:7 `n = n / 0`)"
+    )
+    assert result.suggestions == [
+        "Make `fib(10)` return 55 instead of raising ZeroDivisionError: division by zero."
+    ]
     assert result.score == pytest.approx(20 / 3, abs=0.01)
 
 
@@ -319,7 +327,7 @@ def test_generated_code_never_runs_in_this_process() -> None:
     tests = f"from solution import where\n\ndef test_pid():\n    assert where() == {os.getpid()}\n"
     result = CodeTestCritic(tests).critique(request("import os\n\ndef where():\n    return os.getpid()\n"))
     assert not result.is_acceptable
-    assert "where() was" in result.issues[0] and f"was {os.getpid()})" not in result.issues[0]
+    assert "`where()` returned" in result.issues[0] and f"returned {os.getpid()}," not in result.issues[0]
 
 
 def test_code_critic_runs_plain_assert_styles_without_pytest() -> None:
@@ -336,9 +344,9 @@ def test_code_critic_runs_plain_assert_styles_without_pytest() -> None:
     result = CodeTestCritic(tests).critique(request(code))
     by_test = {f.message.split(" ")[0]: f.message for f in result.findings}
     assert set(by_test) == {"test_truthy", "test_negated", "test_message", "test_with_fixture"}
-    assert "assert is_even(3) failed (is_even(3) was False)" in by_test["test_truthy"]
-    assert "assert not is_even(4) failed (is_even(4) was True)" in by_test["test_negated"]
-    assert "AssertionError: custom message" in by_test["test_message"]
+    assert "`is_even(3)` returned False, expected a true value" in by_test["test_truthy"]
+    assert "`is_even(4)` returned True, expected a false value" in by_test["test_negated"]
+    assert "`double(2)` returned 4, expected 5 (the test says: custom message)" in by_test["test_message"]
     assert "must take no arguments" in by_test["test_with_fixture"]
     assert result.score == pytest.approx(10 * 1 / 5)  # only test_async passes
 
@@ -460,10 +468,7 @@ def test_humaneval_check_with_an_entry_point_is_judged_outside() -> None:
     assert good.is_acceptable and good.score == 10 and good.verdict_source == "outside"
     bad = critic.critique(request(RUNNING_MAX.replace("max(x, out[-1])", "x")))
     assert not bad.is_acceptable and bad.score == 0
-    assert (
-        "check failed: assert candidate([1, 3, 2]) == [1, 3, 3] failed (candidate([1, 3, 2]) was [1, 3, 2],"
-        in bad.issues[0]
-    )
+    assert bad.issues[0] == "check failed: `candidate([1, 3, 2])` returned [1, 3, 2], expected [1, 3, 3]"
     missing = critic.critique(request("def other(xs):\n    return xs\n"))
     assert not missing.is_acceptable and "no function named 'running_max'" in missing.issues[0]
 
@@ -558,3 +563,185 @@ async def test_more_concurrent_critiques_than_pool_workers_all_finish() -> None:
     count = _executor()._max_workers + 3
     results = await asyncio.gather(*(critic.acritique(request(GOOD)) for _ in range(count)))
     assert [r.is_acceptable for r in results] == [True] * count
+
+
+# -- feedback the model can act on: the call, the value it returned and the one expected -------------------------
+
+COMPARING = """\
+from solution import scale, pick, letters, boom
+
+
+def test_eq():
+    assert scale(3, 5) == 15
+
+
+def test_ne():
+    assert scale(1, 1) != 2
+
+
+def test_in():
+    assert pick() in ('a', 'b')
+
+
+def test_contains():
+    assert 'z' in letters()
+
+
+def test_less():
+    assert 10 > scale(10, 20)
+
+
+def test_loop():
+    for x in range(3):
+        assert scale(x, 2) == 2 * x + 1, "odd numbers"
+
+
+def test_raises():
+    assert boom(0) == 1
+
+
+def test_pass():
+    assert scale(1, 2) == 3, "adds"
+"""
+
+COMPARED = (
+    "def scale(a, b):\n    return a + b\n\n\ndef pick():\n    return 'c'\n\n\n"
+    "def letters():\n    return ['x']\n\n\ndef boom(n):\n    return 1 / n\n"
+)
+
+
+def test_a_failing_check_names_the_call_the_value_it_returned_and_the_one_expected() -> None:
+    result = CodeTestCritic(COMPARING).critique(request(COMPARED))
+    assert result.score == pytest.approx(10 / 8)  # test_pass still passes
+    by_test = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert by_test == {
+        "test_eq": "test_eq failed: `scale(3, 5)` returned 8, expected 15",
+        "test_ne": "test_ne failed: `scale(1, 1)` returned 2, expected anything but 2",
+        "test_in": "test_in failed: `pick()` returned 'c', expected one of ('a', 'b')",
+        "test_contains": "test_contains failed: `letters()` returned ['x'], expected a value that contains 'z'",
+        "test_less": "test_less failed: `scale(10, 20)` returned 30, expected a value less than 10",
+        "test_loop": "test_loop failed: `scale(x, 2)` (with x = 0) returned 2, expected 1 (the test says: odd numbers)",
+        "test_raises": "test_raises failed: `boom(0)` raised ZeroDivisionError: division by zero, expected 1 "
+        "(raised in solution.py:14 `return 1 / n`)",
+    }
+    assert result.suggestions == [
+        "Make `scale(3, 5)` return 15 (it returns 8).",
+        "Make `scale(1, 1)` return anything but 2 (it returns 2).",
+        "Make `pick()` return one of ('a', 'b') (it returns 'c').",
+        "Make `letters()` return a value that contains 'z' (it returns ['x']).",
+        "Make `scale(10, 20)` return a value less than 10 (it returns 30).",
+        "Make `scale(x, 2)` (with x = 0) return 1 (it returns 2).",
+        "Make `boom(0)` return 1 instead of raising ZeroDivisionError: division by zero.",
+    ]
+
+
+def test_an_exception_outside_an_assert_names_the_call_and_its_last_line() -> None:
+    tests = (
+        "from solution import parse\n\n\ndef test_parse():\n    value = parse('x')\n    assert value == 1\n"
+    )
+    code = "def parse(text):\n    raise ValueError('first line\\nbad input: ' + text)\n"
+    result = CodeTestCritic(tests).critique(request(code))
+    assert result.issues == [
+        "test_parse failed: `parse('x')` raised ValueError: bad input: x "
+        "(raised in solution.py:2 `raise ValueError('first line\\nbad input: ' + text)`)"
+    ]
+    assert result.suggestions == ["Make `parse('x')` run without raising ValueError: bad input: x."]
+
+
+HOSTILE = """\
+class Raising:
+    def __repr__(self):
+        raise RuntimeError('no repr')
+
+
+class Hanging:
+    def __repr__(self):
+        while True:
+            pass
+
+
+class Huge:
+    def __repr__(self):
+        return 'x' * (10 * 1024 * 1024)
+
+
+def raising():
+    return Raising()
+
+
+def hanging():
+    return Hanging()
+
+
+def huge_repr():
+    return Huge()
+
+
+def huge_list():
+    return list(range(10**6))
+"""
+
+HOSTILE_TESTS = """\
+import solution
+
+
+def test_raising():
+    assert solution.raising() == 1
+
+
+def test_hanging():
+    assert solution.hanging() == 1
+
+
+def test_huge_repr():
+    assert solution.huge_repr() == 1
+
+
+def test_huge_list():
+    assert solution.huge_list() == [1]
+
+
+def test_pass():
+    assert solution.huge_list()[-1] == 999_999
+"""
+
+
+def test_a_hostile_or_huge_value_is_shown_bounded_and_the_verdict_stands() -> None:
+    """The candidate's objects are in this run's process (`import solution`): a repr that raises, never ends or
+    returns 10 MB, and a list of a million items, each give a bounded message and a failing test, not a timeout."""
+    critic = CodeTestCritic(HOSTILE_TESTS, timeout_s=20)
+    assert critic.verdict_source == "in-process"
+    result = critic.critique(request(HOSTILE))
+    assert not result.is_acceptable and result.score == pytest.approx(10 / 5), result.issues
+    assert not any("timed out" in issue for issue in result.issues)
+    by_test = {f.message.split(" ")[0]: f.message for f in result.findings}
+    assert set(by_test) == {"test_raising", "test_hanging", "test_huge_repr", "test_huge_list"}, result.issues
+    assert by_test["test_raising"].startswith("test_raising failed: `solution.raising()` returned <Raising")
+    assert by_test["test_hanging"] == (
+        "test_hanging failed: `solution.hanging()` returned <a Hanging whose repr took too long>, expected 1"
+    )
+    huge = by_test["test_huge_repr"]
+    assert "returned xxx" in huge and huge.endswith("xxx, expected 1") and "x" * 200 not in huge
+    assert by_test["test_huge_list"] == (
+        "test_huge_list failed: `solution.huge_list()` returned [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, ...], "
+        "expected [1]"
+    )
+    assert all(len(message) < 400 for message in result.issues + result.suggestions)
+
+
+def test_humaneval_checks_and_docstring_examples_get_the_call_and_values() -> None:
+    from reflection_graph.loop._code import docstring_tests
+
+    stub = 'def add(a, b):\n    """Add.\n\n    >>> add(2, 3)\n    5\n    >>> repr(add("a", "b"))\n    "\'ab\'"\n    """\n'
+    wrong = stub + "    return a * b if isinstance(a, int) else b + a\n"
+    visible = CodeTestCritic(docstring_tests(stub)).critique(request(wrong))
+    assert visible.issues == [
+        "test_example_1 failed: `add(2, 3)` returned 6, expected 5",
+        "test_example_2 failed: `add(\"a\", \"b\")` returned 'ba', expected 'ab'",
+    ]
+    assert visible.suggestions[0] == "Make `add(2, 3)` return 5 (it returns 6)."
+    check = "def check(candidate):\n    assert True, 'first'\n    assert candidate(2, 3) == 5, 'This prints if this assert fails 1'\n"
+    hidden = CodeTestCritic(check, entry_point="add").critique(request(wrong))
+    assert hidden.issues == [
+        "check failed: `candidate(2, 3)` returned 6, expected 5 (the test says: This prints if this assert fails 1)"
+    ]

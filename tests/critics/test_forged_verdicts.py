@@ -128,7 +128,7 @@ def test_answering_in_advance_passes_only_where_the_answer_is_right() -> None:
     """Owning the answers pipe lets the candidate choose values, nothing more: 4 is right for add(2, 2) only."""
     critique = judge("answers-in-advance", TESTS, "required" if _isolated() else "off")
     assert critique.score == 5 and critique.verdict_source == "outside"
-    assert any("add(0, 5) was 4" in issue for issue in critique.issues), critique.issues
+    assert any("`add(0, 5)` returned 4" in issue for issue in critique.issues), critique.issues
 
 
 @pytest.mark.parametrize("attack", ["gc-signer", "calls-the-emit-function"])
