@@ -23,14 +23,13 @@ import importlib
 import inspect
 import random
 import re
-import string
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from reflection_graph.critics._instruction_details import DETAILS
 from reflection_graph.critics.base import CritiqueRequest, InlineCritic
 from reflection_graph.critique import Critique, Finding
 from reflection_graph.settings import frozen, thawed
@@ -254,96 +253,6 @@ def _check_arguments(iid: str, args: Mapping[str, Any], checker: Any) -> None:
             )
 
 
-def _number(value: Any) -> str:
-    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
-def _times(count: int) -> str:
-    return "once" if count == 1 else f"{count} times"
-
-
-# A precise measure for the messages of common instructions: the same count the checker makes, said in words.
-# The verdict is always the checker's; these only explain a failure.
-def _keywords_multiple(text: str, args: Mapping[str, Any]) -> str:
-    parts = []
-    for slot, wanted in zip(
-        ("keyword1", "keyword2", "keyword3", "keyword4", "keyword5"), (1, 2, 3, 5, 7), strict=True
-    ):
-        word = str(args.get(slot) or "")
-        found = text.lower().count(word.lower())
-        if word and found != wanted:
-            parts.append(f"the word {word!r} must appear {_times(wanted)}; it appears {found}")
-    return "; ".join(parts)
-
-
-def _count_words(text: str) -> int:
-    util = importlib.import_module("if_verifiable.ifeval.instructions_util")
-    return int(util.count_words(text))
-
-
-def _word_count_range(text: str, args: Mapping[str, Any]) -> str:
-    low, high = _number(args.get("min_words")), _number(args.get("max_words"))
-    return f"the answer must have between {low} and {high} words; it has {_count_words(text)}"
-
-
-def _number_words(text: str, args: Mapping[str, Any]) -> str:
-    return f"the answer must have {args.get('relation')} {_number(args.get('num_words'))} words; it has {_count_words(text)}"
-
-
-def _unique_words(text: str, args: Mapping[str, Any]) -> str:
-    unique = {w.strip(string.punctuation + " ") for w in text.lower().split()}
-    return f"the answer must use at least {_number(args.get('N'))} different words; it uses {len(unique)}"
-
-
-def _repeats(text: str, args: Mapping[str, Any]) -> str:
-    words = Counter(text.lower().translate(str.maketrans("", "", string.punctuation)).split())
-    limit = float(args.get("small_n") or 0)
-    over = [f"{w!r} ({n} times)" for w, n in words.most_common() if n > limit][:5]
-    return f"no word may appear more than {_number(args.get('small_n'))} times; repeated more: " + ", ".join(
-        over
-    )
-
-
-def _keyword_frequency(text: str, args: Mapping[str, Any]) -> str:
-    word = str(args.get("keyword"))
-    found = len(re.findall(word, text, flags=re.IGNORECASE))
-    return f"the word {word!r} must appear {args.get('relation')} {_number(args.get('frequency'))} times; it appears {found}"
-
-
-def _keywords_existence(text: str, args: Mapping[str, Any]) -> str:
-    missing = [k for k in args.get("keywords") or [] if not re.search(k, text, flags=re.IGNORECASE)]
-    return "missing keywords: " + ", ".join(repr(k) for k in missing)
-
-
-def _forbidden_words(text: str, args: Mapping[str, Any]) -> str:
-    used = [
-        w
-        for w in args.get("forbidden_words") or []
-        if re.search(r"\b" + w + r"\b", text, flags=re.IGNORECASE)
-    ]
-    return "uses forbidden words: " + ", ".join(repr(w) for w in used)
-
-
-def _bullets(text: str, args: Mapping[str, Any]) -> str:
-    found = len(re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)) + len(
-        re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
-    )
-    return f"the answer must have exactly {_number(args.get('num_bullets'))} bullet points; it has {found}"
-
-
-_DETAILS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
-    "count:keywords_multiple": _keywords_multiple,
-    "count:unique_word_count": _unique_words,
-    "count:word_count_range": _word_count_range,
-    "detectable_format:number_bullet_lists": _bullets,
-    "keywords:existence": _keywords_existence,
-    "keywords:forbidden_words": _forbidden_words,
-    "keywords:frequency": _keyword_frequency,
-    "length_constraints:number_words": _number_words,
-    "words:repeats": _repeats,
-}
-
-
 class InstructionCritic(InlineCritic):
     """Judge a candidate against verifiable instructions with IFEval's and IFBench's own checkers.
 
@@ -466,7 +375,7 @@ class InstructionCritic(InlineCritic):
 
     def _message(self, index: int, checker: Any, text: str) -> str:
         iid = self.instruction_id_list[index]
-        detail = _DETAILS.get(iid)
+        detail = DETAILS.get(iid)
         if detail is not None:
             try:
                 measured = detail(text, checker.get_instruction_args() or {})
