@@ -1,8 +1,10 @@
 """How an answer misses an instruction, measured the way the instruction's checker measures it.
 
-`DETAILS` maps an instruction id to a function of the answer and the checker's arguments that says, in words, what
-the answer has instead of what the instruction asks ("the word 'whisper' must appear 3 times; it appears 1"). The
-verdict is always the checker's (`InstructionCritic`); these only explain a failure.
+`DETAILS` maps an instruction id to a function of the answer and the checker's arguments. It returns a `Miss`: what
+the answer has instead of what the instruction asks ("the word 'whisper' must appear 3 times; it appears 1"), and
+the concrete change that would meet it ("Use the word 'whisper' 2 more times"). The verdict is always the checker's
+(`InstructionCritic`); these only explain a failure, with the checker's own counting rules (its tokenizer, sentence
+splitter and word lists).
 """
 
 from __future__ import annotations
@@ -12,9 +14,22 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["DETAILS"]
+__all__ = ["DETAILS", "Miss"]
+
+
+class Miss(NamedTuple):
+    """How an answer misses one instruction."""
+
+    found: str
+    """What the instruction asks and what the answer has instead."""
+    change: str = ""
+    """The change that meets it, as an imperative sentence ("" when no single change can be named)."""
+
+
+_PUNCTUATION = "".join(string.punctuation)
+_SHOWN = 60
 
 
 def _number(value: Any) -> str:
@@ -25,8 +40,42 @@ def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
 
 
-def _keywords_multiple(text: str, args: Mapping[str, Any]) -> str:
-    parts = []
+def _quote(text: str, limit: int = _SHOWN) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _listed(items: list[str], limit: int = 8) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _ifbench_util() -> Any:
+    return importlib.import_module("if_verifiable.ifbench.instructions_util")
+
+
+def _count_words(text: str) -> int:
+    return int(_ifbench_util().count_words(text))
+
+
+def _sentences(text: str) -> list[str]:
+    return list(_ifbench_util().split_into_sentences(text))
+
+
+def _some(count: int, noun: str) -> str:
+    """`count` and the noun, plural unless the count is 1 ("1 number", "2 numbers")."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _more_or_fewer(have: int, want: int, noun: str) -> str:
+    return _some(want - have, f"more {noun}") if have < want else _some(have - want, f"fewer {noun}")
+
+
+# -- the instructions that name counts ---------------------------------------------------------------------------
+
+
+def _keywords_multiple(text: str, args: Mapping[str, Any]) -> Miss:
+    parts, changes = [], []
     for slot, wanted in zip(
         ("keyword1", "keyword2", "keyword3", "keyword4", "keyword5"), (1, 2, 3, 5, 7), strict=True
     ):
@@ -34,72 +83,301 @@ def _keywords_multiple(text: str, args: Mapping[str, Any]) -> str:
         found = text.lower().count(word.lower())
         if word and found != wanted:
             parts.append(f"the word {word!r} must appear {_times(wanted)}; it appears {found}")
-    return "; ".join(parts)
+            changes.append(f"{word!r} exactly {_times(wanted)} (now {found})")
+    return Miss("; ".join(parts), "Use " + ", ".join(changes) + "." if changes else "")
 
 
-def _count_words(text: str) -> int:
-    util = importlib.import_module("if_verifiable.ifeval.instructions_util")
-    return int(util.count_words(text))
+def _word_count_range(text: str, args: Mapping[str, Any]) -> Miss:
+    low, high, have = args.get("min_words"), args.get("max_words"), _count_words(text)
+    found = f"the answer must have between {_number(low)} and {_number(high)} words; it has {have}"
+    if high is not None and have > float(high):
+        return Miss(found, f"Cut the answer to at most {_number(high)} words (it has {have}).")
+    if low is not None and have < float(low):
+        return Miss(found, f"Lengthen the answer to at least {_number(low)} words (it has {have}).")
+    return Miss(found)
 
 
-def _word_count_range(text: str, args: Mapping[str, Any]) -> str:
-    low, high = _number(args.get("min_words")), _number(args.get("max_words"))
-    return f"the answer must have between {low} and {high} words; it has {_count_words(text)}"
+def _number_words(text: str, args: Mapping[str, Any]) -> Miss:
+    relation, count = args.get("relation"), _number(args.get("num_words"))
+    have = _count_words(text)
+    found = f"the answer must have {relation} {count} words; it has {have}"
+    change = f"Cut the answer to fewer than {count} words" if relation == "less than" else ""
+    change = f"Lengthen the answer to at least {count} words" if relation == "at least" else change
+    return Miss(found, f"{change} (it has {have})." if change else "")
 
 
-def _number_words(text: str, args: Mapping[str, Any]) -> str:
-    return f"the answer must have {args.get('relation')} {_number(args.get('num_words'))} words; it has {_count_words(text)}"
-
-
-def _unique_words(text: str, args: Mapping[str, Any]) -> str:
-    unique = {w.strip(string.punctuation + " ") for w in text.lower().split()}
-    return f"the answer must use at least {_number(args.get('N'))} different words; it uses {len(unique)}"
-
-
-def _repeats(text: str, args: Mapping[str, Any]) -> str:
-    words = Counter(text.lower().translate(str.maketrans("", "", string.punctuation)).split())
-    limit = float(args.get("small_n") or 0)
-    over = [f"{w!r} ({n} times)" for w, n in words.most_common() if n > limit][:5]
-    return f"no word may appear more than {_number(args.get('small_n'))} times; repeated more: " + ", ".join(
-        over
+def _unique_words(text: str, args: Mapping[str, Any]) -> Miss:
+    unique = {w.strip(_PUNCTUATION + " ") for w in text.lower().split()}
+    want = _number(args.get("N"))
+    return Miss(
+        f"the answer must use at least {want} different words; it uses {len(unique)}",
+        f"Use at least {want} different words (it uses {len(unique)}): vary the wording, repeat fewer words.",
     )
 
 
-def _keyword_frequency(text: str, args: Mapping[str, Any]) -> str:
+def _repeats(text: str, args: Mapping[str, Any]) -> Miss:
+    words = Counter(text.lower().translate(str.maketrans("", "", string.punctuation)).split())
+    limit = float(args.get("small_n") or 0)
+    over = [f"{w!r} ({n} times)" for w, n in words.most_common() if n > limit][:5]
+    most = _number(args.get("small_n"))
+    return Miss(
+        f"no word may appear more than {most} times; repeated more: " + ", ".join(over),
+        f"Use each of these words at most {most} times, with synonyms for the rest: " + ", ".join(over) + ".",
+    )
+
+
+def _keyword_frequency(text: str, args: Mapping[str, Any]) -> Miss:
     word = str(args.get("keyword"))
     found = len(re.findall(word, text, flags=re.IGNORECASE))
-    return f"the word {word!r} must appear {args.get('relation')} {_number(args.get('frequency'))} times; it appears {found}"
+    return Miss(
+        f"the word {word!r} must appear {args.get('relation')} {_number(args.get('frequency'))} times; "
+        f"it appears {found}"
+    )
 
 
-def _keywords_existence(text: str, args: Mapping[str, Any]) -> str:
+def _keywords_existence(text: str, args: Mapping[str, Any]) -> Miss:
     missing = [k for k in args.get("keywords") or [] if not re.search(k, text, flags=re.IGNORECASE)]
-    return "missing keywords: " + ", ".join(repr(k) for k in missing)
+    shown = ", ".join(repr(k) for k in missing)
+    return Miss("missing keywords: " + shown, f"Include the keywords {shown}." if missing else "")
 
 
-def _forbidden_words(text: str, args: Mapping[str, Any]) -> str:
+def _forbidden_words(text: str, args: Mapping[str, Any]) -> Miss:
     used = [
         w
         for w in args.get("forbidden_words") or []
         if re.search(r"\b" + w + r"\b", text, flags=re.IGNORECASE)
     ]
-    return "uses forbidden words: " + ", ".join(repr(w) for w in used)
+    shown = ", ".join(repr(w) for w in used)
+    return Miss("uses forbidden words: " + shown, f"Remove every use of {shown}." if used else "")
 
 
-def _bullets(text: str, args: Mapping[str, Any]) -> str:
+def _bullets(text: str, args: Mapping[str, Any]) -> Miss:
     found = len(re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)) + len(
         re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
     )
-    return f"the answer must have exactly {_number(args.get('num_bullets'))} bullet points; it has {found}"
+    want = _number(args.get("num_bullets"))
+    return Miss(
+        f"the answer must have exactly {want} bullet points; it has {found}",
+        f"Write exactly {want} bullet points (it has {found}).",
+    )
 
 
-DETAILS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
+_CONJUNCTIONS = ("and", "but", "for", "nor", "or", "so", "yet")
+
+
+def _conjunctions(text: str, args: Mapping[str, Any]) -> Miss:
+    """Distinct words that are coordinating conjunctions once stripped, as the checker counts them (as written)."""
+    used = {w for w in text.split() if w.strip(_PUNCTUATION + " ").lower() in _CONJUNCTIONS}
+    seen = {w.strip(_PUNCTUATION + " ").lower() for w in used}
+    missing = [c for c in _CONJUNCTIONS if c not in seen]
+    want = int(float(args.get("small_n") or 0))
+    return Miss(
+        f"the answer must use at least {want} different coordinating conjunctions; it uses {len(used)}"
+        + (f" (not used: {', '.join(missing)})" if missing else ""),
+        f"Use {_some(want - len(used), 'more coordinating conjunction')}, different from those used, such as "
+        f"{' or '.join(missing[: max(want - len(used), 1)])}.",
+    )
+
+
+def _numbers(text: str, args: Mapping[str, Any]) -> Miss:
+    found = re.findall(r"\d+", text.translate(str.maketrans("", "", string.punctuation)))
+    want = int(float(args.get("N") or 0))
+    return Miss(
+        f"the answer must include exactly {want} numbers; it has {len(found)}"
+        + (f" ({_listed(found)})" if found else ""),
+        f"Write exactly {_some(want, 'number')} ({_more_or_fewer(len(found), want, 'number')}; digits "
+        "separated by punctuation count as one number).",
+    )
+
+
+def _person_names_listed() -> list[str]:
+    """The names of the checker's list, read from its own description."""
+    checker = importlib.import_module("if_verifiable.ifbench.instructions").PersonNameCountChecker(
+        "count:person_names"
+    )
+    listed = checker.build_description(N=1).split("person names:", 1)[1]
+    return [name.strip(" .") for name in listed.split(",") if name.strip(" .")]
+
+
+def _person_names(text: str, args: Mapping[str, Any]) -> Miss:
+    names = _person_names_listed()
+    named = [name for name in names if name in text]
+    unused = [name for name in names if name not in text]
+    want = int(float(args.get("N") or 0))
+    return Miss(
+        f"the answer must mention at least {want} different names from the instruction's list; it mentions "
+        f"{len(named)}" + (f" ({_listed(named)})" if named else ""),
+        f"Mention {_some(want - len(named), 'more name')} from the list, such as "
+        f"{', '.join(unused[: max(want - len(named), 3)])}.",
+    )
+
+
+_PRONOUNS = frozenset(
+    "i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his himself she her "
+    "hers herself it its itself they them their theirs themselves".split()
+)
+
+
+def _pronouns(text: str, args: Mapping[str, Any]) -> Miss:
+    words = text.replace("/", " ").lower().translate(str.maketrans("", "", string.punctuation)).split()
+    have = sum(1 for word in words if word in _PRONOUNS)
+    want = int(float(args.get("N") or 0))
+    return Miss(
+        f"the answer must include at least {want} pronouns; it has {have}",
+        f"Use {_some(want - have, 'more pronoun')} (I, you, it, we, they, ...) in place of repeated nouns.",
+    )
+
+
+def _japanese_words(text: str, args: Mapping[str, Any]) -> Miss:
+    every = int(float(args.get("N") or 1))
+    japanese = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+    wrong = []
+    for position, word in enumerate(text.split(), start=1):
+        word = word.strip(_PUNCTUATION + " ")
+        if position % every == 0 and word and not word.isdigit() and not japanese.search(word):
+            wrong.append(f"word {position} {word!r}")
+    return Miss(
+        f"every word at a position divisible by {every} must be Japanese; not Japanese: {_listed(wrong, 5)}",
+        f"Write every word at a position divisible by {every} (word {every}, {2 * every}, {3 * every}, ...) in "
+        f"Japanese; {_listed(wrong, 3)} {'is' if len(wrong) == 1 else 'are'} not.",
+    )
+
+
+def _punctuation(text: str, args: Mapping[str, Any]) -> Miss:
+    bang = "!?" in text or "?!" in text or "‽" in text
+    rest = text.replace("?!", "", 1)
+    if len(rest) == len(text):
+        rest = text.replace("!?", "", 1)
+    missing = [mark for mark in (".", ",", "!", "?", ";", ":") if mark not in rest]
+    named = [repr(mark) for mark in missing] + ([] if bang else ["the interrobang '?!'"])
+    return Miss(
+        "the answer must use each of . , ! ? ; : and the interrobang (?!); missing: " + ", ".join(named),
+        "Add " + ", ".join(named) + " (the interrobang does not count as its own ! and ?).",
+    )
+
+
+def _list_marker(text: str, args: Mapping[str, Any]) -> Miss:
+    sep = str(args.get("sep"))
+    found = len(re.findall(re.escape(sep), text))
+    return Miss(
+        f"the list marker {sep!r} must appear at least twice; it appears {_times(found) if found else '0 times'}",
+        f"Start each list item with {sep!r}, for at least two items.",
+    )
+
+
+def _options(text: str, args: Mapping[str, Any]) -> Miss:
+    options = str(args.get("options"))
+    words = len(text.split())
+    return Miss(
+        f"the answer must be exactly one of the options {options} and nothing else; it is {words} words long: "
+        f"{_quote(text)}",
+        f"Answer with exactly one of {options}, with no other words (the answer has {words}).",
+    )
+
+
+def _overlap(text: str, args: Mapping[str, Any]) -> Miss:
+    nltk = importlib.import_module("nltk")
+    reference = str(args.get("reference_text"))
+    mine = set(nltk.ngrams(text, 3))
+    theirs = set(nltk.ngrams(reference, 3))
+    share = 100 * len(mine & theirs) / len(mine) if mine else 0.0
+    want = float(args.get("percentage") or 0)
+    direction = "more" if share < want else "less"
+    return Miss(
+        f"the share of the answer's character trigrams found in the reference text must be "
+        f"{_number(want)}% (±2); it is {share:.1f}%",
+        f"Reuse {direction} of the reference text's exact wording, to bring the overlap from {share:.1f}% to "
+        f"between {_number(want - 2)}% and {_number(want + 2)}%.",
+    )
+
+
+def _first_difference(have: list[str], want: list[str], offset: int = 0) -> str:
+    """Where two word lists first differ, in words (positions counted from 1 + `offset`)."""
+    for index, (mine, theirs) in enumerate(zip(have, want, strict=False)):
+        if mine != theirs:
+            return f"word {index + 1 + offset} is {mine!r}, not {theirs!r}"
+    if len(have) < len(want):
+        return f"it stops after word {len(have) + offset}, before {' '.join(want[len(have) :])[:_SHOWN]!r}"
+    return f"it goes on after word {len(want) + offset} with {' '.join(have[len(want) :])[:_SHOWN]!r}"
+
+
+def _repeat_change(text: str, args: Mapping[str, Any]) -> Miss:
+    request = str(args.get("prompt_to_repeat"))
+    change = "Repeat the request word for word, with only its first word changed, and write nothing else."
+    if text == request:
+        return Miss("the answer repeats the request unchanged; its first word must be different", change)
+    return Miss(
+        "after its first word the answer must repeat the request word for word; "
+        + _first_difference(text.split()[1:], request.split()[1:], offset=1),
+        change,
+    )
+
+
+def _repeat_span(text: str, args: Mapping[str, Any]) -> Miss:
+    words = str(args.get("prompt_to_repeat")).strip().split()
+    span = words[int(float(args.get("n_start") or 0)) : int(float(args.get("n_end") or 0))]
+    have = text.strip().lower().split()
+    return Miss(
+        f"the answer must be exactly the span {_quote(' '.join(span), 120)} ({len(span)} words) and nothing "
+        f"else; {_first_difference(have, [w.lower() for w in span])}",
+        f"Answer with exactly these words and nothing else: {' '.join(span)!r}.",
+    )
+
+
+def _increment(text: str, args: Mapping[str, Any]) -> Miss:
+    step = int(float(args.get("small_n") or 0))
+    counts = [
+        len([w for w in s.translate(str.maketrans("", "", string.punctuation)).strip().split() if w])
+        for s in _sentences(text)
+    ]
+    shown = ", ".join(str(c) for c in counts[:12]) + (", ..." if len(counts) > 12 else "")
+    for index in range(1, len(counts)):
+        if counts[index] != counts[index - 1] + step:
+            want = counts[index - 1] + step
+            return Miss(
+                f"each sentence must have exactly {step} more words than the one before; the sentences have "
+                f"{shown} words (sentence {index + 1} has {counts[index]}, not {want})",
+                f"Make sentence {index + 1} exactly {want} words long (it has {counts[index]}), and each later "
+                f"sentence {step} words longer than the one before it.",
+            )
+    return Miss(f"each sentence must have exactly {step} more words than the one before; they have {shown}")
+
+
+def _sentence_keyword(text: str, args: Mapping[str, Any]) -> Miss:
+    word, position = str(args.get("word")), int(float(args.get("N") or 1))
+    sentences = _sentences(text)
+    change = f"Put the word {word!r} in sentence {position}."
+    if len(sentences) < position:
+        return Miss(
+            f"sentence {position} must contain {word!r}; the answer has only {len(sentences)} sentences",
+            change,
+        )
+    return Miss(
+        f"sentence {position} must contain {word!r}; it does not: {_quote(sentences[position - 1])}", change
+    )
+
+
+DETAILS: dict[str, Callable[[str, Mapping[str, Any]], Miss]] = {
+    "count:conjunctions": _conjunctions,
     "count:keywords_multiple": _keywords_multiple,
+    "count:numbers": _numbers,
+    "count:person_names": _person_names,
+    "count:pronouns": _pronouns,
+    "count:punctuation": _punctuation,
     "count:unique_word_count": _unique_words,
     "count:word_count_range": _word_count_range,
+    "count:words_japanese": _japanese_words,
     "detectable_format:number_bullet_lists": _bullets,
+    "format:list": _list_marker,
+    "format:options": _options,
     "keywords:existence": _keywords_existence,
     "keywords:forbidden_words": _forbidden_words,
     "keywords:frequency": _keyword_frequency,
     "length_constraints:number_words": _number_words,
+    "ratio:overlap": _overlap,
+    "repeat:repeat_change": _repeat_change,
+    "repeat:repeat_span": _repeat_span,
+    "sentence:increment": _increment,
+    "sentence:keyword": _sentence_keyword,
     "words:repeats": _repeats,
 }

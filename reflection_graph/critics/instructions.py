@@ -257,8 +257,9 @@ class InstructionCritic(InlineCritic):
     """Judge a candidate against verifiable instructions with IFEval's and IFBench's own checkers.
 
     Each instruction is one check. One `major` finding per instruction not followed, its message the instruction
-    and, for common kinds, what the answer has instead ("the word 'whisper' must appear 3 times; it appears 1");
-    its suggestion is the instruction's own wording. Score = 10 x the share of instructions followed; acceptable
+    and, for most kinds, what the answer has instead, measured as its checker measures it ("the word 'whisper'
+    must appear 3 times; it appears 1"); its suggestion names the change that measure asks for ("Cut the answer to
+    at most 120 words (it has 164).") followed by the instruction's own wording. Score = 10 x the share of instructions followed; acceptable
     when all are followed; `checks_passed`/`checks_total` count them, so the loop treats the critic as a verifier
     (the candidate that follows more instructions is selected; a plateau does not stop it while one fails).
 
@@ -373,17 +374,23 @@ class InstructionCritic(InlineCritic):
             ) from exc
         return checker, str(description)
 
-    def _message(self, index: int, checker: Any, text: str) -> str:
+    def _missed(self, index: int, checker: Any, text: str) -> tuple[str, str]:
+        """The finding's message and the suggestion for instruction `index`, which `text` does not follow.
+
+        The message measures the miss where a detail for the instruction exists (`DETAILS`); the suggestion names
+        the change that detail measures, followed by the instruction's own wording.
+        """
         iid = self.instruction_id_list[index]
+        wording = f"Follow this instruction exactly: {self.descriptions[index].strip()}"
         detail = DETAILS.get(iid)
         if detail is not None:
             try:
-                measured = detail(text, checker.get_instruction_args() or {})
-            except (TypeError, ValueError, re.error):  # odd arguments: the instruction's wording says enough
-                measured = ""
-            if measured:
-                return f"{iid}: {measured}"
-        return f"{iid}: not followed: {self.descriptions[index].strip()}"
+                miss = detail(text, checker.get_instruction_args() or {})
+            except (TypeError, ValueError, IndexError, re.error):  # odd arguments: the wording says enough
+                miss = None
+            if miss is not None and miss.found:
+                return f"{iid}: {miss.found}", f"{miss.change} {wording}" if miss.change else wording
+        return f"{iid}: not followed: {self.descriptions[index].strip()}", wording
 
     def critique(self, request: CritiqueRequest, config: RunnableConfig | None = None) -> Critique:
         """Run every checker on the candidate (strict: the answer as written) and report the ones not followed."""
@@ -396,12 +403,13 @@ class InstructionCritic(InlineCritic):
                 followed = bool(text.strip()) and bool(checker.check_following(text))
             except Exception as exc:  # a checker's own bug on odd input: not followed, and said so
                 message = f"{iid}: its checker failed on this answer ({type(exc).__name__}: {exc}); counted as not followed"
+                suggestion = f"Follow this instruction exactly: {self.descriptions[index].strip()}"
                 followed = None
             else:
-                message = "" if followed else self._message(index, checker, text)
+                message, suggestion = ("", "") if followed else self._missed(index, checker, text)
             if not followed:
                 findings.append(Finding(message=message, severity="major", source=self.name))
-                suggestions.append(f"Follow this instruction exactly: {self.descriptions[index].strip()}")
+                suggestions.append(suggestion)
         total = len(self.instruction_id_list)
         passed = total - len(findings)
         if findings:

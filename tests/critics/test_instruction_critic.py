@@ -52,9 +52,167 @@ def test_a_failed_keyword_count_says_how_many_times_it_must_and_does_appear() ->
     assert not result.is_acceptable
     assert result.issues == ["count:keywords_multiple: the word 'whisper' must appear 3 times; it appears 1"]
     assert result.findings[0].severity == "major" and result.findings[0].source == "instructions"
-    assert result.suggestions == [f"Follow this instruction exactly: {critic.descriptions[0]}"]
+    assert result.suggestions == [
+        f"Use 'whisper' exactly 3 times (now 1). Follow this instruction exactly: {critic.descriptions[0]}"
+    ]
     assert "whisper three times" in critic.descriptions[0]
     assert (result.checks_passed, result.checks_total, result.score) == (0, 1, 0.0)
+
+
+# One answer per instruction that misses it: the message measures the miss as the checker does, the suggestion names
+# the change, and (where one is given) the answer with that change made follows the instruction.
+MEASURED = [
+    (
+        "count:conjunctions",
+        {"small_n": 3},
+        "I like tea and cake, but not coffee.",
+        "the answer must use at least 3 different coordinating conjunctions; it uses 2 (not used: for, nor, or, "
+        "so, yet)",
+        "Use 1 more coordinating conjunction, different from those used, such as for.",
+        "I like tea and cake, but not coffee, so I stay.",
+    ),
+    (
+        "count:numbers",
+        {"N": 3.0},
+        "We had 12 cats, 7 dogs.",
+        "the answer must include exactly 3 numbers; it has 2 (12, 7)",
+        "Write exactly 3 numbers (1 more number; digits separated by punctuation count as one number).",
+        "We had 12 cats, 7 dogs, 3.5 birds.",
+    ),
+    (
+        "count:person_names",
+        {"N": 3},
+        "Emma met Liam at the park.",
+        "the answer must mention at least 3 different names from the instruction's list; it mentions 2 (Emma, "
+        "Liam)",
+        "Mention 1 more name from the list, such as Sophia, Jackson, Olivia.",
+        "Emma met Liam and Sophia at the park.",
+    ),
+    (
+        "count:pronouns",
+        {"N": 5},
+        "She gave it to them.",
+        "the answer must include at least 5 pronouns; it has 3",
+        "Use 2 more pronouns (I, you, it, we, they, ...) in place of repeated nouns.",
+        "She gave it to them and they thanked her/him.",
+    ),
+    (
+        "count:punctuation",
+        None,
+        "Hello, world. Really?!",
+        "the answer must use each of . , ! ? ; : and the interrobang (?!); missing: '!', '?', ';', ':'",
+        "Add '!', '?', ';', ':' (the interrobang does not count as its own ! and ?).",
+        "Hello, world. Really?! Yes! Why? Because; see:",
+    ),
+    (
+        "count:words_japanese",
+        {"N": 2},
+        "こんにちは world 元気 friend",
+        "every word at a position divisible by 2 must be Japanese; not Japanese: word 2 'world', word 4 'friend'",
+        "Write every word at a position divisible by 2 (word 2, 4, 6, ...) in Japanese; word 2 'world', word 4 "
+        "'friend' are not.",
+        "こんにちは 世界 元気 友達",
+    ),
+    (
+        "format:list",
+        {"sep": "SEPARATOR"},
+        "SEPARATOR apples\nbananas",
+        "the list marker 'SEPARATOR' must appear at least twice; it appears once",
+        "Start each list item with 'SEPARATOR', for at least two items.",
+        "SEPARATOR apples\nSEPARATOR bananas",
+    ),
+    (
+        "format:options",
+        {"options": "yes/no/maybe"},
+        "I think yes.",
+        "the answer must be exactly one of the options yes/no/maybe and nothing else; it is 3 words long: "
+        "'I think yes.'",
+        "Answer with exactly one of yes/no/maybe, with no other words (the answer has 3).",
+        "yes",
+    ),
+    (
+        "ratio:overlap",
+        {"percentage": 50.0, "reference_text": "the quick brown fox jumps over the lazy dog"},
+        "the quick brown cat sleeps",
+        "the share of the answer's character trigrams found in the reference text must be 50% (±2); it is 58.3%",
+        "Reuse less of the reference text's exact wording, to bring the overlap from 58.3% to between 48% and "
+        "52%.",
+        None,
+    ),
+    (
+        "repeat:repeat_change",
+        {"prompt_to_repeat": "Write a poem about the sea."},
+        "Compose a poem about the ocean.",
+        "after its first word the answer must repeat the request word for word; word 6 is 'ocean.', not 'sea.'",
+        "Repeat the request word for word, with only its first word changed, and write nothing else.",
+        "Compose a poem about the sea.",
+    ),
+    (
+        "repeat:repeat_span",
+        {"prompt_to_repeat": "one two three four five six", "n_start": 1, "n_end": 4},
+        "two three five",
+        "the answer must be exactly the span 'two three four' (3 words) and nothing else; word 3 is 'five', not "
+        "'four'",
+        "Answer with exactly these words and nothing else: 'two three four'.",
+        "two three four",
+    ),
+    (
+        "sentence:increment",
+        {"small_n": 2},
+        "I run. I run fast. I run very fast today.",
+        "each sentence must have exactly 2 more words than the one before; the sentences have 2, 3, 5 words "
+        "(sentence 2 has 3, not 4)",
+        "Make sentence 2 exactly 4 words long (it has 3), and each later sentence 2 words longer than the one "
+        "before it.",
+        "I run. I run very fast. I run very fast every day.",
+    ),
+    (
+        "sentence:keyword",
+        {"N": 2.0, "word": "river"},
+        "The sun rose. Birds sang loudly.",
+        "sentence 2 must contain 'river'; it does not: 'Birds sang loudly.'",
+        "Put the word 'river' in sentence 2.",
+        "The sun rose. Birds sang by the river.",
+    ),
+    (
+        "count:word_count_range",
+        {"min_words": 2, "max_words": 4},
+        "one two three four five six",
+        "the answer must have between 2 and 4 words; it has 6",
+        "Cut the answer to at most 4 words (it has 6).",
+        "one two three four",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("iid", "kwargs", "answer", "found", "change", "changed"), MEASURED, ids=[case[0] for case in MEASURED]
+)
+def test_a_missed_instruction_is_measured_as_its_checker_measures_it_and_the_change_is_named(
+    iid: str, kwargs: dict[str, Any] | None, answer: str, found: str, change: str, changed: str | None
+) -> None:
+    critic = InstructionCritic([iid], [kwargs])
+    result = _ask(critic, answer)
+    assert not result.is_acceptable, "the checker itself decides the answer misses the instruction"
+    assert result.issues == [f"{iid}: {found}"]
+    assert result.suggestions == [f"{change} Follow this instruction exactly: {critic.descriptions[0]}"]
+    if changed is not None:
+        assert _ask(critic, changed).is_acceptable, "the change named is the one the checker asks for"
+
+
+def test_the_measured_trigram_overlap_is_the_checkers_own_figure() -> None:
+    """The overlap the message names is the one the checker decides by: within 2 points of it, the answer passes."""
+    import re
+
+    reference, answer = "the quick brown fox jumps over the lazy dog", "the quick brown cat sleeps"
+    critic = InstructionCritic(["ratio:overlap"], [{"percentage": 20, "reference_text": reference}])
+    (issue,) = _ask(critic, answer).issues
+    measured = float(re.search(r"it is ([0-9.]+)%", issue).group(1))  # type: ignore[union-attr]
+    for percentage, followed in ((round(measured), True), (round(measured) + 3, False)):
+        critic = InstructionCritic(
+            ["ratio:overlap"], [{"percentage": percentage, "reference_text": reference}]
+        )
+        assert _ask(critic, answer).is_acceptable is followed, percentage
 
 
 def test_every_instruction_followed_is_acceptable_with_all_checks_passed() -> None:
