@@ -8,8 +8,8 @@ timeout). Nothing of the candidate ever runs in this process.
 Tests are plain-assert functions, as for pytest, but no pytest is needed in the sandbox: a small stdlib runner
 (`sandbox/_runner.py`) runs every top-level `test*` function in file order (or HumanEval's `check(candidate)` with
 `entry_point`) and reports each failing test by name with the call it checks, the value that call returned and the
-one the test expects (`test_add failed: `add(2, 2)` returned 5, expected 4`), or the exception it raised and where;
-each suggestion names the change (`Make `add(2, 2)` return 4 (it returns 5).`).
+one the test expects (``test_add failed: `add(2, 2)` returned 5, expected 4``), or the exception it raised and
+where; each suggestion names the change (``Make `add(2, 2)` return 4 (it returns 5).``).
 
 **Where the verdict is decided.** For assert-style tests (they call the candidate's functions and check what comes
 back: docstring examples, HumanEval's `check`, `assert f(x) == y`) the candidate's code runs in one sandboxed
