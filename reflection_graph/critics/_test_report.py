@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reflection_graph.critics._test_feedback import compared
 from reflection_graph.critics._test_plan import VerdictSource
 from reflection_graph.critics.sandbox import SandboxResult
 from reflection_graph.critique import Critique, Finding
@@ -173,87 +174,12 @@ def _test_findings(run: _Run, limits: Limits, suggestions: list[str]) -> list[Fi
             found.append(Finding(message=message, severity="critical", source="tests"))
             suggestions.append(f"Bound the memory {test} needs: avoid unbounded lists, strings or recursion.")
         else:
-            said = _compared(event)
+            said = compared(event)
             text, suggestion = said if said else (_failure_text(event), None)
             found.append(Finding(message=f"{test} failed: {text}", severity="major", source="tests"))
             check = f" (it checks `{event['source']}`)" if event.get("source") else ""
             suggestions.append(suggestion or f"Fix the code so that {test} passes{check}.")
     return found
-
-
-_SHOWN = 200
-"""The longest call source, value or exception line a finding quotes."""
-
-_EXPECTED = {
-    "==": "{e}",
-    "!=": "anything but {e}",
-    "<": "a value less than {e}",
-    "<=": "a value of at most {e}",
-    ">": "a value greater than {e}",
-    ">=": "a value of at least {e}",
-    "in": "one of {e}",
-    "not in": "a value not in {e}",
-    "contains": "a value that contains {e}",
-    "not contains": "a value that does not contain {e}",
-    "is": "{e}",
-    "is not": "anything but {e}",
-    "true": "a true value",
-    "false": "a false value",
-}
-"""What the value under test must be, by the comparison the test makes (read from the value's side)."""
-
-
-def _quoted(value: object) -> str:
-    text = " ".join(str(value).split()) if value is not None else ""
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
-def _compared(event: dict[str, Any]) -> tuple[str, str] | None:
-    """The finding and the suggestion for a failing check whose call and values the runner reported, or None.
-
-    The finding names the call, what it returned (or raised) and what the test expected; the suggestion names the
-    change, e.g. "Make `f(3)` return 9 (it returns 8)."
-    """
-    compare = event.get("compare")
-    if not isinstance(compare, dict) or not compare.get("call"):
-        return None
-    call, returned = _quoted(compare["call"]), bool(compare.get("returned"))
-    wanted = _EXPECTED.get(str(compare.get("op") or ""), "")
-    if "{e}" in wanted:
-        wanted = wanted.format(e=_quoted(compare["expected"])) if "expected" in compare else ""
-    names = compare.get("with") if isinstance(compare.get("with"), list) else []
-    subject = f"`{call}`" + (f" (with {', '.join(_quoted(n) for n in names[:4])})" if names else "")
-    expected = f", expected {wanted}" if wanted else ""
-    if compare.get("raised"):
-        line = next(
-            (ln.strip() for ln in reversed(str(event.get("message", "")).splitlines()) if ln.strip()), ""
-        )
-        error = _quoted(f"{event.get('type', 'Error')}: {line}" if line else event.get("type", "Error"))
-        where = ""
-        if event.get("raised_at"):
-            raised = _quoted(event.get("raised_source") or "")
-            where = f" (raised in {_quoted(event['raised_at'])}" + (f" `{raised}`" if raised else "") + ")"
-        if not wanted:
-            fix = f"Make {subject} run without raising {error}."
-        elif returned:
-            fix = f"Make {subject} return {wanted} instead of raising {error}."
-        else:
-            fix = f"Change the code so that {subject} is {wanted} instead of raising {error}."
-        return f"{subject} raised {error}{expected}{where}", fix
-    if "actual" not in compare or not wanted:
-        return None
-    actual = _quoted(compare["actual"])
-    own = str(event.get("message", "")).strip()
-    note = f" (the test says: {_quoted(own)})" if own and not own.startswith("assert ") else ""
-    if returned:
-        return (
-            f"{subject} returned {actual}{expected}{note}",
-            f"Make {subject} return {wanted} (it returns {actual}).",
-        )
-    return (
-        f"{subject} was {actual}{expected}{note}",
-        f"Change the code so that {subject} is {wanted} (it is {actual}).",
-    )
 
 
 def _where(run: _Run) -> str:

@@ -67,9 +67,15 @@ _SANDBOX = Path(__file__).parent / "sandbox"
 _RUNNER_FILE = "_reflection_graph_runner.py"
 _SERVE_FILE = "_reflection_graph_serve.py"
 _WIRE_FILE = "_reflection_graph_wire.py"
+_EXPLAIN_FILE = "_reflection_graph_explain.py"
 _SCRIPTS = {
     name: (_SANDBOX / source).read_text(encoding="utf-8")
-    for name, source in ((_RUNNER_FILE, "_runner.py"), (_SERVE_FILE, "_serve.py"), (_WIRE_FILE, "_wire.py"))
+    for name, source in (
+        (_RUNNER_FILE, "_runner.py"),
+        (_SERVE_FILE, "_serve.py"),
+        (_WIRE_FILE, "_wire.py"),
+        (_EXPLAIN_FILE, "_explain.py"),
+    )
 }
 _CHECKER_EXTRA_S = 2.0
 """The checking process may run this much longer than the candidate's, so that it can report the candidate's end."""
@@ -242,6 +248,7 @@ class CodeTestCritic(BaseCritic):
             self.tests_file: self.tests,
             _RUNNER_FILE: _SCRIPTS[_RUNNER_FILE],
             _WIRE_FILE: _SCRIPTS[_WIRE_FILE],
+            _EXPLAIN_FILE: _SCRIPTS[_EXPLAIN_FILE],
         }
         if self.verdict_source == "in-process":
             alone = {
