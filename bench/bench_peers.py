@@ -9,7 +9,8 @@ through its OpenAI-compatible API with the same reply limit (the model profile's
   (the verifier's defaults: resample, up to 5 generations; bench/_humaneval.py's `graph_record`,
   bench_instructions.py's `loop_record`);
 - **dspy-refine**, **dspy-bestofn**: `dspy.Refine` and `dspy.BestOfN` (DSPy 3.4.1) around
-  `dspy.ChainOfThought("task -> answer")`, as DSPy's docs show, `N=--n` attempts, the verifier as the reward
+  `dspy.ChainOfThought` of a `task -> answer` signature whose answer field is described
+  (`dspy.OutputField(desc=...)`), as DSPy's docs show, `N=--n` attempts, the verifier as the reward
   function, `threshold=1.0`; `dspy.LM("openai/<model>", api_base=..., api_key="x", cache=False)` (DSPy's disk cache
   would replay a call instead of making it);
 - **its-hub-bon**: its-hub 1.2's `BestOfN` with the verifier as its outcome reward model, `budget=--n`, on its
@@ -109,6 +110,7 @@ class CodeSet:
     HumanEval's own tests as the judge (bench/_humaneval.py)."""
 
     name = "humaneval"
+    answer = "the complete Python function asked for: its signature and its whole body, as code"
 
     def __init__(self, ids: Sequence[int]) -> None:
         import _humaneval
@@ -169,6 +171,7 @@ class InstructionSet:
     (`InstructionCritic`) as the verifier, IFBench's own scorer as the judge."""
 
     name = "ifbench"
+    answer = "the whole reply to the task, following every instruction in it"
 
     def __init__(self, limit: int) -> None:
         import bench_instructions
@@ -287,7 +290,10 @@ class Attempts:
 
 
 def run_dspy(kind: Any, problem: dict[str, Any], ctx: Context, refine: bool) -> dict[str, Any]:
-    """`dspy.Refine` or `dspy.BestOfN` around `dspy.ChainOfThought("task -> answer")`, the verifier as reward."""
+    """`dspy.Refine` or `dspy.BestOfN` around `dspy.ChainOfThought` of a `task -> answer` signature whose answer
+    field says what the answer is (the set's `answer`, as DSPy's `OutputField(desc=...)` documents; with the bare
+    string signature the model answered a code task with the stub's example output, "True"), the verifier as
+    reward."""
     import dspy
 
     lm = dspy.LM(
@@ -298,7 +304,13 @@ def run_dspy(kind: Any, problem: dict[str, Any], ctx: Context, refine: bool) -> 
     def reward(args: dict[str, Any], pred: Any) -> float:
         return attempts.add(str(pred.answer))
 
-    program = dspy.ChainOfThought("task -> answer")
+    class Solve(dspy.Signature):  # type: ignore[misc]
+        """Do the task."""
+
+        task: str = dspy.InputField()
+        answer: str = dspy.OutputField(desc=kind.answer)
+
+    program = dspy.ChainOfThought(Solve)
     peer = (dspy.Refine if refine else dspy.BestOfN)(module=program, N=ctx.n, reward_fn=reward, threshold=1.0)
     printed = io.StringIO()
     with dspy.context(lm=lm), contextlib.redirect_stdout(printed):
@@ -642,7 +654,7 @@ def identity_of(kind_name: str, gguf_sha: str, args: argparse.Namespace, profile
         "seed": 0,
         "max_tokens": profile.max_tokens,
         "n": args.n,
-        "dspy": "ChainOfThought('task -> answer'), threshold 1.0",
+        "dspy": "ChainOfThought(task -> answer, the answer field described), threshold 1.0",
         "its_hub_temperature": HUB_TEMPERATURE,
     }
 
