@@ -1,0 +1,123 @@
+"""Does the bundled Qwen apply the code critique's feedback? One greedy revision, on the HumanEval/40-163 problems
+where the greedy draft fails a visible docstring example.
+
+The graph runs with `strategy="loop"`, one greedy draft, one greedy revision (`retries=0`: no other tactic when
+the revision repeats its draft), the visible examples as its critic (`CodeTestCritic`), judged on HumanEval's own
+tests (`Judge.solves`). Run it from two checkouts whose critics word their feedback differently, with `--label`
+naming each; the records (one per problem and label) hold the critique the reviser saw, whether the revision
+repeated the draft, passed the visible examples and solved the problem, its tokens and seconds, and the load.
+
+    python bench/exp_revision_feedback.py --label new --ids 47,54,64
+    python bench/exp_revision_feedback.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import _humaneval as he  # noqa: E402
+from _humaneval_set import problems  # noqa: E402
+from _raw import commit, embedded_model, load_average  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results" / "revision-feedback-qwen2.5-coder-1.5b.jsonl"
+SETTINGS = {"strategy": "loop", "max_iterations": 2, "min_iterations": 2, "n_drafts": 1, "n_revisions": 1}
+
+
+def one(problem: dict[str, Any], model: Any, judge: Any) -> dict[str, Any]:
+    """The draft, its critique and one greedy revision of `problem`, judged."""
+    from reflection_graph import create_reflection_graph
+
+    critic = he.visible_critic(problem)
+    graph = create_reflection_graph(model, critic=critic, focus="code", retries=0, **SETTINGS)
+    start = time.monotonic()
+    result = graph.invoke({"task": he.task_of(problem)})
+    seconds = time.monotonic() - start
+    rounds = result["trajectory"]
+    draft, critique = rounds[0]["candidate"], rounds[0].get("critique") or {}
+    revised = rounds[1]["candidate"] if len(rounds) > 1 else None
+    return {
+        "draft_visible": judge.visible(problem, draft),
+        "critique": {"issues": critique.get("issues"), "suggestions": critique.get("suggestions")},
+        "repeated": revised is None or " ".join(revised.split()) == " ".join(draft.split()),
+        "revised_visible": None if revised is None else judge.visible(problem, revised),
+        "revised_solved": None if revised is None else judge.solves(problem, revised),
+        "stop": result["stop_reason"],
+        "tactics": [r.get("tactic") for r in rounds],
+        "seconds": round(seconds, 1),
+        "revision": revised,
+    }
+
+
+def report(path: Path) -> None:
+    """The counts per label."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    for label in sorted({r["label"] for r in rows}):
+        mine = [r for r in rows if r["label"] == label]
+        fixed = sum(bool(r["revised_visible"] == 1.0) for r in mine)
+        solved = sum(bool(r["revised_solved"]) for r in mine)
+        same = sum(bool(r["repeated"]) for r in mine)
+        loads = [x for r in mine for x in r["load"]]
+        print(
+            f"{label}: {len(mine)} problems at {sorted({r['commit'] for r in mine})}; the revision repeats the draft"
+            f" {same}, passes every visible example {fixed}, solves {solved}; load {min(loads)}-{max(loads)}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--label", help="the feedback's name in the records (e.g. old, new)")
+    parser.add_argument("--ids", default="", help="HumanEval numbers, comma-separated, within 40-163")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help=f"default {RESULTS.name} in bench/results"
+    )
+    args = parser.parse_args()
+    if args.report:
+        report(args.results)
+        return 0
+    ids = [int(i) for i in args.ids.split(",") if i]
+    if not args.label or not ids or min(ids) < 40:
+        parser.error("--label and --ids (40-163) are needed")
+    loaded = embedded_model("embedded:qwen2.5-coder-1.5b")
+    if loaded is None:
+        return 2
+    model, _ = loaded
+    judge = he.Judge()
+    done = set()
+    if args.results.exists():
+        done = {(r["label"], r["task_id"]) for r in map(json.loads, args.results.read_text().splitlines())}
+    for problem in problems(ids):
+        if (args.label, problem["task_id"]) in done or he.visible_critic(problem) is None:
+            continue
+        before = load_average()
+        record = one(problem, model, judge)
+        record.update(
+            label=args.label, task_id=problem["task_id"], commit=commit(), load=[before, load_average()]
+        )
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        with args.results.open("a") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+        print(
+            problem["task_id"],
+            args.label,
+            "repeated" if record["repeated"] else "changed",
+            record["revised_visible"],
+            record["revised_solved"],
+            record["seconds"],
+            record["load"],
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
