@@ -1,0 +1,191 @@
+"""The required-element rules that count (`by="rule:required"`): the answer's words against "in 30 words or fewer"
+("at most", "under", "at least"), its outermost list items against "exactly 3 bullet points", its paragraphs against
+"in one (two, ...) paragraphs" and its sentences against "in two sentences"."""
+
+from __future__ import annotations
+
+import re
+
+from reflection_graph.critics._faults import Fault
+from reflection_graph.critics._rule_reading import (
+    CODE,
+    ITEM,
+    NUMBER,
+    RULE_REQUIRED,
+    SUBJECT_LINE,
+    answer_lines,
+    clip,
+    number,
+    parts_but,
+    split_sentences,
+    unread,
+)
+
+__all__ = ["bullets_fault", "paragraphs_fault", "sentence_count_fault", "word_limit_fault"]
+
+
+_WORDS_AT_MOST = re.compile(
+    rf"\b(?:(?:at most|no more than|not more than|up to|a maximum of|maximum of|max(?:imum)?)\s+{NUMBER}\s+words\b|"
+    rf"{NUMBER.replace('<n>', '<n2>')}\s+words\s+or\s+(?:fewer|less)\b)",
+    re.I,
+)
+_WORDS_UNDER = re.compile(rf"\b(?:under|fewer than|less than|below)\s+{NUMBER}\s+words\b", re.I)
+_WORDS_AT_LEAST = re.compile(
+    rf"\b(?:at least|no fewer than|no less than|a minimum of|minimum of)\s+{NUMBER}\s+words\b", re.I
+)
+
+
+def _word_counts(answer: str) -> tuple[int, int]:
+    """The answer's words counted two ways: split at spaces (tokens with a letter or digit), and runs of letters
+    and digits ("don't" is two there)."""
+    spaced = sum(1 for token in answer.split() if any(ch.isalnum() for ch in token))
+    return spaced, len(re.findall(r"\w+", answer))
+
+
+def word_limit_fault(task: str, answer: str) -> Fault | None:
+    counts = _word_counts(answer)
+    for pattern, over in ((_WORDS_AT_MOST, 0), (_WORDS_UNDER, 1)):
+        asked = pattern.search(task)
+        if asked and not unread(task, asked):
+            limit = number(asked.group("n") or asked.groupdict().get("n2") or "0") - over
+            if min(counts) > limit:
+                longest = max(split_sentences(answer), key=len, default=answer.strip())
+                return Fault(
+                    issue=f"The answer has {counts[0]} words, over the task's limit of {limit}.",
+                    fix=f"Cut at least {min(counts) - limit} words so that {limit} or fewer are left, for example "
+                    f'by shortening "{clip(longest)}".',
+                    by=RULE_REQUIRED,
+                )
+    asked = _WORDS_AT_LEAST.search(task)
+    if asked and not unread(task, asked):
+        floor = number(asked.group("n"))
+        if max(counts) < floor:
+            return Fault(
+                issue=f"The answer has {counts[0]} words, fewer than the {floor} the task asks for.",
+                fix=f"Add at least {floor - max(counts)} words of content the task asks for, after "
+                f'"{clip(answer_lines(answer)[-1])}".',
+                by=RULE_REQUIRED,
+            )
+    return None
+
+
+_BULLETS_ASKED = re.compile(rf"\b(?:exactly\s+)?{NUMBER}\s+bullet(?:\s*points?|s)\b", re.I)
+
+
+def bullets_fault(task: str, answer: str) -> Fault | None:
+    asked = _BULLETS_ASKED.search(task)
+    if not asked or unread(task, asked, parts=parts_but("bullet", "point", "item")):
+        return None
+    before = task[max(0, asked.start() - 25) : asked.start()]
+    if re.search(
+        r"\b(?:at most|up to|no more than|at least|maximum|minimum|or so|about|over|under)\s*$", before, re.I
+    ):
+        return None
+    wanted = number(asked.group("n"))
+    items = [m for line in CODE.sub(" ", answer).splitlines() if (m := ITEM.match(line))]
+    outer = min((len(m.group("indent").expandtabs(4)) for m in items), default=0)
+    top = [m.string.strip() for m in items if len(m.group("indent").expandtabs(4)) == outer]
+    if len({line[0].isdigit() for line in top}) > 1:
+        return None  # numbered and bulleted items side by side: which are the points is not for a rule to say
+    if len(top) == wanted:
+        return None
+    if not top:
+        first = split_sentences(answer)[0] if split_sentences(answer) else answer.strip()
+        return Fault(
+            issue=f"The answer has no bullet points, where the task asks for {wanted}.",
+            fix=f'Rewrite it as {wanted} bullet points, each a line starting "- ", the first from "{clip(first)}".',
+            by=RULE_REQUIRED,
+        )
+    if len(top) > wanted:
+        extra = ", ".join(f'"{line}"' for line in top[wanted:])
+        fix = f"Keep {wanted} bullet points: delete or merge into the others {extra}."
+    else:
+        fix = f'Add {wanted - len(top)} more bullet point(s) after "{top[-1]}", each a line starting "- ".'
+    return Fault(
+        issue=f"The answer has {len(top)} bullet points, where the task asks for {wanted}.",
+        fix=fix,
+        by=RULE_REQUIRED,
+    )
+
+
+_PARAGRAPHS_ASKED = re.compile(
+    rf"\b(?:write|in|into|as|of|with|give|using|a|an)\s+(?:exactly\s+|just\s+|only\s+)?{NUMBER}[- ]paragraphs?\b",
+    re.I,
+)
+_SENTENCES_ASKED = re.compile(
+    rf"\b(?:write|in|into|as|of|with|give|using|a|an)\s+(?:exactly\s+|just\s+|only\s+)?{NUMBER}[- ]sentences?\b",
+    re.I,
+)
+
+
+def _prose_blocks(answer: str) -> list[str]:
+    """The answer's blocks (between blank lines) without a greeting or subject line first and a short sign-off
+    last."""
+    blocks = [b.strip() for b in re.split(r"\n\s*\n", answer.strip()) if b.strip()]
+    if blocks and "\n" not in blocks[0] and (blocks[0].endswith(",") or SUBJECT_LINE.match(blocks[0])):
+        blocks = blocks[1:]
+    if blocks and blocks[0].endswith(",") and "\n" not in blocks[0]:
+        blocks = blocks[1:]  # a greeting after a subject line
+    if (
+        blocks
+        and all(len(line.split()) <= 4 for line in blocks[-1].splitlines())
+        and blocks[-1].count("\n") <= 2
+    ):
+        blocks = blocks[:-1]
+    return [
+        b for b in blocks if "\n" in b or len(b.split()) > 8 or b.rstrip("*_ ")[-1:] in ".!?"
+    ]  # no headings
+
+
+def paragraphs_fault(task: str, answer: str) -> Fault | None:
+    asked = _PARAGRAPHS_ASKED.search(task)
+    if (
+        not asked
+        or unread(task, asked, parts_but("paragraph"))
+        or re.match(r"\s*or\b", task[asked.end() :], re.I)
+    ):
+        return None
+    wanted = number(asked.group("n"))
+    if wanted == 1:
+        blocks = _prose_blocks(answer)
+        if len(blocks) <= 1 or any(ITEM.match(line) for line in answer.splitlines()):
+            return None
+        return Fault(
+            issue=f"The answer has {len(blocks)} paragraphs, where the task asks for one.",
+            fix=f'Join the paragraphs into one: remove the blank line before "{clip(split_sentences(blocks[1])[0])}".',
+            by=RULE_REQUIRED,
+        )
+    lines = answer_lines(answer)
+    if not lines or len(lines) >= wanted:
+        return None
+    sentences = split_sentences(answer)
+    where = f' before "{clip(sentences[len(sentences) // 2])}"' if len(sentences) > 1 else ""
+    return Fault(
+        issue=f"The answer is {len(lines)} paragraph{'s' if len(lines) > 1 else ''}, where the task asks for "
+        f"{wanted}.",
+        fix=f"Split it into {wanted} paragraphs with a blank line between them{where}, each on its own part of "
+        "the topic.",
+        by=RULE_REQUIRED,
+    )
+
+
+def sentence_count_fault(task: str, answer: str) -> Fault | None:
+    asked = _SENTENCES_ASKED.search(task)
+    if (
+        not asked
+        or unread(task, asked, parts_but("sentence"))
+        or re.match(r"\s*or\b", task[asked.end() :], re.I)
+    ):
+        return None
+    if any(ITEM.match(line) for line in answer.splitlines()) or "```" in answer:
+        return None
+    wanted = number(asked.group("n"))
+    sentences = split_sentences(answer)
+    if len(sentences) <= wanted:
+        return None
+    extra = ", ".join(f'"{s}"' for s in sentences[wanted:])
+    return Fault(
+        issue=f"The answer has {len(sentences)} sentences, where the task asks for {wanted}.",
+        fix=f"Keep {wanted} sentence{'s' if wanted > 1 else ''}: delete or merge into the others {extra}.",
+        by=RULE_REQUIRED,
+    )

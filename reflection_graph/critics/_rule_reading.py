@@ -1,0 +1,133 @@
+"""What the rule critics share: the attribution each rule's faults carry, and the reading of a task and an answer
+that more than one rule needs: numbers written as words or digits, a requirement said not to be done or scoped to a
+part of the answer, text folded for comparison, quotes clipped for a fix, the answer's lines and sentences, and the
+shapes of a subject line, a list item and code. Every function here is a pure function of its strings.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "CODE",
+    "ITEM",
+    "NUMBER",
+    "QUOTED",
+    "RULE_PLACEHOLDER",
+    "RULE_REQUIRED",
+    "RULE_SCRIPT",
+    "SUBJECT_LINE",
+    "answer_lines",
+    "clip",
+    "fold",
+    "negated",
+    "number",
+    "parts_but",
+    "split_sentences",
+    "unread",
+]
+
+RULE_PLACEHOLDER = "rule:placeholder"
+RULE_REQUIRED = "rule:required"
+RULE_SCRIPT = "rule:script"
+
+
+# -- reading a task and an answer --------------------------------------------------------------------------------------
+_NUMBERS = {
+    word: value
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBERS.update({"a single": 1, "single": 1, "a": 1, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60})
+NUMBER = r"(?P<n>\d{1,4}|a single|single|" + "|".join(w for w in _NUMBERS if " " not in w and w != "a") + r")"
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bwithout|\bavoid|\bno need to)\b[^.!?\n]{0,40}$", re.I)
+_OPEN_QUOTE, _CLOSE_QUOTE = '"“”', '"“”'
+QUOTED = rf"[{_OPEN_QUOTE}](?P<x>[^{_CLOSE_QUOTE}\n]{{1,80}})[{_CLOSE_QUOTE}]"
+
+
+_ELSEWHERE = re.compile(
+    r"\s*(?:each|apiece|per\b|in each|for each|on each|within each|for the|in the|in its|in your|except|but\b|"
+    r"other than|apart from|unless|or (?:fewer|less|more)|at (?:most|least))",
+    re.I,
+)
+_PARTS = (
+    "each|every|per|title|headline|heading|subject|tagline|slogan|caption|name|section|item|bullet|point|sentence|"
+    "line|paragraph|step|question"
+)
+
+
+def unread(task: str, asked: re.Match[str], parts: str = _PARTS) -> bool:
+    """The requirement `asked` is not one a rule can read as a whole-answer check: said not to be done, scoped to a
+    part of the answer ("a title of at most 5 words", "3 bullet points each"), or with an exception after it."""
+    before = re.split(r"[.!?;:\n]", task[max(0, asked.start() - 50) : asked.start()])[-1]
+    return (
+        negated(task, asked.start())
+        or bool(parts and re.search(rf"\b(?:{parts})s?\b", before, re.I))
+        or bool(_ELSEWHERE.match(task[asked.end() :]))
+    )
+
+
+def parts_but(*nouns: str) -> str:
+    """The parts of an answer a requirement can be scoped to, as a regex alternation, without `nouns`."""
+    return "|".join(part for part in _PARTS.split("|") if part not in nouns)
+
+
+def number(text: str) -> int:
+    """The count `text` names, in digits or words ("3", "three", "a single")."""
+    return int(text) if text.isdigit() else _NUMBERS[text.lower()]
+
+
+def negated(task: str, start: int) -> bool:
+    """The requirement at `start` of `task` is said not to be done ("do not include ...")."""
+    return bool(_NEGATED.search(task[max(0, start - 60) : start]))
+
+
+def fold(text: str) -> str:
+    """`text` for comparison: curly quotes made straight, spacing collapsed, case folded."""
+    text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    return " ".join(text.split()).casefold()
+
+
+CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
+"""Code, fenced or in backticks: not read as prose."""
+
+
+def clip(text: str, limit: int = 100) -> str:
+    """`text` as a quote of at most `limit` characters: its opening, cut at a space and marked with "..."."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut + "..."
+
+
+def answer_lines(answer: str) -> list[str]:
+    """The non-blank lines of `answer`, stripped."""
+    return [line.strip() for line in answer.splitlines() if line.strip()]
+
+
+SUBJECT_LINE = re.compile(r"^\W{0,4}(?:subject|subj)(?:\s+line)?\s*\W{0,2}\s*[:\-–]", re.I)
+"""A subject line: "Subject:" (or "Subj -") at the start of a line."""
+ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*•+]|\d{1,2}[.)])\s+\S")
+"""A list item, bulleted or numbered, with its indent."""
+
+
+def split_sentences(text: str) -> list[str]:
+    """`text` split into sentences at `.`, `!` or `?` followed by a space and a capital or a digit, never after an
+    abbreviation or an initial ("Mr.", "e.g.", "J. Smith")."""
+    parts = re.split(r"(?<=[.!?])[\"'”’)]*\s+(?=[\"'“‘(]?[A-Z0-9])", " ".join(text.split()))
+    out: list[str] = []
+    for part in parts:
+        previous = out[-1].split()[-1] if out and out[-1].split() else ""
+        if out and (
+            re.fullmatch(
+                r"(?:[A-Za-z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|No|vs|etc|approx|(?:[A-Za-z]\.)+[A-Za-z])\.", previous
+            )
+            or previous.endswith("..")
+        ):
+            out[-1] += " " + part
+        else:
+            out.append(part)
+    return [part for part in out if part.strip()]
