@@ -34,7 +34,7 @@ It runs twice for an isolated run (first outside the sandbox, then inside it) an
   architecture's ABI (32-bit, x32) fail. Built for x86_64 and aarch64; on another machine the launcher refuses to
   run rather than run without it.
 
-`_process` reads this file and passes it with `-c`, so the limits are in place before the command runs (instead of
+`_isolation` reads this file and `_collect` passes it with `-c`, so the limits are in place before the command runs (instead of
 `preexec_fn`, which CPython documents as unsafe in a threaded parent).
 """
 
