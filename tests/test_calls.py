@@ -304,6 +304,6 @@ def test_sync_timeout_does_not_keep_the_process_alive() -> None:
 
 
 def test_reply_text_ok_check_sees_message_text() -> None:
-    from reflection_graph.loop._generate import _nonempty
+    from reflection_graph.loop._sample import _nonempty
 
     assert not _nonempty(AIMessage(content="  ")) and _nonempty(AIMessage(content="x"))

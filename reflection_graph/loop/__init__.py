@@ -6,7 +6,9 @@ The graph's nodes:
 - `_node`: `Node`, the one wrapper that runs a node's sync or async function with this run's settings and roles
   (`Step`, in `_step`) inside the step's budget; `Setup`, what a graph was built with; `make_nodes`, `setup_of`;
 - `_generate`, `_critique_node`, `_finalize`: the nodes `generate` (draft, revise or glean), `critique` and
-  `finalize`, each a pair of plain sync/async functions over shared steps.
+  `finalize`, each a pair of plain sync/async functions over shared steps;
+- `_sample`: one sample slot of `generate`: its attempts by tactic until one makes a new candidate, each call made
+  directly or awaited.
 
 What the `focus` setting changes in `generate`:
 - `_messages`: the messages of a draft or a revision for each focus, and how a reply becomes a candidate;
