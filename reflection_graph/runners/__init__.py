@@ -7,8 +7,9 @@ the outputs; `reflection_graph.runners.eval` scores every round of it against gr
 total, the progress bar; `_job`), and the CLI builds one. Private modules hold the pieces: the JSON Lines reader
 and writers (`_jsonl`), records (`_records`), output entries and compaction (`_output`), the summary (`_summary`),
 the output lock and the lock of a checkpointed thread (`_lock`; `ThreadLock` is public), the progress bar
-(`_progress`), server runs (`_server`), eval's input file and checked graph (`_eval_input`), its steps after the
-batch run (`_eval_steps`), its rounds and figures (`_rounds`) and its report files (`_report`).
+(`_progress`), running a batch's pending records (`_running`), server runs (`_server`), eval's input file and
+checked graph (`_eval_input`), its steps after the batch run (`_eval_steps`), its rounds and figures (`_rounds`)
+and its report files (`_report`).
 """
 
 from reflection_graph.runners._job import JobOptions

@@ -11,7 +11,7 @@ from typing import Any
 
 from reflection_graph.runners._jsonl import atomic_write, dumps, lines_text, read_lines
 from reflection_graph.runners._records import id_key
-from reflection_graph.runners.batch import _resolve_graph
+from reflection_graph.runners._running import resolve_graph
 from reflection_graph.runners.scorers import ScorerError
 
 __all__ = ["SCORER_PREFIX", "CheckedGraph", "check_fields", "input_file"]
@@ -30,7 +30,7 @@ class CheckedGraph:
 
     def _resolve(self) -> Any:
         if self._graph is None:
-            self._graph = _resolve_graph(self._source)
+            self._graph = resolve_graph(self._source)
         return self._graph
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
