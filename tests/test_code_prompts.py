@@ -12,13 +12,8 @@ from reflection_graph import create_reflection_graph
 from reflection_graph._text._extract import extract_code, extract_json_object, fenced_blocks, well_formed
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
-from reflection_graph.loop._code import (
-    code_messages,
-    docstring_tests,
-    find_stub,
-    finish_candidate,
-    with_solution_import,
-)
+from reflection_graph.loop._code import code_messages, find_stub, finish_candidate
+from reflection_graph.loop._stub_tests import docstring_tests, with_solution_import
 from reflection_graph.settings import Settings
 from tests.fakes import EOG, RecordingChatModel, scripted_embedded
 

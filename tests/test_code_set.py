@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from reflection_graph.loop._code import docstring_tests, find_stub
+from reflection_graph.loop._code import find_stub
+from reflection_graph.loop._stub_tests import docstring_tests
 from tests._bench import bench_import
 
 HUMANEVAL = bench_import("_humaneval_set")

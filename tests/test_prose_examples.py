@@ -6,8 +6,8 @@ import pytest
 
 from reflection_graph.critics.base import CritiqueRequest
 from reflection_graph.critics.code_tests import CodeTestCritic
-from reflection_graph.loop._code import docstring_tests
 from reflection_graph.loop._examples import prose_examples
+from reflection_graph.loop._stub_tests import docstring_tests
 
 ARROWS = '''def scale(values, factor):
     """Multiply every value by factor.

