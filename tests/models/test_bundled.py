@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reflection_graph.models import _bundled, profile, resolve_model
+from reflection_graph.models import _bundled, _verified, profile, resolve_model
 from reflection_graph.models._bundled import BundledModelError, Part, assemble
 from reflection_graph.models.embedded import EmbeddedChatModel
 
@@ -75,7 +75,7 @@ def test_an_existing_file_without_a_stamp_is_hashed_before_it_is_used(
     real = _bundled._digest
     monkeypatch.setattr(_bundled, "_digest", lambda path: hashed.append(path) or real(path))
     _assemble(parts, target)
-    assert hashed == [target] and _bundled._stamped(target, DIGEST)
+    assert hashed == [target] and _verified.stamped(target, DIGEST)
 
 
 def test_a_joined_file_altered_after_it_was_verified_is_rebuilt_from_the_parts(
@@ -87,7 +87,7 @@ def test_a_joined_file_altered_after_it_was_verified_is_rebuilt_from_the_parts(
     stat = target.stat()
     target.write_bytes(WHOLE[:-1] + b"X")  # same size, other bytes, a new mtime
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    assert not _bundled._stamped(target, DIGEST)
+    assert not _verified.stamped(target, DIGEST)
     _assemble(parts, target)
     assert target.read_bytes() == WHOLE
 
@@ -182,7 +182,7 @@ def test_a_same_size_change_with_its_mtime_put_back_is_not_taken_as_verified(
         before.st_ino,
     )
     assert after.st_ctime_ns != before.st_ctime_ns
-    assert not _bundled._stamped(target, DIGEST)
+    assert not _verified.stamped(target, DIGEST)
     assert _assemble(parts, target).read_bytes() == WHOLE  # hashed, found altered, joined again
 
 
@@ -192,8 +192,8 @@ def test_a_fresh_join_is_stamped_as_it_is_after_its_rename(
     parts = _install_parts(tmp_path / "site", monkeypatch)
     target = tmp_path / "model.gguf"
     _assemble(parts, target)
-    stamp = json.loads(_bundled._stamp_path(target).read_text(encoding="utf-8"))
-    assert stamp["ctime_ns"] == target.stat().st_ctime_ns and _bundled._stamped(target, DIGEST)
+    stamp = json.loads(_verified.stamp_path(target).read_text(encoding="utf-8"))
+    assert stamp["ctime_ns"] == target.stat().st_ctime_ns and _verified.stamped(target, DIGEST)
 
 
 def _stale_partial(target: Path, name: str, age_s: float = 3600.0) -> Path:
@@ -236,7 +236,7 @@ def test_partial_files_that_a_live_join_may_own_or_that_are_not_the_joins_are_ke
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
         assert _assemble(parts, target).read_bytes() == WHOLE
         assert locked.exists() and fresh.exists() and all(p.exists() for p in others[:3])
-    assert _bundled._remove_stale_partials(target) == [locked]  # its holder is gone now
+    assert _verified.remove_stale_partials(target) == [locked]  # its holder is gone now
 
 
 _SLOW_JOIN = textwrap.dedent(
@@ -321,7 +321,7 @@ def test_a_join_killed_by_sigkill_leaves_a_partial_file_that_the_next_join_remov
     child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
     child.communicate(timeout=60)
     assert child.returncode == -signal.SIGKILL and partial.exists() and not target.exists()
-    monkeypatch.setattr(_bundled, "_STALE_AFTER_S", 0.0, raising=False)  # rather than wait a minute
+    monkeypatch.setattr(_verified, "STALE_AFTER_S", 0.0)  # rather than wait a minute
     assert _assemble(parts, target).read_bytes() == WHOLE
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
 
@@ -337,8 +337,8 @@ def test_a_join_running_in_another_process_keeps_its_partial_file_and_finishes(
     target.parent.mkdir()
     child, partial = _start_slow_join(tmp_path / "site", target, parts)
     try:
-        monkeypatch.setattr(_bundled, "_STALE_AFTER_S", 0.0)
-        assert _bundled._remove_stale_partials(target) == [] and partial.exists()
+        monkeypatch.setattr(_verified, "STALE_AFTER_S", 0.0)
+        assert _verified.remove_stale_partials(target) == [] and partial.exists()
         assert _assemble(parts, target).read_bytes() == WHOLE
         assert partial.exists() and child.poll() is None  # still writing
         out, err = child.communicate(timeout=240)
@@ -349,7 +349,7 @@ def test_a_join_running_in_another_process_keeps_its_partial_file_and_finishes(
     assert child.returncode == 0, err[-2000:]
     assert out.strip() == str(target) and target.read_bytes() == WHOLE
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.gguf", "model.gguf.verified"]
-    assert _bundled._stamped(target, DIGEST)
+    assert _verified.stamped(target, DIGEST)
 
 
 @pytest.mark.embedded
@@ -380,13 +380,13 @@ def test_the_real_qwen_join_killed_mid_write_is_cleaned_up_and_redone_by_the_nex
     child.kill()  # SIGKILL; nothing when it has ended (and been reaped) already
     child.wait(timeout=60)
     assert partial is not None and partial.exists() and not target.exists()
-    old = time.time() - 2 * _bundled._STALE_AFTER_S  # as a killed join's file looks a while later
+    old = time.time() - 2 * _verified.STALE_AFTER_S  # as a killed join's file looks a while later
     os.utime(partial, (old, old))
     got = assemble(_bundled.QWEN_PARTS, target, size=_bundled.QWEN_SIZE, sha256=_bundled.QWEN_SHA256)
     assert got == target and target.stat().st_size == _bundled.QWEN_SIZE
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name, target.name + ".verified"]
-    assert _bundled._stamped(target, _bundled.QWEN_SHA256)
-    stamp = json.loads(_bundled._stamp_path(target).read_text(encoding="utf-8"))
+    assert _verified.stamped(target, _bundled.QWEN_SHA256)
+    stamp = json.loads(_verified.stamp_path(target).read_text(encoding="utf-8"))
     assert stamp["ctime_ns"] == target.stat().st_ctime_ns
 
 
