@@ -2,6 +2,7 @@
 tokens.
 
 - `_calls`: `call` / `acall`, the one retry/timeout layer (empty replies too), and `max_model_calls`;
+- `_errors`: what a failed call is to it: transient (retried), a time-out, an empty reply, or permanent;
 - `_budget`: a run's token and time budget, which admits each call and cuts its reply limit to what is left;
 - `_usage`: calls, tokens and seconds per role (the meter `_calls` records into, and the callback that measures
   critics whose calls do not go through `_calls`);
@@ -13,7 +14,8 @@ are exported here: import them from `reflection_graph._runtime`, not from its mo
 """
 
 from reflection_graph._runtime._budget import BudgetExhausted, current_budget, step_budget
-from reflection_graph._runtime._calls import acall, call, is_transient, max_model_calls, sampled
+from reflection_graph._runtime._calls import acall, call, max_model_calls, sampled
+from reflection_graph._runtime._errors import is_transient
 from reflection_graph._runtime._usage import (
     Meter,
     RoleUsage,

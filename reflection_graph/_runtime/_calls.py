@@ -47,39 +47,12 @@ from tenacity import (
 )
 
 from reflection_graph._runtime._budget import current_budget
+from reflection_graph._runtime._errors import CallTimeout, EmptyReply, is_transient
 from reflection_graph._runtime._usage import call_usage, current_meter
 from reflection_graph.models import at_temperature_zero
 
-__all__ = [
-    "TRANSIENT_ERRORS",
-    "CallTimeout",
-    "EmptyReply",
-    "acall",
-    "call",
-    "is_transient",
-    "max_model_calls",
-    "sampled",
-]
+__all__ = ["acall", "call", "max_model_calls", "sampled"]
 
-
-def _transient_types() -> tuple[type[BaseException], ...]:
-    types: list[type[BaseException]] = [TimeoutError, ConnectionError, asyncio.TimeoutError]
-    try:
-        import openai
-
-        types += [openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError]
-    except ImportError:  # pragma: no cover - openai is a dependency of langchain-openai
-        pass
-    try:
-        import httpx
-
-        types += [httpx.TimeoutException, httpx.NetworkError]
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(types)
-
-
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = _transient_types()
 BACKOFF_INITIAL_S = 0.5
 BACKOFF_MAX_S = 5.0
 SAMPLE_TEMPERATURE = 0.7
@@ -106,30 +79,6 @@ def sampled(runnable: Runnable[Any, Any], index: int, *, greedy: bool = False) -
     if "temperature" in fields:
         update["temperature"] = max(float(getattr(runnable, "temperature", None) or 0.0), SAMPLE_TEMPERATURE)
     return runnable.model_copy(update=update) if update else runnable
-
-
-class CallTimeout(TimeoutError):
-    """One model call took longer than `timeout_s`."""
-
-    def __init__(self, timeout_s: float, *, cancelled: bool) -> None:
-        super().__init__(f"model call timed out after {timeout_s:g}s")
-        self.cancelled = cancelled
-
-
-class EmptyReply(ValueError):
-    """The model kept returning a reply the caller cannot use (an empty draft)."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Rate limits, timeouts and connection errors are transient; anything else is permanent.
-
-    A sync timeout is not: its call could not be cancelled, and a retry would start a second one beside it.
-    """
-    if isinstance(exc, CallTimeout):
-        return exc.cancelled
-    if isinstance(exc, TRANSIENT_ERRORS):
-        return True
-    return getattr(exc, "status_code", None) in (408, 429, 502, 503, 504)
 
 
 def _policy(retries: int, ok: Callable[[Any], bool] | None) -> dict[str, Any]:
