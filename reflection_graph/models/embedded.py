@@ -63,6 +63,7 @@ from reflection_graph.models._bundled import INSTALL_HINT
 from reflection_graph.models._completion import Completion, sampling
 from reflection_graph.models._llama import _load, _Loaded, has_chat_template, llama_load_guard
 from reflection_graph.models._logprobs import Readings
+from reflection_graph.models._profiles import with_profile_defaults
 from reflection_graph.models._prompting import DEFAULT_STOP, messages_to_prompt
 from reflection_graph.models._replies import Replies, free_text
 from reflection_graph.models._session import LlamaSession
@@ -82,7 +83,6 @@ from reflection_graph.models.profile import (
     bundled_model_path,
     default_embedded,
     default_model_path,
-    with_profile_defaults,
 )
 
 __all__ = [
