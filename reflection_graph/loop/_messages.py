@@ -8,7 +8,7 @@ a candidate.
   completion-style; a reply that continues the stub becomes the full function. A completion-style first draft is
   the plain completion of the stub (`completes_stub`): the stub alone, by the model as a plain completion runs it
   (`models.plain_completion`).
-- Any other focus: the named templates of reflection_graph/prompts.py (`focus` picks the targeted revision
+- Any other focus: the named templates of reflection_graph/prompts/ (`focus` picks the targeted revision
   rules), and the reply is kept as it is (an overridden code prompt's reply only gets its fences balanced).
 """
 

@@ -1,32 +1,11 @@
-"""Named prompt templates, one per role. Fill them inside the node; override any of them per role.
-
-Every template ends with a cue line ("Draft:", "JSON verdict:", "Revised answer:"). Instruction-tuned chat
-models ignore it, and small *base* models (the embedded Gemma 3 270M) need it to start writing on topic.
-
-Placeholders:
-- GENERATE_PROMPT: {task}, {context}, {lessons}
-- CRITIQUE_PROMPT: {task}, {context}, {candidate}, {threshold_rule}, {guidelines}
-- JUDGE_PROMPT (the `LogprobCritic`'s few-shot yes/no question): {examples}, {task}, {context}, {candidate}
-- LIKELIHOOD_PROMPT (the `LogprobCritic`'s likelihood signal): {task}, {context}, {candidate}
-- PAIRWISE_PROMPT (the `PairwiseCritic`'s question, asked in both orders): {task}, {context}, {a}, {b}
-- CHAT_VERDICT_PROMPT, CHAT_PREFERENCE_PROMPT, CHAT_CRITIQUE_PROMPT (the `JudgeCritic`'s questions to an
-  instruction-tuned model, sent through its chat template): {task}, {context}, and {candidate} or {a}, {b}
-- CHAT_FAULT_PROMPT, CHAT_NO_FAULT_PROMPT (the `JudgeCritic`'s check of one written fault): {task}, {context},
-  {candidate}, {fault}
-- CHAT_FAULT_CHOICE_PROMPT (the same check as a choice, `confirm="choice"`): {task}, {context}, {candidate},
-  {fault}, {a}, {b}
-- REVISE_PROMPT: {task}, {context}, {candidate}, {critique}, {history}, {preserve_rule}, {focus}
-- CHAT_REVISE_PROMPT (a revision by a model prompted through its chat template, after its own answer):
-  {critique}, {preserve_rule}, {focus}
-- FRESH_DRAFT_PROMPT (a fresh draft told an earlier answer's faults, after the user's request): {request}, {faults}
-"""
+"""The named prompt templates, one per role, and the texts they are built from (the worked examples, the rules
+and focus lines a revision adds, the cue lines every completion-style template ends with). Their placeholders are
+listed in the door of `reflection_graph.prompts`; the functions that fill them are in `_requests.py`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 __all__ = [
     "CHAT_ANSWER_OPENING",
@@ -57,12 +36,6 @@ __all__ = [
     "REVISE_SYSTEM",
     "THRESHOLD_RULE",
     "PromptOverride",
-    "draft_messages",
-    "format_critique",
-    "fresh_draft_request",
-    "plain_request",
-    "render_prompt",
-    "revise_messages",
 ]
 
 CUE_LINES: tuple[str, ...] = (
@@ -303,143 +276,11 @@ Critique of the previous answer:
 Revised answer:
 """
 
-
-class _Defaulting(dict[str, Any]):
-    def __missing__(self, key: str) -> str:
-        return ""
-
-
-def render_prompt(template: PromptOverride, values: Mapping[str, Any]) -> str:
-    """Fill a template string (unknown placeholders become empty) or call a template callable."""
-    if callable(template):
-        return str(template(dict(values)))
-    return template.format_map(_Defaulting(values))
-
-
-HISTORY_CHARS = 600
-"""Each earlier round shown to the reviser is cut to this many characters (prompts never grow with rounds)."""
-
-
-def _context(context: str | None) -> str:
-    return f"Context:\n{context}\n" if context else ""
-
-
-def plain_request(task: str, context: str | None, lessons: str = "") -> str:
-    """The user's request as they wrote it: the task, after its context and recalled lessons when there are any.
-    A chat model's first draft is this one message (the plain call a user makes without the loop)."""
-    return f"{_context(context)}{lessons}{task}"
-
-
-def draft_messages(
-    task: str, context: str | None, lessons: str, *, focus: str, template: PromptOverride | None
-) -> list[BaseMessage]:
-    """The messages that ask for a first draft (`lessons` come from the Reflexion memory)."""
-    values = {"task": task, "context": _context(context), "lessons": lessons}
-    prompt = render_prompt(template or GENERATE_PROMPT, values)
-    if template is None:
-        prompt += FOCUS_CUES.get(focus, "")
-    return [SystemMessage(GENERATE_SYSTEM), HumanMessage(prompt)]
-
-
-def format_critique(critique: Mapping[str, Any]) -> str:
-    """A critique as the reviser reads it: score, verdict, issues, suggestions and feedback."""
-    score = critique.get("score")
-    shown = f"{score:.1f}" if isinstance(score, (int, float)) else score
-    lines = [f"Score: {shown}/10. Acceptable: {critique.get('is_acceptable')}."]
-    if critique.get("issues"):
-        lines.append("Issues:\n" + "\n".join(f"- {i}" for i in critique["issues"]))
-    if critique.get("suggestions"):
-        lines.append("Suggestions:\n" + "\n".join(f"- {s}" for s in critique["suggestions"]))
-    if critique.get("feedback"):
-        lines.append(f"Feedback: {critique['feedback']}")
-    return "\n".join(lines)
-
-
-def format_history(rounds: list[Mapping[str, Any]]) -> str:
-    """Earlier rounds for the reviser, each cut to `HISTORY_CHARS`."""
-    if not rounds:
-        return ""
-    parts = [
-        f"Round {r['iteration']} (score {r['score']}): {r['candidate'][:HISTORY_CHARS]}\n"
-        f"Feedback: {((r['critique'] or {}).get('feedback') or '')[:HISTORY_CHARS]}"
-        for r in rounds
-    ]
-    return "Earlier rounds:\n" + "\n".join(parts) + "\n"
-
-
-def revise_messages(
-    task: str,
-    context: str | None,
-    candidate: str,
-    critique: Mapping[str, Any],
-    history: list[Mapping[str, Any]],
-    *,
-    focus: str,
-    preserve_correct: bool,
-    template: PromptOverride | None,
-    chat: bool = False,
-) -> list[BaseMessage]:
-    """The messages that ask for a revision of `candidate` after `critique` (plus a bounded `history`).
-
-    `chat` (a model prompted through its chat template, with no overridden template): a conversation instead of
-    the completion-style worked example, which an instruction-tuned model copies whole (`Task:`, `Previous
-    answer:` ...): the task, the previous answer as the model's own reply, then the critique and `CHAT_REVISE_PROMPT`.
-    """
-    if chat and template is None:
-        return _chat_revision(
-            task, context, candidate, critique, focus=focus, preserve_correct=preserve_correct
-        )
-    values = {
-        "task": task,
-        "context": _context(context),
-        "candidate": candidate,
-        "critique": format_critique(critique),
-        "history": format_history(history),
-        "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
-        "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
-    }
-    prompt = render_prompt(template or REVISE_PROMPT, values)
-    if template is None:
-        prompt += FOCUS_CUES.get(focus, "")
-    return [SystemMessage(REVISE_SYSTEM), HumanMessage(prompt)]
-
-
 CHAT_REVISE_PROMPT = """A review of your answer:
 {critique}
 
 {preserve_rule}{focus}Write the revised answer only, with nothing before or after it."""
 """A revision asked of a model prompted through its chat template, after its own previous answer."""
-
-
-def _review_points(critique: Mapping[str, Any]) -> str:
-    """The critique's issues, suggestions and feedback as lines (no score: a chat model copies it)."""
-    lines = [f"- {i}" for i in critique.get("issues") or []]
-    lines += [f"- {s}" for s in critique.get("suggestions") or []]
-    if critique.get("feedback"):
-        lines.append(f"- {critique['feedback']}")
-    return "\n".join(dict.fromkeys(lines)) or "- No fault was found; improve the answer where you can."
-
-
-def _chat_revision(
-    task: str,
-    context: str | None,
-    candidate: str,
-    critique: Mapping[str, Any],
-    *,
-    focus: str,
-    preserve_correct: bool,
-) -> list[BaseMessage]:
-    values = {
-        "critique": _review_points(critique),
-        "preserve_rule": PRESERVE_CORRECT_RULE + "\n" if preserve_correct else "",
-        "focus": FOCUS_PROMPTS[focus] + "\n" if FOCUS_PROMPTS[focus] else "",
-    }
-    return [
-        HumanMessage(plain_request(task, context)),
-        AIMessage(candidate),
-        HumanMessage(render_prompt(CHAT_REVISE_PROMPT, values)),
-    ]
-
 
 FRESH_DRAFT_PROMPT = """{request}
 
@@ -447,13 +288,3 @@ An earlier answer to this request had these faults. Write a new, complete answer
 {faults}"""
 """A fresh draft that is told the faults a critique found (the `fresh_draft` tactic, after revisions that changed
 nothing)."""
-
-
-def fresh_draft_request(task: str, critique: Mapping[str, Any]) -> str | None:
-    """The task with the faults of `critique` (issues, their fixes, the feedback) as a fresh draft's request, or
-    None when the critique names none."""
-    lines = [f"- {i}" for i in critique.get("issues") or []]
-    lines += [f"- {s}" for s in critique.get("suggestions") or []]
-    if not lines:
-        return None
-    return render_prompt(FRESH_DRAFT_PROMPT, {"request": task, "faults": "\n".join(dict.fromkeys(lines))})
