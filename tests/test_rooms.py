@@ -121,7 +121,7 @@ def test_a_room_door_holds_only_imports_and_the_names_it_exports() -> None:
 
 def test_settings_loads_without_the_strategies_that_import_it() -> None:
     """The import goes one way: the strategies need `Settings` when they load; `settings` reads the registry
-    they fill (`STRATEGIES`, held in reflection_graph/settings.py), never the strategies themselves."""
+    they fill (`STRATEGIES`, held in reflection_graph/settings/__init__.py), never the strategies themselves."""
     strategies = {m for m in _module_names() if m.split(".")[:2] == ["reflection_graph", "strategies"]}
     assert "reflection_graph.strategies.base" in strategies
     assert not _reached_when_loading("reflection_graph.settings") & strategies, (

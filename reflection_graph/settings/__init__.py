@@ -27,7 +27,8 @@ A `Settings` remembers which fields its caller set (`given`). Defaults that depe
 focus's with a `CodeTestCritic`, reflection_graph/loop/_code.py) are a layer under those (`with_defaults`),
 applied the same way whether the `Settings` came from keyword arguments, the CLI or a server's graph. Every
 value is validated once, when it enters: a layer or an override validates only the fields it changes (and the
-checks across fields).
+checks across fields). The check of one value against its field, and the largest values some settings accept, are
+in `_checks` (`choices` and the largest values are exported here).
 
 Every value is also frozen when it enters (`frozen`): `prompts` is held as a `FrozenDict`, a read-only copy of the
 mapping given, so editing that mapping (or the graph's `settings.prompts`) after the build changes nothing the
@@ -38,14 +39,21 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 import threading
 import typing
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, TypeVar
 
 from typing_extensions import TypedDict
+
+from reflection_graph.settings._checks import (
+    MAX_DRAFTS,
+    MAX_ITERATIONS,
+    MAX_TOKEN_BUDGET,
+    check_value,
+    choices,
+)
 
 __all__ = [
     "MAX_DRAFTS",
@@ -128,13 +136,6 @@ class Registry(Generic[T]):
 
 STRATEGIES: Registry[Any] = Registry()
 """The one registry: the strategies package fills it, `settings` reads it."""
-
-MAX_ITERATIONS = 1000
-"""The largest `max_iterations` accepted: far above any useful loop, and it keeps the recursion limit finite."""
-MAX_DRAFTS = 16
-"""The largest `n_drafts` / `n_revisions`: each sample is a full model call plus a critique."""
-MAX_TOKEN_BUDGET = 10**12
-"""The largest `token_budget`: far above any run, and it keeps the arithmetic exact."""
 
 
 class FrozenDict(Mapping[Any, Any]):
@@ -386,7 +387,7 @@ class Settings:
                     f"got {type(value).__name__}"
                 )
             object.__setattr__(self, name, frozen(value))
-            _check(Settings.__dataclass_fields__[name], getattr(self, name), hints[name])
+            check_value(Settings.__dataclass_fields__[name], getattr(self, name), hints[name])
         if self.min_iterations > self.max_iterations:
             raise ValueError(
                 f"min_iterations must be between 1 and max_iterations ({self.max_iterations}), "
@@ -538,67 +539,6 @@ class SettingsKwargs(TypedDict, total=False):
     prompts: Mapping[str, Any]
 
 
-def choices(annotation: Any) -> tuple[Any, ...]:
-    """The allowed values of a `Literal` annotation (also inside `X | None`), else ()."""
-    if typing.get_origin(annotation) is Literal:
-        return get_args(annotation)
-    for arg in get_args(annotation):
-        found = choices(arg)
-        if found:
-            return found
-    return ()
-
-
-def _base_type(annotation: Any) -> Any:
-    """`int | None` -> int, `Literal[...]` -> str, else the annotation."""
-    if choices(annotation):
-        return str
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    if args and typing.get_origin(annotation) is not Literal:
-        return _base_type(args[0])
-    return annotation
-
-
-def _check(f: Field[Any], value: Any, annotation: Any) -> None:
-    name = f.name
-    if value is None:
-        if type(None) in get_args(annotation):
-            return
-        raise ValueError(f"{name} must not be None")
-    allowed = tuple(f.metadata["allowed"]()) if f.metadata.get("allowed") else choices(annotation)
-    if allowed:
-        if not isinstance(value, str) or value not in allowed:
-            raise ValueError(f"{name} must be {_one_of(allowed)}, got {value!r}")
-        return
-    kind = _base_type(annotation)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be True or False, got {value!r}")
-        return
-    if kind in (int, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if kind is int:
-            ok = ok and float(value).is_integer()
-        if not ok or not math.isfinite(float(value)):
-            raise ValueError(f"{name} must be a{'n int' if kind is int else ' number'}, got {value!r}")
-        low, high = f.metadata.get("min"), f.metadata.get("max")
-        hint = {
-            "max_iterations": "; use 1 for a single round",
-            "score_threshold": "; scores are on a 0-10 scale",
-            "patience": "; use None for no plateau stop",
-            "n_drafts": f"; at most {MAX_DRAFTS} samples per round",
-            "n_revisions": f"; at most {MAX_DRAFTS} samples per round",
-            "token_budget": "; use None for no token budget",
-            "time_budget_s": "; use None for no time budget",
-        }.get(name, "")
-        if low is not None and high is not None and name == "score_threshold" and not low <= value <= high:
-            raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}{hint}")
-        if low is not None and value < low:
-            raise ValueError(f"{name} must be >= {low:g}, got {value!r}{hint}")
-        if high is not None and value > high:
-            raise ValueError(f"{name} must be <= {high:g}, got {value!r}{hint}")
-
-
 @functools.cache
 def _hints() -> dict[str, Any]:
     return typing.get_type_hints(Settings)
@@ -611,13 +551,6 @@ def allowed_values(name: str) -> dict[str, str]:
     if f.metadata.get("allowed"):
         return dict(f.metadata["allowed"]())
     return {value: "" for value in choices(_hints()[name])}
-
-
-def _one_of(allowed: tuple[Any, ...]) -> str:
-    """'a' or 'b'; one of 'a', 'b' or 'c'."""
-    quoted = [repr(a) for a in allowed]
-    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-    return listed if len(quoted) <= 2 else f"one of {listed}"
 
 
 def setting_fields(
