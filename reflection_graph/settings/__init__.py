@@ -400,6 +400,14 @@ class Settings:
             if not (isinstance(template, str) or callable(template)):
                 raise ValueError(f"prompt {role!r} must be a template string or a callable")
 
+    def __new__(cls, *args: Any, **values: Any) -> Settings:
+        """A new `Settings` that notes which fields the caller passed (`given`); the dataclass's own `__init__`
+        then sets and checks them. A copy (`copy.copy`, pickle) is made with no values and gets its `given` back
+        with the rest of its state."""
+        self = super().__new__(cls)
+        object.__setattr__(self, "_given", frozenset(values))
+        return self
+
     @property
     def given(self) -> frozenset[str]:
         """The fields the caller set (passed to the constructor, `apply` or `override`); the others hold their
@@ -494,20 +502,6 @@ def chosen_settings(
             f"got {type(settings).__name__}"
         )
     return chosen
-
-
-def _remember_given(init: Any) -> Any:
-    """The dataclass's `__init__`, noting first which fields were passed (`Settings.given`)."""
-
-    @functools.wraps(init)
-    def __init__(self: Settings, **values: Any) -> None:
-        object.__setattr__(self, "_given", frozenset(values))
-        init(self, **values)
-
-    return __init__
-
-
-Settings.__init__ = _remember_given(Settings.__init__)  # type: ignore[method-assign]
 
 
 class SettingsKwargs(TypedDict, total=False):
