@@ -256,7 +256,9 @@ def test_a_code_test_critic_runs_the_tests_on_the_answer() -> None:
     )
     out = create_agent(model, middleware=[ReflectionMiddleware(critic)]).invoke(ask("Write add(a, b)."))
     assert len(model.received) == 2 and "a + b" in out["messages"][-1].text
-    assert "add(2, 3) == 5" in model.received[1][-1].text  # the failing test reached the agent
+    assert (
+        "`add(2, 3)` returned -1, expected 5" in model.received[1][-1].text
+    )  # the failing call reached the agent
     assert out["reflection"]["stop_reason"] == "accepted"
 
 

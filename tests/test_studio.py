@@ -171,8 +171,10 @@ def test_code_graph_runs_the_shipped_tests() -> None:
     assert out["passed"] is True and out["stop_reason"] == "accepted" and out["iterations"] == 2
     assert out["code"] == "def add(a, b):\n    return a + b\n"
     first = out["trajectory"][0]["critique"]
-    assert first["score"] < 10 and any("add(2, 3) == 5" in issue for issue in first["issues"])
-    assert CODE_TASK in prompts[0] and "add(2, 3) == 5" in prompts[1]  # the reviser saw the failing test
+    assert first["score"] < 10 and any("`add(2, 3)` returned -1, expected 5" in i for i in first["issues"])
+    assert (
+        CODE_TASK in prompts[0] and "`add(2, 3)` returned -1, expected 5" in prompts[1]
+    )  # the reviser saw the failing test
 
 
 CLAMP = 'def clamp(x, low, high):\n    """Return x limited to [low, high].\n\n    >>> clamp(5, 0, 3)\n    3\n    """\n'
