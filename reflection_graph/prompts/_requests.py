@@ -23,16 +23,6 @@ from reflection_graph.prompts._templates import (
     PromptOverride,
 )
 
-__all__ = [
-    "HISTORY_CHARS",
-    "draft_messages",
-    "format_critique",
-    "fresh_draft_request",
-    "plain_request",
-    "render_prompt",
-    "revise_messages",
-]
-
 
 class _Defaulting(dict[str, Any]):
     def __missing__(self, key: str) -> str:

@@ -7,37 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = [
-    "CHAT_ANSWER_OPENING",
-    "CHAT_CRITIQUE_PROMPT",
-    "CHAT_CRITIQUE_SYSTEM",
-    "CHAT_FAULT_CHOICE_PROMPT",
-    "CHAT_FAULT_PROMPT",
-    "CHAT_NO_FAULT_PROMPT",
-    "CHAT_PREFERENCE_PROMPT",
-    "CHAT_REVISE_PROMPT",
-    "CHAT_VERDICT_PROMPT",
-    "CRITIQUE_PROMPT",
-    "CRITIQUE_SYSTEM",
-    "CUE_LINES",
-    "FAULT_HELD",
-    "FAULT_NOT_HELD",
-    "FOCUS_CUES",
-    "FOCUS_PROMPTS",
-    "FRESH_DRAFT_PROMPT",
-    "GENERATE_PROMPT",
-    "GENERATE_SYSTEM",
-    "JUDGE_EXAMPLES",
-    "JUDGE_PROMPT",
-    "LIKELIHOOD_PROMPT",
-    "PAIRWISE_PROMPT",
-    "PRESERVE_CORRECT_RULE",
-    "REVISE_PROMPT",
-    "REVISE_SYSTEM",
-    "THRESHOLD_RULE",
-    "PromptOverride",
-]
-
 CUE_LINES: tuple[str, ...] = (
     "Task:",
     "Draft:",
