@@ -1,5 +1,6 @@
-"""Does the bundled Qwen apply the code critique's feedback? One greedy revision, on the HumanEval/40-163 problems
-where the greedy draft fails a visible docstring example.
+"""Does the bundled Qwen apply the critique's feedback? One greedy revision, on the HumanEval/40-163 problems where
+the greedy draft fails a visible docstring example (`--ids`), or on IFBench development prompts (`--ifbench N`: the
+first N of bench_instructions.py's fixed order; the reserved half is never read).
 
 The graph runs with `strategy="loop"`, one greedy draft, one greedy revision (`retries=0`: no other tactic when
 the revision repeats its draft), the visible examples as its critic (`CodeTestCritic`), judged on HumanEval's own
@@ -8,6 +9,7 @@ naming each; the records (one per problem and label) hold the critique the revis
 repeated the draft, passed the visible examples and solved the problem, its tokens and seconds, and the load.
 
     python bench/exp_revision_feedback.py --label new --ids 47,54,64
+    python bench/exp_revision_feedback.py --label new --ifbench 12
     python bench/exp_revision_feedback.py --report
 """
 
@@ -55,11 +57,56 @@ def one(problem: dict[str, Any], model: Any, judge: Any) -> dict[str, Any]:
     }
 
 
+def one_instructions(row: dict[str, Any], model: Any) -> dict[str, Any]:
+    """The draft of IFBench prompt `row`, its checker's critique and one greedy revision, scored by IFBench."""
+    import bench_instructions as bi
+
+    from reflection_graph import create_reflection_graph
+
+    critic = bi.critic_of(row)
+    graph = create_reflection_graph(model, critic=critic, retries=0, **SETTINGS)
+    start = time.monotonic()
+    result = graph.invoke({"task": row["prompt"]})
+    seconds = time.monotonic() - start
+    rounds = result["trajectory"]
+    draft, critique = rounds[0]["candidate"], rounds[0].get("critique") or {}
+    revised = rounds[1]["candidate"] if len(rounds) > 1 else None
+    scored = None if revised is None else bi.scored(row, revised, critic)
+    return {
+        "instructions": len(row["instruction_id_list"]),
+        "draft_strict": sum(bi.scored(row, draft, critic)["strict"]),
+        "critique": {"issues": critique.get("issues"), "suggestions": critique.get("suggestions")},
+        "repeated": revised is None or " ".join(revised.split()) == " ".join(draft.split()),
+        "revised_strict": None if scored is None else sum(scored["strict"]),
+        "stop": result["stop_reason"],
+        "tactics": [r.get("tactic") for r in rounds],
+        "seconds": round(seconds, 1),
+        "revision": revised,
+    }
+
+
 def report(path: Path) -> None:
     """The counts per label."""
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    for label in sorted({r["label"] for r in rows}):
-        mine = [r for r in rows if r["label"] == label]
+    for label in sorted({r["label"] for r in rows if "instructions" in r}):
+        mine = [r for r in rows if r["label"] == label and "instructions" in r]
+        gained = sum(
+            max(0, (r["revised_strict"] or 0) - r["draft_strict"])
+            for r in mine
+            if r["revised_strict"] is not None
+        )
+        lost = sum(
+            max(0, r["draft_strict"] - r["revised_strict"]) for r in mine if r["revised_strict"] is not None
+        )
+        loads = [x for r in mine for x in r["load"]]
+        print(
+            f"ifbench {label}: {len(mine)} prompts ({sum(r['instructions'] for r in mine)} instructions) at"
+            f" {sorted({r['commit'] for r in mine})}; drafts follow {sum(r['draft_strict'] for r in mine)}; the"
+            f" revision repeats the draft {sum(bool(r['repeated']) for r in mine)}, newly follows {gained}, breaks"
+            f" {lost}; load {min(loads)}-{max(loads)}"
+        )
+    for label in sorted({r["label"] for r in rows if "instructions" not in r}):
+        mine = [r for r in rows if r["label"] == label and "instructions" not in r]
         fixed = sum(bool(r["revised_visible"] == 1.0) for r in mine)
         solved = sum(bool(r["revised_solved"]) for r in mine)
         same = sum(bool(r["repeated"]) for r in mine)
@@ -76,6 +123,7 @@ def main() -> int:
     )
     parser.add_argument("--label", help="the feedback's name in the records (e.g. old, new)")
     parser.add_argument("--ids", default="", help="HumanEval numbers, comma-separated, within 40-163")
+    parser.add_argument("--ifbench", type=int, default=0, help="the first N IFBench development prompts")
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help=f"default {RESULTS.name} in bench/results"
@@ -85,8 +133,8 @@ def main() -> int:
         report(args.results)
         return 0
     ids = [int(i) for i in args.ids.split(",") if i]
-    if not args.label or not ids or min(ids) < 40:
-        parser.error("--label and --ids (40-163) are needed")
+    if not args.label or not (args.ifbench or ids) or (ids and min(ids) < 40):
+        parser.error("--label and --ids (40-163) or --ifbench N are needed")
     loaded = embedded_model("embedded:qwen2.5-coder-1.5b")
     if loaded is None:
         return 2
@@ -95,6 +143,29 @@ def main() -> int:
     done = set()
     if args.results.exists():
         done = {(r["label"], r["task_id"]) for r in map(json.loads, args.results.read_text().splitlines())}
+    if args.ifbench:
+        import bench_instructions as bi
+        from _ifbench_set import prompts
+
+        for row in bi.in_order(bi.split_rows(prompts())[0])[: args.ifbench]:
+            if (args.label, bi.prompt_id(row)) in done:
+                continue
+            before = load_average()
+            record = one_instructions(row, model)
+            record.update(
+                label=args.label, task_id=bi.prompt_id(row), commit=commit(), load=[before, load_average()]
+            )
+            with args.results.open("a") as out:
+                out.write(json.dumps(record, sort_keys=True) + "\n")
+            print(
+                row["key"],
+                args.label,
+                record["draft_strict"],
+                record["revised_strict"],
+                record["seconds"],
+                flush=True,
+            )
+        return 0
     for problem in problems(ids):
         if (args.label, problem["task_id"]) in done or he.visible_critic(problem) is None:
             continue
