@@ -68,6 +68,7 @@ _RUNNER_FILE = "_reflection_graph_runner.py"
 _SERVE_FILE = "_reflection_graph_serve.py"
 _WIRE_FILE = "_reflection_graph_wire.py"
 _EXPLAIN_FILE = "_reflection_graph_explain.py"
+_CHANNEL_FILE = "_reflection_graph_channel.py"
 _SCRIPTS = {
     name: (_SANDBOX / source).read_text(encoding="utf-8")
     for name, source in (
@@ -75,6 +76,7 @@ _SCRIPTS = {
         (_SERVE_FILE, "_serve.py"),
         (_WIRE_FILE, "_wire.py"),
         (_EXPLAIN_FILE, "_explain.py"),
+        (_CHANNEL_FILE, "_channel.py"),
     )
 }
 _CHECKER_EXTRA_S = 2.0
@@ -249,6 +251,7 @@ class CodeTestCritic(BaseCritic):
             _RUNNER_FILE: _SCRIPTS[_RUNNER_FILE],
             _WIRE_FILE: _SCRIPTS[_WIRE_FILE],
             _EXPLAIN_FILE: _SCRIPTS[_EXPLAIN_FILE],
+            _CHANNEL_FILE: _SCRIPTS[_CHANNEL_FILE],
         }
         if self.verdict_source == "in-process":
             alone = {

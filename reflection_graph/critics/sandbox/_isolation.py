@@ -10,7 +10,7 @@
   minimal `/dev`; a fresh, read-only `/proc`; `--kill-child` (the namespace dies with `unshare`).
 
 In both, the dir that holds the run dir is hidden too, so one run cannot read another's files, and a seccomp
-filter lets `socket()` make only `AF_INET` and `AF_INET6` sockets (`_launch.py`): a network namespace does not
+filter lets `socket()` make only `AF_INET` and `AF_INET6` sockets (`_confine.py`): a network namespace does not
 cover Unix sockets (a read-only mount does not stop `connect()` on a socket file the sandbox can see), vsock (the
 host's, or a VM host's, services), netlink or the other families. Every command is started
 by `_launch.py`'s supervisor, which dies with the parent (see there).
@@ -35,7 +35,10 @@ from reflection_graph.critics.sandbox._plan import _Plan, _validate
 Isolation = Literal["auto", "required", "off"]
 """How generated code is isolated: `auto` when the OS allows it, `required` or fail, `off` never."""
 
-_LAUNCHER_SOURCE = Path(__file__).with_name("_launch.py").read_text(encoding="utf-8")
+_LAUNCHER_PARTS = ("_confine.py", "_launch.py")  # in this order: `_launch.py` calls `_confine.py`'s functions
+_LAUNCHER_SOURCE = "\n".join(
+    Path(__file__).with_name(name).read_text(encoding="utf-8") for name in _LAUNCHER_PARTS
+)
 _HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/home", "/root")
 _PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/acpi", "/proc/irq", "/proc/bus")
 _BACKEND_ORDER: tuple[str, ...] = ("bwrap", "unshare")

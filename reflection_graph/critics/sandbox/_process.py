@@ -12,7 +12,8 @@ When the parent runs as root, the code is root inside its namespaces, still mapp
 of capabilities and the read-only mounts are what stop it from changing the host; it can read every file that is
 not hidden.
 
-Limits, applied before the command runs (by `_launch.py`, passed as `python -I -S -c`):
+Limits, applied before the command runs (by the launcher, `_confine.py` and `_launch.py` passed together as
+`python -I -S -c`):
 
 - `RLIMIT_AS` (address space) = `memory_mb`; `RLIMIT_CPU` = `cpu_s` (default: the timeout rounded up, plus two
   seconds); `RLIMIT_FSIZE` = `max_file_mb`; `RLIMIT_CORE` = 0.

@@ -5,7 +5,7 @@
 CONFIG is JSON: `{"mode": "outside" | "in-process", "solution": "solution.py", "tests": "test_solution.py",
 "entry_point": name or null, "bind": [names]}`. It runs the tests module's top-level `test*` functions in file order
 (or, with no test function and an entry point, `check(<entry point>)`, HumanEval's form) and reports each result as
-one line on the result pipe RESULT_FD:
+one line on the result pipe RESULT_FD (`_channel.py`):
 
     <hex HMAC-SHA256 of the JSON> <JSON event with a sequence number "seq">
 
@@ -26,15 +26,13 @@ A failing test's event carries, besides its message, what it compared (`compare`
 and the one expected, or the call that raised), made by `_explain.py`.
 
 This file is copied into the sandbox; it must not import anything outside the standard library (and `_wire.py`,
-`_explain.py`).
+`_explain.py`, `_channel.py`).
 """
 
 import ast
 import builtins
 import contextlib
 import gc
-import hashlib
-import hmac
 import inspect
 import io
 import json
@@ -45,6 +43,7 @@ import types
 sys.path.insert(0, os.getcwd())
 sys.dont_write_bytecode = True
 
+import _reflection_graph_channel as channel  # noqa: E402  (copied next to this file)
 import _reflection_graph_explain as explain  # noqa: E402  (copied next to this file)
 import _reflection_graph_wire as wire  # noqa: E402  (copied next to this file)
 
@@ -155,33 +154,6 @@ class _Proxy:
 explain.HIDDEN_TYPES.append(
     _Proxy
 )  # a failure names the values a test reads, never the candidate's functions
-
-
-def _open_channel():
-    """Read the per-run secret and close its pipe; return the signed-event writer."""
-    secret_fd, result_fd = int(sys.argv[2]), int(sys.argv[3])
-    chunks = []
-    while True:
-        data = os.read(secret_fd, 4096)
-        if not data:
-            break
-        chunks.append(data)
-    os.close(secret_fd)
-    os.set_inheritable(result_fd, False)
-    signer = hmac.new(b"".join(chunks), digestmod=hashlib.sha256)
-    del chunks
-    counter = [0]
-
-    def emit(**event):
-        body = json.dumps({"seq": counter[0], **event}, default=str).encode("utf-8", "replace")
-        counter[0] += 1
-        tag = signer.copy()
-        tag.update(body)
-        line = tag.hexdigest().encode("ascii") + b" " + body + b"\n"
-        while line:
-            line = line[os.write(result_fd, line) :]
-
-    return emit
 
 
 def _load_outside(link, emit):
@@ -370,6 +342,6 @@ def main(emit):
 
 
 if __name__ == "__main__":
-    main(_open_channel())
+    main(channel.open_channel(int(sys.argv[2]), int(sys.argv[3])))
     # Do not wait for threads the code under test may have left running.
     os._exit(0)
