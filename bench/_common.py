@@ -43,6 +43,7 @@ __all__ = [
     "plain_loop",
     "print_table",
     "require_langgraph_reflection",
+    "revising_generator",
     "wilson",
 ]
 
@@ -120,6 +121,19 @@ def draft_text(n_chars: int = 600) -> str:
     """A draft of about `n_chars` characters."""
     sentence = "Thank you for the offer; after careful thought I have decided to decline it. "
     return (sentence * (n_chars // len(sentence) + 1))[:n_chars]
+
+
+def revising_generator(n_chars: int = 600) -> FastChat:
+    """A generator whose every reply is a new text of about `n_chars` characters (a draft, then revisions that
+    change it), so no loop treats a revision as a repeat of its input."""
+    counter = {"n": 0}
+    base = draft_text(n_chars)
+
+    def reply(_: list[BaseMessage]) -> str:
+        counter["n"] += 1
+        return f"{base} (version {counter['n']})"
+
+    return FastChat(reply=reply)
 
 
 def never_accepting_critic(**kw: Any) -> FastChat:

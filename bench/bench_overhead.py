@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     FastChat,
-    draft_text,
     interleaved,
     langgraph_reflection_graph,
     lean_langgraph_loop,
@@ -42,6 +41,7 @@ from _common import (  # noqa: E402
     never_accepting_critic,
     plain_loop,
     print_table,
+    revising_generator,
 )
 
 from reflection_graph import create_reflection_graph  # noqa: E402
@@ -54,7 +54,7 @@ def build(rounds: int, skip_peer: bool, draft_chars: int) -> dict[str, tuple[Any
     """Each variant with its own generator and critic fakes: name -> (runner, generator, critic)."""
 
     def models() -> tuple[FastChat, FastChat]:
-        return FastChat(reply=draft_text(draft_chars)), never_accepting_critic()
+        return revising_generator(draft_chars), never_accepting_critic()
 
     out: dict[str, tuple[Any, FastChat, FastChat]] = {}
     g, c = models()
