@@ -303,6 +303,7 @@ class Answer42:
     """A one-problem set for the peers' wiring: the verifier wants 42 in the answer."""
 
     name = "humaneval"
+    answer = "the number asked for"
     problems = [{"task_id": "T/1"}]
 
     def key(self, problem: dict[str, Any]) -> str:
@@ -411,6 +412,8 @@ def test_each_peer_runs_as_configured_and_is_counted_by_the_server_usage(
     assert all(
         body["max_tokens"] == 64 for body in seen
     )  # the limit llama.cpp's server reads, for every peer
+    if variant.startswith("dspy"):  # DSPy's prompt says what the answer field holds (the set's `answer`)
+        assert Answer42.answer in json.dumps(seen[0]["messages"])
 
 
 @pytest.mark.parametrize("set_name", ["humaneval", "ifbench"])
