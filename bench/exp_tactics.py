@@ -11,7 +11,9 @@ passes every visible example; no plateau stop, as `resample` forces), the visibl
 - `loop`: revisions shown the failing calls (greedy, then a warmer one; a revision that repeats its input gives
   way to the next tactic, `Strategy.tactics`);
 - `sampled`: only sampled revisions (each at the sampling temperature with a seed of its own);
-- `fresh_told`: only fresh drafts told the critique's faults (the first greedy, the next sampled).
+- `fresh_told`: only fresh drafts told the critique's faults (the first greedy, the next sampled);
+- `loop_lookup`: `loop` with prompt-lookup decoding of its revisions (`EmbeddedChatModel(prompt_lookup=None)`;
+  every other variant runs with it off, `prompt_lookup=False`), for item 6: do outcomes change with lookup on?
 
 The variants run interleaved, problem by problem, so a stopped run leaves every variant over the same problems.
 Resumable: one record per problem and variant in `--results`, with tokens (prompt and generated, from the
@@ -45,7 +47,7 @@ FAILING = (
 """HumanEval/40-163 problems whose greedy draft (raw, run 8391a4e8) fails a visible docstring example."""
 BOUND = {"n_drafts": 1, "n_revisions": 2, "max_iterations": 3}
 """The verifier's call bound (`VERIFIER_DEFAULTS` without its strategy): 5 generations at most."""
-VARIANTS = ("resample", "loop", "sampled", "fresh_told")
+VARIANTS = ("resample", "loop", "sampled", "fresh_told", "loop_lookup")
 
 
 def _register() -> None:
@@ -87,6 +89,7 @@ def one(problem: dict[str, Any], variant: str, model: Any, judge: Any) -> dict[s
     from reflection_graph import create_reflection_graph
 
     critic = he.visible_critic(problem)
+    model = model.model_copy(update={"prompt_lookup": None if variant == "loop_lookup" else False})
     graph = create_reflection_graph(model, critic=critic, focus="code", strategy=STRATEGY[variant], **BOUND)
     start = time.monotonic()
     result = graph.invoke({"task": he.task_of(problem)})
