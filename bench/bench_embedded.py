@@ -36,10 +36,12 @@ the run's wall time over the loop's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-iterations", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=0, help="runs with seeds 0..N-1, final answers checked")
     parser.add_argument("--model", default=None, help="model spec (default: the command's, plain `embedded`)")
+    parser.add_argument(
+        "--prompt-lookup",
+        choices=[*LOOKUP_ARMS, "both"],
+        default="default",
+        help="with --seeds: the embedded model's prompt lookup (off; revisions: prompt_lookup=None; both: each"
+        " seed under each, in turn, beside one gleaning loop)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print each final answer")
     args = parser.parse_args(argv)
     if llama_cpp_missing():
@@ -195,99 +204,142 @@ def _name(model: Any) -> str:
     )
 
 
-def _seeds(args: argparse.Namespace, options: Any) -> int:
-    """Run the README command once per seed and count the final answers that are real emails."""
+LOOKUP_ARMS = {"default": "the model's default", "off": False, "revisions": None}
+"""`--prompt-lookup` arms: the embedded model's `prompt_lookup` each arm runs with (`default`: as it comes)."""
+
+
+@contextlib.contextmanager
+def _lookup(arm: str) -> Iterator[None]:
+    """The graphs `build_graph` makes here run with the arm's `prompt_lookup` (the CLI's model seam, wrapped)."""
+    from reflection_graph.cli import _graph
+
+    if arm == "default":
+        yield
+        return
+    resolve = _graph._resolve_model
+
+    def with_lookup(spec: Any, options: Any, role: str) -> Any:
+        return resolve(spec, options, role).model_copy(update={"prompt_lookup": LOOKUP_ARMS[arm]})
+
+    _graph._resolve_model = with_lookup
+    try:
+        yield
+    finally:
+        _graph._resolve_model = resolve
+
+
+def _one_seed(options: Any, seed: int, arm: str, record: dict[str, str]) -> dict[str, Any]:
+    """The README command with `seed` under lookup arm `arm`: its final answer checked by this bench's rules."""
     import dataclasses
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))
     import email_rules
 
     from reflection_graph._text._placeholders import placeholders
     from reflection_graph.cli import build_graph
     from reflection_graph.critics.judge import WORSE, WRONG
 
+    load_before = load_average()
+    with _lookup(arm):
+        graph = build_graph(dataclasses.replace(options, seed=seed))
+    start = time.perf_counter()
+    result = graph.invoke({"task": TASK})
+    wall = time.perf_counter() - start
+    answer = result["candidate"]
+    rounds = result["trajectory"]
+    # every round's critique lines, as a person reads them (rules written here, not the critic's own)
+    lines = [
+        x
+        for r in rounds
+        for x in [*(r["critique"] or {}).get("issues", []), *(r["critique"] or {}).get("suggestions", [])]
+    ]
+    broken = [
+        x for x in lines if not re.search(r"[.!?][\"')\]]*$", x.strip()) or re.search(r"[^\x00-\u024f]", x)
+    ]
+    invented = [
+        issue
+        for r in rounds
+        if email_rules.real_email(record, r["candidate"])
+        for issue in (r["critique"] or {}).get("issues", [])
+        if issue not in (WORSE, WRONG) and "placeholder" not in issue
+    ]
+    first = (
+        [i for i in (rounds[0]["critique"] or {}).get("issues", []) if "placeholder" in i] if rounds else []
+    )
+    return {
+        "wall": wall,
+        "answer": answer,
+        "real": email_rules.real_email(record, answer),
+        "failed": [k for k, v in email_rules.checks(record, answer).items() if not v],
+        "lines": len(lines),
+        "broken": len(broken),
+        "invented": len(invented),
+        "placeholder": bool(placeholders(answer)),
+        # the issue's rules, written here: repeats counted as rounds, an answer no critic judged, a bare
+        # sign-off, and whether a placeholder the first critique named is gone
+        "repeats": sum(
+            r.get("job") == "revise" and r["candidate"].split() == p["candidate"].split()
+            for p, r in zip(rounds, rounds[1:], strict=False)
+        ),
+        "unjudged": answer not in {r["candidate"] for r in rounds},
+        "bare": ends_bare(answer),
+        "named": bool(first),
+        "fixed": bool(first) and not SLOT.search(answer),
+        "scores": [(r["critique"] or {}).get("score") for r in rounds],
+        "made_by": " ".join(r.get("tactic") or r.get("job") or "-" for r in rounds),
+        "generated": result["usage"]["total"]["output_tokens"],
+        "load": f"{load_before} -> {load_average()}",
+    }
+
+
+def _seeds(args: argparse.Namespace, options: Any) -> int:
+    """Run the README command once per seed (under each `--prompt-lookup` arm, in turn) beside the hand-written
+    gleaning loop, and check every final answer."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))
+
+    arms = ["off", "revisions"] if args.prompt_lookup == "both" else [args.prompt_lookup]
     record = {"task": TASK, "role": "Data Engineer", "company": "Acme"}
-    rows, passed, totals = [], 0, [0, 0, 0, 0]
-    ratios: list[float] = []
-    named, fixed, repeats, unjudged, bare = 0, 0, 0, 0, 0
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    rows: list[list[Any]] = []
     speed = gauge(options)
     print(
         f"this machine now: llama-cpp-python alone generates {speed:.1f} tokens/s on this model", flush=True
     )
     for seed in range(args.seeds):
-        load_before, start = load_average(), time.perf_counter()
-        result = build_graph(dataclasses.replace(options, seed=seed)).invoke({"task": TASK})
-        wall = time.perf_counter() - start
-        answer = result["candidate"]
-        ok = email_rules.real_email(record, answer)
-        passed += ok
-        failed = [k for k, v in email_rules.checks(record, answer).items() if not v]
-        # every round's critique lines, as a person reads them (rules written here, not the critic's own)
-        rounds = result["trajectory"]
-        lines = [
-            x
-            for r in rounds
-            for x in [*(r["critique"] or {}).get("issues", []), *(r["critique"] or {}).get("suggestions", [])]
-        ]
-        broken = [
-            x
-            for x in lines
-            if not re.search(r"[.!?][\"')\]]*$", x.strip()) or re.search(r"[^\x00-\u024f]", x)
-        ]
-        invented = [
-            issue
-            for r in rounds
-            if email_rules.real_email(record, r["candidate"])
-            for issue in (r["critique"] or {}).get("issues", [])
-            if issue not in (WORSE, WRONG) and "placeholder" not in issue
-        ]
-        holes = placeholders(answer)
-        for i, n in enumerate((len(lines), len(broken), len(invented), int(bool(holes)))):
-            totals[i] += n
-        # the issue's rules, written here: repeats counted as rounds, an answer no critic judged, a bare
-        # sign-off, and whether a placeholder the first critique named is gone
-        repeats += sum(
-            r.get("job") == "revise" and r["candidate"].split() == p["candidate"].split()
-            for p, r in zip(rounds, rounds[1:], strict=False)
-        )
-        unjudged += answer not in {r["candidate"] for r in rounds}
-        bare += ends_bare(answer)
-        first = (
-            [i for i in (rounds[0]["critique"] or {}).get("issues", []) if "placeholder" in i]
-            if rounds
-            else []
-        )
-        if first:
-            named += 1
-            fixed += not SLOT.search(answer)
+        done = {arm: _one_seed(options, seed, arm, record) for arm in arms}
         glean_s, _ = gleaning(options)
-        ratios.append(wall / glean_s)
-        rows.append(
-            [
-                seed,
-                "yes" if ok else "no",
-                ", ".join(failed) or "-",
-                round(wall, 1),
-                result["usage"]["total"]["output_tokens"],
-                f"{len(lines)}/{len(broken)}/{len(invented)}",
-                "yes" if holes else "no",
-                "yes" if ends_bare(answer) else "no",
-                " ".join(r.get("tactic") or r.get("job") or "-" for r in rounds),
-                f"{wall / glean_s:.2f}x ({glean_s:.1f} s)",
-                f"{load_before} -> {load_average()}",
-            ]
-        )
-        print(" | ".join(map(str, rows[-1])), flush=True)
-        if args.verbose:
-            critique = result.get("critique") or {}
+        for arm, run in done.items():
+            run["ratio"] = run["wall"] / glean_s
+            runs[arm].append(run)
+            rows.append(
+                [
+                    seed,
+                    arm,
+                    "yes" if run["real"] else "no",
+                    ", ".join(run["failed"]) or "-",
+                    round(run["wall"], 1),
+                    run["generated"],
+                    f"{run['lines']}/{run['broken']}/{run['invented']}",
+                    "yes" if run["placeholder"] else "no",
+                    "yes" if run["bare"] else "no",
+                    run["made_by"],
+                    " ".join("-" if x is None else f"{x:g}" for x in run["scores"]),
+                    f"{run['ratio']:.2f}x ({glean_s:.1f} s)",
+                    run["load"],
+                ]
+            )
+            print(" | ".join(map(str, rows[-1])), flush=True)
+            if args.verbose:
+                print(run["answer"], "\n", flush=True)
+        if len(arms) > 1:
             print(
-                answer,
-                f"\n[critique: score {critique.get('score')}, issues {critique.get('issues')}]\n",
+                f"seed {seed}: the arms' final answers are the same text: "
+                f"{len({r['answer'] for r in done.values()}) == 1}",
                 flush=True,
             )
     print_table(
         [
             "seed",
+            "lookup",
             "real email",
             "failed checks",
             "wall s",
@@ -296,21 +348,27 @@ def _seeds(args: argparse.Namespace, options: Any) -> int:
             "placeholder",
             "bare sign-off",
             "rounds made by",
+            "round scores",
             "run / gleaning loop",
             "load 1-min",
         ],
         rows,
     )
+    for arm, mine in runs.items():
+        ratios = [r["ratio"] for r in mine]
+        print(
+            f"lookup {arm}: revisions that returned their input counted as rounds: {sum(r['repeats'] for r in mine)};"
+            f" final answers no critic judged: {sum(r['unjudged'] for r in mine)}; bare sign-offs:"
+            f" {sum(r['bare'] for r in mine)}; a placeholder named by the first critique:"
+            f" {sum(r['named'] for r in mine)} seeds, gone from the final answer on {sum(r['fixed'] for r in mine)};"
+            f" real emails {sum(r['real'] for r in mine)}/{len(mine)}; critique lines"
+            f" {sum(r['lines'] for r in mine)}, cut or not Latin {sum(r['broken'] for r in mine)}, a fault shown on"
+            f" a round whose email passes the email rules {sum(r['invented'] for r in mine)}; final answers with a"
+            f" placeholder {sum(r['placeholder'] for r in mine)}; run / hand-written gleaning loop: median"
+            f" {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x"
+        )
     print(
-        f"revisions that returned their input counted as rounds: {repeats}; final answers no critic judged: "
-        f"{unjudged}; bare sign-offs: {bare}; a placeholder named by the first critique: {named} seeds, gone "
-        f"from the final answer on {fixed}; run / hand-written gleaning loop: median "
-        f"{statistics.median(ratios):.2f}x, max {max(ratios):.2f}x"
-    )
-    print(
-        f"real emails: {passed}/{args.seeds} (README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py); "
-        f"critique lines {totals[0]}, cut or not Latin {totals[1]}, a fault shown on a round whose email passes "
-        f"the email rules {totals[2]}; final answers with a placeholder {totals[3]}; commit {commit()}; "
+        f"README command, seeds 0-{args.seeds - 1}, datasets/email_rules.py; commit {commit()}; "
         f"llama-cpp-python alone: {speed:.1f} tokens/s before the seeds, {gauge(options):.1f} after"
     )
     return 0
