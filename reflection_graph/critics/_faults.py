@@ -46,8 +46,8 @@ class Fault(BaseModel):
     )
     by: SkipJsonSchema[str] = Field(
         default="judge",
-        description='Which critic named the fault: "judge" (the model), "rule:placeholder", "rule:required" or '
-        '"rule:script".',
+        description='Which critic named the fault: "judge" (the model), "rule:placeholder", "rule:required", '
+        '"rule:facts" or "rule:script".',
     )
 
 

@@ -21,6 +21,10 @@ fault a rule names is a fault:
     paragraphs": fewer lines than paragraphs; "in one (two, ...) sentences": more sentences than that (split only
     at `.`, `!` or `?` before a capital, not after an abbreviation or an initial).
   A requirement after "not", "never" or "without", or offered as one of alternatives ("X" or "Y"), is not read.
+- **facts** (`by="rule:facts"`, reflection_graph/critics/_rule_facts.py): a weekday, date, clock time, amount or
+  percentage the task gives, said otherwise in the answer (one of the task's missing, a value it does not give in
+  its place, where the task leaves no such value to the writer); a count the answer announces for the list under
+  it ("three reasons:") that the list does not hold.
 - **script** (`by="rule:script"`): the answer's letters are mostly in one script (Cyrillic, say) that is neither
   the task's nor its context's, nor the script of a language the task names ("Reply in Russian"). A task that
   speaks of translating, a language, a script or an alphabet is left to the judge.
@@ -32,15 +36,18 @@ strings; none calls a model.
 from __future__ import annotations
 
 from reflection_graph.critics._faults import Fault
+from reflection_graph.critics._rule_facts import facts_faults
 from reflection_graph.critics._rule_placeholder import placeholder_fault, placeholder_faults, sign_off_fault
-from reflection_graph.critics._rule_reading import RULE_PLACEHOLDER, RULE_REQUIRED, RULE_SCRIPT
+from reflection_graph.critics._rule_reading import RULE_FACTS, RULE_PLACEHOLDER, RULE_REQUIRED, RULE_SCRIPT
 from reflection_graph.critics._rule_required import required_faults
 from reflection_graph.critics._rule_script import script_faults
 
 __all__ = [
+    "RULE_FACTS",
     "RULE_PLACEHOLDER",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
+    "facts_faults",
     "placeholder_fault",
     "placeholder_faults",
     "required_faults",
@@ -51,7 +58,8 @@ __all__ = [
 
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
-    """Every fault the rules name in `answer`: placeholders, missed requirements, another script (in that order).
+    """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script (in
+    that order).
 
     Args:
         answer: the candidate answer.
@@ -61,5 +69,6 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
     return [
         *placeholder_faults(answer, task=task, context=context),
         *required_faults(answer, task=task, context=context),
+        *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),
     ]

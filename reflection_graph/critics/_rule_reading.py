@@ -13,6 +13,7 @@ __all__ = [
     "ITEM",
     "NUMBER",
     "QUOTED",
+    "RULE_FACTS",
     "RULE_PLACEHOLDER",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
@@ -27,6 +28,7 @@ __all__ = [
     "unread",
 ]
 
+RULE_FACTS = "rule:facts"
 RULE_PLACEHOLDER = "rule:placeholder"
 RULE_REQUIRED = "rule:required"
 RULE_SCRIPT = "rule:script"

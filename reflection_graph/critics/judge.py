@@ -35,10 +35,11 @@ A task that asks for a template allows them.
 Beside the model, **rules** name faults that are real by construction (reflection_graph/critics/_rule_faults.py):
 the placeholder above, a requirement the task states in a form a rule can check and the answer misses (a subject
 line, a signature, a word, bullet, paragraph or sentence count, quoted words to include or end with, lowercase or
-capitals only, no commas), and an answer mostly in a script that is neither the task's nor that of a language it
+capitals only, no commas), a weekday, date, time or amount the task gives said otherwise, a list shorter or
+longer than the answer announces, and an answer mostly in a script that is neither the task's nor that of a language it
 names. A rejected candidate's critique shows them whatever the verdict says, after the judge's confirmed faults,
 each fix a concrete edit that quotes the text concerned; `Critique.named_by` says which critic named each issue
-(`judge`, `rule:placeholder`, `rule:required`, `rule:script`). They never decide acceptance, except the placeholder.
+(`judge`, `rule:placeholder`, `rule:required`, `rule:facts`, `rule:script`). They never decide acceptance, except the placeholder.
 
 Only a rejected candidate gets a **written critique**, and by default (`write="when_wrong"`) only one whose
 verdict says it is wrong (P(Yes) <= 1/2): on the project's critique set (bench/bench_critique.py) Qwen's written
@@ -93,6 +94,7 @@ from reflection_graph.critics._faults import (
 )
 from reflection_graph.critics._logprob_reading import LogprobReadingCritic, log_odds, next_token_logprobs
 from reflection_graph.critics._rule_faults import (
+    facts_faults,
     placeholder_fault,
     placeholder_faults,
     required_faults,
@@ -432,8 +434,8 @@ class JudgeCritic(LogprobReadingCritic):
 
     def rule_faults(self, request: CritiqueRequest, judgement: Judgement | None = None) -> list[Fault]:
         """The faults the rules name in `request.candidate` (reflection_graph/critics/_rule_faults.py; no call):
-        the placeholder rule's (from `judgement` when given), a requirement of the task it misses, another
-        script."""
+        the placeholder rule's (from `judgement` when given), a requirement of the task it misses, a value of the
+        task it changes, another script."""
         answer, task, context = request.candidate, request.task, request.context
         placed = (
             placeholder_faults(answer, task=task, context=context)
@@ -447,6 +449,7 @@ class JudgeCritic(LogprobReadingCritic):
         return [
             *placed,
             *required_faults(answer, task=task, context=context),
+            *facts_faults(answer, task=task, context=context),
             *script_faults(answer, task=task, context=context),
         ]
 

@@ -14,9 +14,11 @@ import pytest
 from reflection_graph.critics import CritiqueRequest, JudgeCritic
 from reflection_graph.critics._faults import Fault, WrittenCritique, usable
 from reflection_graph.critics._rule_faults import (
+    RULE_FACTS,
     RULE_PLACEHOLDER,
     RULE_REQUIRED,
     RULE_SCRIPT,
+    facts_faults,
     placeholder_faults,
     required_faults,
     rule_faults,
@@ -153,6 +155,42 @@ FAULTY = [
         "Latin script",
         '"Please come to dinner',
     ),
+    # facts: a value the task gives, said otherwise; a list count announced and missed
+    (
+        EMAIL_TASK,
+        "Subject: Launch moved\n\nHi all,\n\nThe launch moves to Tuesday.\n\nPriya",
+        RULE_FACTS,
+        '"Tuesday" where the task gives "Monday"',
+        'Replace "Tuesday" with "Monday".',
+    ),
+    (
+        "Remind Jo that the dentist appointment is at 4 p.m. on Thursday.",
+        "Hi Jo, your dentist visit is at 5 p.m. on Thursday.",
+        RULE_FACTS,
+        '"5 p.m." where the task gives "4 p.m."',
+        '"4 p.m."',
+    ),
+    (
+        "Announce that the office closes on 24 December.",
+        "The office closes on December 23rd.",
+        RULE_FACTS,
+        "December 23rd",
+        '"24 December"',
+    ),
+    (
+        "Tell customers prices rise by 5% in June.",
+        "Prices go up by 7 percent in June.",
+        RULE_FACTS,
+        '"7 percent"',
+        '"5%"',
+    ),
+    (
+        "Give me reasons to learn Go.",
+        "Here are three reasons:\n- It is fast.\n- It is simple.",
+        RULE_FACTS,
+        'announces "three reasons" but lists 2',
+        '"- It is simple."',
+    ),
 ]
 
 GOOD = [
@@ -202,6 +240,14 @@ GOOD = [
         "```python\ndef greet():\n    return 'こんにちは'\n```",
     ),
     ("Write a short thank-you note.", "Thanks!"),
+    (
+        "Tell the team the meeting on Monday at 9 am moves; propose another time.",
+        "We move Monday's 9 am meeting to Wednesday at 2 pm.",
+    ),
+    ("Remind Sam of the 9 am call on Friday.", "Hi Sam, a reminder of our call on Friday at 9:00."),
+    ("Two tickets cost $150 each. Write the receipt line.", "2 tickets: $300 in all."),
+    ("Confirm the booking for 14 March.", "Your booking for March 14th is confirmed. We open on Monday."),
+    ("List the steps.", "Here are the three steps:\n1. Open it.\n2. Fill it.\n3. Close it."),
 ]
 
 
@@ -273,6 +319,7 @@ def test_on_the_judged_pairs_no_rule_fires_on_a_good_answer() -> None:
         for line in (DATASETS / name).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             assert required_faults(row["good"], task=row["task"]) == [], row["task"]
+            assert facts_faults(row["good"], task=row["task"]) == [], row["task"]
             assert script_faults(row["good"], task=row["task"]) == [], row["task"]
 
 
