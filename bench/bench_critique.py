@@ -43,7 +43,8 @@ Two sets, reported apart and then combined: `datasets/critique_cases.jsonl` (the
 `datasets/critique_cases_new.jsonl` (35 more cases written before the rule-based detectors: 12 good answers, 23
 with one known fault each: a missing subject line, signature, phrase or date, a placeholder, a word or bullet count,
 a paragraph count, capitals or commas the task forbade, a reply in another language or script, an off-by-one, a
-wrong fact or number). `--cases` reads other sets instead.
+wrong fact or number), and `datasets/critique_cases_3.jsonl` (32 cases written before the facts rule, by a hand
+that had not read the rules). `--cases` reads other sets instead.
 
 The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
 The seconds of each kind of call are printed at the end (per case: the written critique, each fault check, the
@@ -81,6 +82,8 @@ from pydantic import BaseModel, Field  # noqa: E402
 CASES = "datasets/critique_cases.jsonl"
 NEW_CASES = "datasets/critique_cases_new.jsonl"
 """Cases written before the rule-based detectors, reported apart from `CASES`."""
+THIRD_CASES = "datasets/critique_cases_3.jsonl"
+"""Cases written before the facts rule (`rule:facts`), by a hand that had not read the rules, reported apart."""
 
 BEFORE_SYSTEM = (
     "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
@@ -403,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases",
         nargs="+",
-        default=[CASES, NEW_CASES],
-        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: both sets)",
+        default=[CASES, NEW_CASES, THIRD_CASES],
+        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all three)",
     )
     parser.add_argument(
         "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"
