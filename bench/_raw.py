@@ -15,10 +15,19 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RawChat", "commit", "embedded_model", "file_sha256", "llama_cpp_missing", "load_average"]
+__all__ = [
+    "RawChat",
+    "append_record",
+    "commit",
+    "embedded_model",
+    "file_sha256",
+    "llama_cpp_missing",
+    "load_average",
+]
 
 BENCH = Path(__file__).resolve().parent
 CACHE_DIR = BENCH / ".cache"
@@ -126,3 +135,27 @@ class RawChat:
             "completion_tokens": int(usage["completion_tokens"]),
             "seconds": seconds,
         }
+
+
+def append_record(path: Path, record: dict[str, Any], *shown: Any) -> None:
+    """Append `record` to the JSONL cache `path` (made if missing) as one sorted line, then print `shown`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+    print(*shown, flush=True)
+
+
+def with_load(keys: dict[str, Any], make: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """The record `make(*args)` returns, with `keys`, the commit and the 1-minute load before and after it was
+    made."""
+    before = load_average()
+    record = make(*args)
+    record.update(keys, commit=commit(), load=[before, load_average()])
+    return record
+
+
+def recorded(path: Path, *fields: str) -> set[tuple[Any, ...]]:
+    """The `fields` of each record already in the JSONL cache `path` (none when it does not exist)."""
+    if not path.exists():
+        return set()
+    return {tuple(r[f] for f in fields) for r in map(json.loads, path.read_text().splitlines())}

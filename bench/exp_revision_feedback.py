@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _humaneval as he  # noqa: E402
 from _humaneval_set import problems  # noqa: E402
-from _raw import commit, embedded_model, load_average  # noqa: E402
+from _raw import append_record, embedded_model, recorded, with_load  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "revision-feedback-qwen2.5-coder-1.5b.jsonl"
 LOAD_LIMIT = 3.0
@@ -145,9 +145,7 @@ def main() -> int:
         return 2
     model, _ = loaded
     judge = he.Judge()
-    done = set()
-    if args.results.exists():
-        done = {(r["label"], r["task_id"]) for r in map(json.loads, args.results.read_text().splitlines())}
+    done = recorded(args.results, "label", "task_id")
     if args.ifbench:
         import bench_instructions as bi
         from _ifbench_set import prompts
@@ -155,43 +153,18 @@ def main() -> int:
         for row in bi.in_order(bi.split_rows(prompts())[0])[: args.ifbench]:
             if (args.label, bi.prompt_id(row)) in done:
                 continue
-            before = load_average()
-            record = one_instructions(row, model)
-            record.update(
-                label=args.label, task_id=bi.prompt_id(row), commit=commit(), load=[before, load_average()]
-            )
-            with args.results.open("a") as out:
-                out.write(json.dumps(record, sort_keys=True) + "\n")
-            print(
-                row["key"],
-                args.label,
-                record["draft_strict"],
-                record["revised_strict"],
-                record["seconds"],
-                flush=True,
-            )
+            keys = {"label": args.label, "task_id": bi.prompt_id(row)}
+            record = with_load(keys, one_instructions, row, model)
+            shown = [record[k] for k in ("draft_strict", "revised_strict", "seconds")]
+            append_record(args.results, record, row["key"], args.label, *shown)
         return 0
     for problem in problems(ids):
         if (args.label, problem["task_id"]) in done or he.visible_critic(problem) is None:
             continue
-        before = load_average()
-        record = one(problem, model, judge)
-        record.update(
-            label=args.label, task_id=problem["task_id"], commit=commit(), load=[before, load_average()]
-        )
-        args.results.parent.mkdir(parents=True, exist_ok=True)
-        with args.results.open("a") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-        print(
-            problem["task_id"],
-            args.label,
-            "repeated" if record["repeated"] else "changed",
-            record["revised_visible"],
-            record["revised_solved"],
-            record["seconds"],
-            record["load"],
-            flush=True,
-        )
+        keys = {"label": args.label, "task_id": problem["task_id"]}
+        record = with_load(keys, one, problem, model, judge)
+        shown = [record[k] for k in ("repeated", "revised_visible", "revised_solved", "seconds", "load")]
+        append_record(args.results, record, problem["task_id"], args.label, *shown)
     return 0
 
 

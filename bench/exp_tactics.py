@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _humaneval as he  # noqa: E402
 from _humaneval_set import problems  # noqa: E402
-from _raw import commit, embedded_model, load_average  # noqa: E402
+from _raw import append_record, embedded_model, recorded, with_load  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "tactics-qwen2.5-coder-1.5b.jsonl"
 LOAD_LIMIT = 3.0
@@ -190,33 +190,17 @@ def main() -> int:
         return 2
     model, _ = loaded
     judge = he.Judge()
-    done = set()
-    if args.results.exists():
-        done = {(r["variant"], r["task_id"]) for r in map(json.loads, args.results.read_text().splitlines())}
+    done = recorded(args.results, "variant", "task_id")
     for problem in problems(ids):
         if he.visible_critic(problem) is None:
             continue
         for variant in args.variants:
             if (variant, problem["task_id"]) in done:
                 continue
-            before = load_average()
-            record = one(problem, variant, model, judge)
-            record.update(
-                variant=variant, task_id=problem["task_id"], commit=commit(), load=[before, load_average()]
-            )
-            args.results.parent.mkdir(parents=True, exist_ok=True)
-            with args.results.open("a") as out:
-                out.write(json.dumps(record, sort_keys=True) + "\n")
-            print(
-                problem["task_id"],
-                variant,
-                record["solved"],
-                record["tactics"],
-                record["tokens"],
-                record["seconds"],
-                record["load"],
-                flush=True,
-            )
+            keys = {"variant": variant, "task_id": problem["task_id"]}
+            record = with_load(keys, one, problem, variant, model, judge)
+            shown = [record[k] for k in ("solved", "tactics", "tokens", "seconds", "load")]
+            append_record(args.results, record, problem["task_id"], variant, *shown)
     return 0
 
 
