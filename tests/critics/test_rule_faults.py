@@ -269,6 +269,12 @@ def test_no_rule_fires_on_a_good_answer(task: str, answer: str) -> None:
     assert rule_faults(answer, task=task) == []
 
 
+def test_the_facts_rule_leaves_a_task_of_many_figures_to_the_judge() -> None:
+    figures = ", ".join(f"${n}" for n in range(100, 200))
+    assert facts_faults("The total is $5.", task=f"Prices: {figures}.") == []
+    assert facts_faults("The total is $5.", task="The price is $4.")[0].fix == 'Replace "$5" with "$4".'
+
+
 def test_a_context_in_another_script_allows_that_script() -> None:
     answer = "Здравствуйте! Ваш заказ отправлен сегодня."
     assert script_faults(answer, task="Reply to this customer.") != []
