@@ -22,8 +22,8 @@ replies depend only on the call's inputs, never on what the model ran before.
 Every call is evaluated in phases fixed by its own messages (`_reuse`): a prefix shared by several calls (the
 task and the answer of the judge's readings and written critique, the first draft's prompt of a revision) is
 evaluated once and its saved state loaded by the calls that start with it, and a call computes the same figures
-whether its prefix was saved or not. With `prompt_lookup` (off by default) a revision (a call that continues a
-conversation holding the earlier answer) is generated with prompt-lookup decoding (`_lookup`). Install with `pip install "reflection-graph[local]"`.
+whether its prefix was saved or not. A revision (a call that continues a conversation holding the earlier answer)
+is generated with prompt-lookup decoding (`_lookup`; `prompt_lookup`, on for revisions by default). Install with `pip install "reflection-graph[local]"`.
 
 The class holds the settings (its pydantic fields, checked by `_fields` and `_options`) and LangChain's methods;
 each call runs through parts made from those settings, each in a module of its own: the llama.cpp session with its
@@ -143,8 +143,10 @@ class EmbeddedChatModel(BaseChatModel):
             revisions copy text; 1.1 for Gemma, which loops without it).
         stop: extra stop sequences, added to the model's own (its end-of-turn token, or `DEFAULT_STOP`).
         prefix_cache_mb: memory for saved prompt-prefix states, MB (0: none kept; the same figures, slower).
-        prompt_lookup: prompt-lookup decoding of free-text replies: False (default) none, None revisions only,
-            True every call; also a call option. Off: llama.cpp's batched checks changed a Gemma revision's text.
+        prompt_lookup: prompt-lookup decoding of free-text replies: None (default) revisions only, False none,
+            True every call; also a call option. A given call gives the same reply every time either way, but not
+            always the same reply with it as without it (llama.cpp checks proposals in batches, which round
+            differently); on by default because the outcomes measured with it match those without.
         stop_repetition: stop a free-text reply whose tokens end in one span repeated back to back (3 copies,
             64 tokens of repeats; `models._repetition`), keep it up to the end of the first copy, `finish_reason`
             "repetition" (the loop treats it as cut). A repetition the prompt asks for ("6 rows", "5 identical
@@ -177,9 +179,9 @@ class EmbeddedChatModel(BaseChatModel):
     stop: list[str] | None = None
     prefix_cache_mb: int = Field(default=256, ge=0, description="Memory for saved prompt-prefix states, MB.")
     prompt_lookup: bool | None = Field(
-        default=False,
+        default=None,
         strict=True,
-        description="Prompt-lookup decoding: False (default) off; None: for revisions; True: all.",
+        description="Prompt-lookup decoding: None (default) for revisions; False: off; True: all.",
     )
     stop_repetition: bool = Field(
         default=PROFILES["gemma-3-270m"].stop_repetition,

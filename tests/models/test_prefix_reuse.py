@@ -170,20 +170,29 @@ PASSAGE = (
 )
 
 
-def test_prompt_lookup_is_off_unless_asked_for(gemma: EmbeddedChatModel) -> None:
-    """Prompt lookup changed a greedy Gemma revision's text here (llama.cpp verifies proposals in batches, which
-    round differently), so a revision is generated without it unless the caller opts in."""
+def test_prompt_lookup_is_on_for_revisions_by_default_and_a_revision_repeats_itself(
+    gemma: EmbeddedChatModel,
+) -> None:
+    """By default a revision (a conversation holding an earlier answer) is generated with prompt lookup and a first
+    draft without it; `prompt_lookup=False` turns it off. With lookup, a given call gives the same text every
+    time: called again with its prefix saved, and again from an empty cache."""
     conversation: list[BaseMessage] = [
         HumanMessage("Write two sentences about a market town."),
         AIMessage(PASSAGE),
         HumanMessage("Write the same two sentences again, word for word."),
     ]
+    _clear(gemma)
     with recording(gemma) as calls:
-        default = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0).text
-        opted = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0, prompt_lookup=None).text
-    plain, looked_up = calls
-    assert not plain.lookup and looked_up.lookup  # None: on for a conversation holding an answer
-    assert default and opted  # each a reply; whether they agree is what the default being off is about
+        draft = gemma.invoke([HumanMessage("Write two sentences about a market town.")], max_tokens=16).text
+        first = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0).text
+        again = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0).text
+        _clear(gemma)
+        cold = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0).text
+        off = gemma.invoke(conversation, max_tokens=64, repeat_penalty=1.0, prompt_lookup=False).text
+    assert [c.lookup for c in calls] == [False, True, True, True, False]
+    assert draft and off
+    assert first == again == cold  # the same input, the same output, whatever was saved before
+    assert calls[1].steps < calls[1].completion_tokens  # the copy was proposed in batches
 
 
 def test_prompt_lookup_leaves_qwens_code_repair_unchanged(qwen: EmbeddedChatModel) -> None:
@@ -199,8 +208,8 @@ def test_prompt_lookup_leaves_qwens_code_repair_unchanged(qwen: EmbeddedChatMode
     )
     revision = _revision(task, buggy, "clamp(-1, 0, 3) returned 3, expected 0.", focus="code")
     with recording(qwen) as calls:
-        looked_up = qwen.invoke(revision, prompt_lookup=True).text  # opted in: off by default
-        plain = qwen.invoke(revision).text
+        looked_up = qwen.invoke(revision).text  # a revision: lookup on by default
+        plain = qwen.invoke(revision, prompt_lookup=False).text
     with_lookup, without = calls
     assert with_lookup.lookup and not without.lookup
     assert looked_up == plain and "def clamp" in looked_up
