@@ -317,7 +317,8 @@ def test_on_the_critique_sets_every_rule_fault_is_a_real_one_and_good_answers_ge
                 fault,
             )
         named += len(faults)
-    assert named >= 21  # the rules name faults: placeholders, missed requirements, changed facts, other scripts
+    # the rules name faults: placeholders, missed requirements, changed facts, other scripts
+    assert named >= 21
 
 
 def test_on_the_judged_pairs_no_rule_fires_on_a_good_answer() -> None:
