@@ -15,6 +15,11 @@ passes every visible example; no plateau stop, as `resample` forces), the visibl
 - `loop_lookup`: `loop` with prompt-lookup decoding of its revisions (`EmbeddedChatModel(prompt_lookup=None)`;
   every other variant runs with it off, `prompt_lookup=False`), for item 6: do outcomes change with lookup on?
 
+`--ifbench N` runs the same variants on IFBench instead: the first N development prompts of bench_instructions.py's
+fixed order whose raw reply (run 38f5b937) misses an instruction (57 of the 64; the reserved half is never read),
+the checker (`InstructionCritic`) as the critic, scored by IFBench's own strict verdicts; the report counts the
+instructions followed over the first `--dev-prompts` apart from the later ones. About 2 minutes a variant a prompt.
+
 The variants run interleaved, problem by problem, so a stopped run leaves every variant over the same problems.
 Resumable: one record per problem and variant in `--results`, with tokens (prompt and generated, from the
 graph's usage), seconds, the tactics that made each candidate, the 1-minute load before and after, the commit.
@@ -22,6 +27,8 @@ graph's usage), seconds, the tactics that made each candidate, the 1-minute load
     python bench/exp_tactics.py                       # every variant on the 28 problems
     python bench/exp_tactics.py --variants sampled --ids 47,54
     python bench/exp_tactics.py --report [--dev 40-82]
+    python bench/exp_tactics.py --ifbench 32          # IFBench: the first 32 development prompts, where raw misses
+    python bench/exp_tactics.py --ifbench 32 --report
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ from _humaneval_set import problems  # noqa: E402
 from _raw import append_record, embedded_model, recorded, with_load  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "tactics-qwen2.5-coder-1.5b.jsonl"
+IFBENCH_RESULTS = Path(__file__).parent / "results" / "tactics-ifbench-qwen2.5-coder-1.5b.jsonl"
+IFBENCH_RAW = Path(__file__).parent / "results" / "ifbench-embedded-qwen2.5-coder-1.5b.jsonl"
+IFBENCH_RUN = "38f5b93762b7fad6"
+"""The IFBench run whose raw records say which prompts' first draft misses an instruction."""
 LOAD_LIMIT = 3.0
 FAILING = (
     "47,54,64,65,67,75,86,90,91,93,101,103,106,110,113,119,120,121,126,127,129,132,137,139,140,142,148,163"
@@ -84,23 +95,21 @@ STRATEGY = {
 }
 
 
-def one(problem: dict[str, Any], variant: str, model: Any, judge: Any) -> dict[str, Any]:
-    """`variant` on `problem`, judged on HumanEval's own tests."""
+def _graph_run(
+    task: str, critic: Any, variant: str, model: Any, **focus: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`variant`'s graph on `task` with `critic`: its result, and what every record keeps of it (the tactics that
+    made each candidate, calls, tokens from the graph's usage, rounds, stop reason, seconds)."""
     from reflection_graph import create_reflection_graph
 
-    critic = he.visible_critic(problem)
     model = model.model_copy(update={"prompt_lookup": None if variant == "loop_lookup" else False})
-    graph = create_reflection_graph(model, critic=critic, focus="code", strategy=STRATEGY[variant], **BOUND)
+    graph = create_reflection_graph(model, critic=critic, strategy=STRATEGY[variant], **focus, **BOUND)
     start = time.monotonic()
-    result = graph.invoke({"task": he.task_of(problem)})
+    result = graph.invoke({"task": task})
     seconds = time.monotonic() - start
     candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
     usage = (result.get("usage") or {}).get("total") or {}
-    code = result["candidate"] or ""
-    return {
-        "solved": judge.solves(problem, code),
-        "visible": judge.visible(problem, code),
-        "any_solved": any(judge.solves(problem, c["candidate"] or "") for c in candidates),
+    return result, {
         "candidates": len(candidates),
         "tactics": [c.get("tactic") for c in candidates],
         "repeated": [list(c.get("repeated") or ()) for c in candidates],
@@ -111,8 +120,58 @@ def one(problem: dict[str, Any], variant: str, model: Any, judge: Any) -> dict[s
         "rounds": result["iterations"],
         "stop": result["stop_reason"],
         "seconds": round(seconds, 1),
+    }
+
+
+def _candidates(result: dict[str, Any]) -> list[str]:
+    return [s["candidate"] or "" for r in result["trajectory"] for s in (r.get("samples") or [r])]
+
+
+def one(problem: dict[str, Any], variant: str, model: Any, judge: Any) -> dict[str, Any]:
+    """`variant` on `problem`, judged on HumanEval's own tests."""
+    critic = he.visible_critic(problem)
+    result, record = _graph_run(he.task_of(problem), critic, variant, model, focus="code")
+    code = result["candidate"] or ""
+    return {
+        **record,
+        "solved": judge.solves(problem, code),
+        "visible": judge.visible(problem, code),
+        "any_solved": any(judge.solves(problem, c) for c in _candidates(result)),
         "code": code,
     }
+
+
+def one_instructions(row: dict[str, Any], variant: str, model: Any) -> dict[str, Any]:
+    """`variant` on IFBench prompt `row` with its checker (`InstructionCritic`) as the critic, scored by IFBench
+    (strict)."""
+    import bench_instructions as bi
+
+    critic = bi.critic_of(row)
+    result, record = _graph_run(row["prompt"], critic, variant, model)
+    answer = result["candidate"] or ""
+    return {
+        **record,
+        "instructions": len(row["instruction_id_list"]),
+        "strict": bi.scored(row, answer, critic)["strict"],
+        "best_strict": max(sum(bi.scored(row, c, critic)["strict"]) for c in _candidates(result)),
+        "answer": answer,
+    }
+
+
+def failing_prompts(count: int) -> list[tuple[int, dict[str, Any]]]:
+    """The first `count` IFBench development prompts of bench_instructions.py's fixed order (the reserved half is
+    never read) whose raw reply (run 38f5b937) misses an instruction, strict, each with its place in that order:
+    elsewhere every variant stops at the first draft, which is that reply."""
+    import bench_instructions as bi
+    from _ifbench_set import prompts
+
+    raw = {
+        r["task_id"]: r
+        for r in map(json.loads, IFBENCH_RAW.read_text().splitlines())
+        if r["run"] == IFBENCH_RUN and r["variant"] == "raw"
+    }
+    rows = bi.in_order(bi.split_rows(prompts())[0])[:count]
+    return [(i, row) for i, row in enumerate(rows) if not all(raw[bi.prompt_id(row)]["strict"])]
 
 
 def _ranges(text: str) -> set[int]:
@@ -164,6 +223,45 @@ def report(path: Path, dev: set[int]) -> None:
         print(f"{v}: later candidates by tactic {made}")
 
 
+def report_instructions(path: Path, dev_prompts: int) -> None:
+    """Instructions followed (strict) and tokens per variant, over the prompts every variant has at load 3 or
+    below; the first `dev_prompts` of the fixed order apart from the rest."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    by: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        by.setdefault(r["task_id"], {})[r["variant"]] = r
+    loaded = sorted(t for t, v in by.items() if any(max(r["load"]) > LOAD_LIMIT for r in v.values()))
+    variants = [v for v in VARIANTS if any(v in have for have in by.values())]
+    full = sorted(
+        (t for t, have in by.items() if t not in loaded and all(v in have for v in variants)),
+        key=lambda t: next(iter(by[t].values()))["order"],
+    )
+    if loaded:
+        print(f"left out, a record measured above load {LOAD_LIMIT:g}: {', '.join(loaded)}")
+    loads = [x for t in full for r in by[t].values() for x in r["load"]]
+    print(
+        f"{len(full)} IFBench prompts whose raw reply misses an instruction, every variant ({', '.join(variants)});"
+        f" load {min(loads, default=0)}-{max(loads, default=0)}"
+    )
+    print(
+        "| variant | followed (strict) | first prompts | later prompts | best candidate | tokens per prompt | seconds |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for v in variants:
+        recs = [by[t][v] for t in full]
+        early = [r for r in recs if r["order"] < dev_prompts]
+        late = [r for r in recs if r["order"] >= dev_prompts]
+        n = max(len(recs), 1)
+
+        def share(part: list[dict[str, Any]]) -> str:
+            return f"{sum(sum(r['strict']) for r in part)} of {sum(r['instructions'] for r in part)}"
+
+        print(
+            f"| {v} | {share(recs)} | {share(early)} | {share(late)} | {sum(r['best_strict'] for r in recs)}"
+            f" | {sum(r['tokens'] for r in recs) / n:,.0f} | {sum(r['seconds'] for r in recs) / n:.0f} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,9 +275,23 @@ def main() -> int:
     parser.add_argument(
         "--dev", default="40-82", help="the development problems of the report (the rest held out)"
     )
+    parser.add_argument(
+        "--ifbench",
+        type=int,
+        default=0,
+        help="IFBench instead: the first N development prompts of the fixed order whose raw reply misses one",
+    )
+    parser.add_argument(
+        "--dev-prompts", type=int, default=32, help="IFBench: the first prompts of the report"
+    )
     args = parser.parse_args()
     if args.report:
-        report(args.results, _ranges(args.dev))
+        if args.ifbench:
+            report_instructions(
+                IFBENCH_RESULTS if args.results == RESULTS else args.results, args.dev_prompts
+            )
+        else:
+            report(args.results, _ranges(args.dev))
         return 0
     ids = sorted(_ranges(args.ids))
     if not ids or min(ids) < 40 or max(ids) > 163:
@@ -189,6 +301,8 @@ def main() -> int:
     if loaded is None:
         return 2
     model, _ = loaded
+    if args.ifbench:
+        return _instructions(args, model)
     judge = he.Judge()
     done = recorded(args.results, "variant", "task_id")
     for problem in problems(ids):
@@ -201,6 +315,23 @@ def main() -> int:
             record = with_load(keys, one, problem, variant, model, judge)
             shown = [record[k] for k in ("solved", "tactics", "tokens", "seconds", "load")]
             append_record(args.results, record, problem["task_id"], variant, *shown)
+    return 0
+
+
+def _instructions(args: argparse.Namespace, model: Any) -> int:
+    """Every variant on each IFBench prompt of `failing_prompts(args.ifbench)`, prompt by prompt."""
+    import bench_instructions as bi
+
+    path = IFBENCH_RESULTS if args.results == RESULTS else args.results
+    done = recorded(path, "variant", "task_id")
+    for order, row in failing_prompts(args.ifbench):
+        for variant in args.variants:
+            if (variant, bi.prompt_id(row)) in done:
+                continue
+            keys = {"variant": variant, "task_id": bi.prompt_id(row), "order": order}
+            record = with_load(keys, one_instructions, row, variant, model)
+            shown = [record[k] for k in ("strict", "best_strict", "tactics", "tokens", "seconds", "load")]
+            append_record(path, record, row["key"], variant, *shown)
     return 0
 
 
