@@ -92,6 +92,7 @@ STRATEGY = {
     "loop": "exp_loop_bound",
     "sampled": "exp_sampled",
     "fresh_told": "exp_fresh_told",
+    "loop_lookup": "exp_loop_bound",
 }
 
 
