@@ -56,6 +56,7 @@ NOT_EVAL = {
     "paraphrases.jsonl": "tasks and their rewordings for the memory benchmark (bench/bench_memory.py)",
     "critique_cases.jsonl": "answers and their known faults for the critique benchmark (bench/bench_critique.py)",
     "critique_cases_new.jsonl": "more such cases, written before the rule-based fault detectors, reported apart",
+    "critique_cases_3.jsonl": "more such cases, written before the facts rule by a hand that had not read the rules",
 }
 
 
