@@ -183,8 +183,9 @@ def _ranges(text: str) -> set[int]:
     return out
 
 
-def report(path: Path, dev: set[int]) -> None:
-    """Solved counts and tokens per variant, over the problems every variant has at load 3 or below."""
+def _complete(path: Path, order: Any) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """The records of `path` by task and variant, the variants present, and the tasks every variant has at load
+    3 or below (sorted by `order` of a task's records), after naming those left out for their load."""
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -193,10 +194,16 @@ def report(path: Path, dev: set[int]) -> None:
     variants = [v for v in VARIANTS if any(v in have for have in by.values())]
     full = sorted(
         (t for t, have in by.items() if t not in loaded and all(v in have for v in variants)),
-        key=lambda t: int(t.split("/")[1]),
+        key=lambda t: order(t, by[t]),
     )
     if loaded:
         print(f"left out, a record measured above load {LOAD_LIMIT:g}: {', '.join(loaded)}")
+    return by, variants, full
+
+
+def report(path: Path, dev: set[int]) -> None:
+    """Solved counts and tokens per variant, over the problems every variant has at load 3 or below."""
+    by, variants, full = _complete(path, lambda t, _: int(t.split("/")[1]))
     print(f"{len(full)} problems with every variant ({', '.join(variants)}); dev = {sorted(dev) and 'given'}")
     loads = [x for t in full for r in by[t].values() for x in r["load"]]
     commits = sorted({r["commit"] for t in full for r in by[t].values()})
@@ -227,18 +234,7 @@ def report(path: Path, dev: set[int]) -> None:
 def report_instructions(path: Path, dev_prompts: int) -> None:
     """Instructions followed (strict) and tokens per variant, over the prompts every variant has at load 3 or
     below; the first `dev_prompts` of the fixed order apart from the rest."""
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    by: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        by.setdefault(r["task_id"], {})[r["variant"]] = r
-    loaded = sorted(t for t, v in by.items() if any(max(r["load"]) > LOAD_LIMIT for r in v.values()))
-    variants = [v for v in VARIANTS if any(v in have for have in by.values())]
-    full = sorted(
-        (t for t, have in by.items() if t not in loaded and all(v in have for v in variants)),
-        key=lambda t: next(iter(by[t].values()))["order"],
-    )
-    if loaded:
-        print(f"left out, a record measured above load {LOAD_LIMIT:g}: {', '.join(loaded)}")
+    by, variants, full = _complete(path, lambda _, have: next(iter(have.values()))["order"])
     loads = [x for t in full for r in by[t].values() for x in r["load"]]
     print(
         f"{len(full)} IFBench prompts whose raw reply misses an instruction, every variant ({', '.join(variants)});"
