@@ -50,6 +50,7 @@ __all__ = [
     "facts_faults",
     "placeholder_fault",
     "placeholder_faults",
+    "read_faults",
     "required_faults",
     "rule_faults",
     "script_faults",
@@ -68,6 +69,21 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
     """
     return [
         *placeholder_faults(answer, task=task, context=context),
+        *read_faults(answer, task=task, context=context),
+    ]
+
+
+def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
+    """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
+    requirements, changed facts, another script (in that order). `JudgeCritic` adds the placeholder fault from its
+    own judgement.
+
+    Args:
+        answer: the candidate answer.
+        task: the task it answers.
+        context: the task's context, if any.
+    """
+    return [
         *required_faults(answer, task=task, context=context),
         *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),

@@ -94,11 +94,9 @@ from reflection_graph.critics._faults import (
 )
 from reflection_graph.critics._logprob_reading import LogprobReadingCritic, log_odds, next_token_logprobs
 from reflection_graph.critics._rule_faults import (
-    facts_faults,
     placeholder_fault,
     placeholder_faults,
-    required_faults,
-    script_faults,
+    read_faults,
     sign_off_fault,
 )
 from reflection_graph.critics.base import CritiqueRequest
@@ -446,12 +444,7 @@ class JudgeCritic(LogprobReadingCritic):
             if judgement.sign_off
             else []
         )
-        return [
-            *placed,
-            *required_faults(answer, task=task, context=context),
-            *facts_faults(answer, task=task, context=context),
-            *script_faults(answer, task=task, context=context),
-        ]
+        return [*placed, *read_faults(answer, task=task, context=context)]
 
     # -- sync and async drivers ------------------------------------------------------------------------------
     def _run(self, steps: _Steps, config: RunnableConfig | None) -> Any:
