@@ -50,13 +50,16 @@ _ORDINAL = r"(?:st|nd|rd|th)?"
 
 @dataclass(frozen=True)
 class _Kind:
-    """A kind of value a task can give: its name in a fault, how it is written, and its value, for comparison."""
+    """A kind of value a task can give: how it is written, and its value, for comparison."""
 
-    noun: str
     pattern: re.Pattern[str]
     value: Callable[[re.Match[str]], Hashable]
     open_choice: re.Pattern[str]
     """Words of a task that leave a value of this kind to the writer."""
+    same: Callable[[Hashable, Iterable[Hashable]], bool] = lambda value, values: value in values
+    """Whether `value` is one of `values` (a time with no am/pm matches either half of the day)."""
+    follows: Callable[[Hashable, str], bool] = lambda value, task: False
+    """Whether `value` follows from the task's numbers by one step of arithmetic (amounts only)."""
 
 
 def _full_day(text: str) -> str:
@@ -70,6 +73,8 @@ def _date(match: re.Match[str]) -> Hashable:
 
 
 def _time(match: re.Match[str]) -> Hashable:
+    if match.group("h24"):
+        return int(match.group("h24")) * 60 + int(match.group("m24"))
     if match.group("noon"):
         return 12 * 60 if match.group("noon").lower() == "noon" else 0
     hour, minute = int(match.group("h")), int(match.group("m") or 0)
@@ -104,13 +109,11 @@ _AMOUNT_OPEN = re.compile(
 """Words of a task that leave an amount to the writer, or ask for arithmetic whose result the rule does not pair."""
 _KINDS = (
     _Kind(
-        "day",
         re.compile(r"\b(?P<day>mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)\b", re.I),
         lambda m: _full_day(m.group("day")),
         _WHEN_OPEN,
     ),
     _Kind(
-        "date",
         re.compile(
             rf"\b{_MONTH.format('m1')}\s+(?P<d1>[12]?\d|3[01]){_ORDINAL}\b"
             rf"|\b(?P<d2>[12]?\d|3[01]){_ORDINAL}\s+(?:of\s+)?{_MONTH.format('m2')}\b",
@@ -120,17 +123,16 @@ _KINDS = (
         _WHEN_OPEN,
     ),
     _Kind(
-        "time",
         re.compile(
             r"\b(?:(?P<h>1[0-2]|0?[1-9])(?::(?P<m>[0-5]\d))?\s*(?P<ap>[ap]\.?m\.?)(?![a-z])"
             r"|(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)(?!\s*[ap]\.?m)|(?P<noon>noon|midnight))",
             re.I,
         ),
-        lambda m: _time24(m) if m.group("h24") else _time(m),
+        _time,
         _WHEN_OPEN,
+        same=lambda value, values: value in values or _same_time(value, values),
     ),
     _Kind(
-        "amount",
         re.compile(
             r"(?:[$€£]\s?(?P<v>\d[\d,]*(?:\.\d+)?)(?:\s?(?P<scale>k|m|million)\b)?"
             r"|\b(?P<v2>\d[\d,]*(?:\.\d+)?)\s?(?P<pct>%|percent\b))",
@@ -138,12 +140,9 @@ _KINDS = (
         ),
         _amount,
         _AMOUNT_OPEN,
+        follows=lambda value, task: _derived(value, task),
     ),
 )
-
-
-def _time24(match: re.Match[str]) -> Hashable:
-    return int(match.group("h24")) * 60 + int(match.group("m24"))
 
 
 def _values(kind: _Kind, text: str) -> dict[Hashable, str]:
@@ -192,12 +191,8 @@ def _changed(kind: _Kind, task: str, answer: str, context: str | None) -> Fault 
         return None
     supported = {**_values(kind, context or ""), **given}
     said = _values(kind, CODE.sub(" ", answer))
-    if kind.noun == "time":
-        missing = [v for v in given if v not in said and not _same_time(v, said)]
-        new = [v for v in said if v not in supported and not _same_time(v, supported)]
-    else:
-        missing = [v for v in given if v not in said]
-        new = [v for v in said if v not in supported and not (kind.noun == "amount" and _derived(v, task))]
+    missing = [v for v in given if not kind.same(v, said)]
+    new = [v for v in said if not kind.same(v, supported) and not kind.follows(v, task)]
     if len(missing) != 1 or not new:
         return None
     right, wrong = given[missing[0]], said[new[0]]
