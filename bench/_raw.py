@@ -21,12 +21,16 @@ from typing import Any
 
 __all__ = [
     "RawChat",
+    "append_jsonl",
     "append_record",
     "commit",
     "embedded_model",
     "file_sha256",
     "llama_cpp_missing",
     "load_average",
+    "read_jsonl",
+    "recorded",
+    "with_load",
 ]
 
 BENCH = Path(__file__).resolve().parent
@@ -137,11 +141,31 @@ class RawChat:
         }
 
 
-def append_record(path: Path, record: dict[str, Any], *shown: Any) -> None:
-    """Append `record` to the JSONL cache `path` (made if missing) as one sorted line, then print `shown`."""
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of the JSON Lines cache `path` (none when it does not exist); a line cut by a kill is skipped."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append `record` to the JSON Lines cache `path` (made if missing) as one sorted line, flushed and synced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as out:
         out.write(json.dumps(record, sort_keys=True) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def append_record(path: Path, record: dict[str, Any], *shown: Any) -> None:
+    """Append `record` to the JSON Lines cache `path` (`append_jsonl`), then print `shown`."""
+    append_jsonl(path, record)
     print(*shown, flush=True)
 
 
@@ -156,6 +180,4 @@ def with_load(keys: dict[str, Any], make: Callable[..., dict[str, Any]], *args: 
 
 def recorded(path: Path, *fields: str) -> set[tuple[Any, ...]]:
     """The `fields` of each record already in the JSONL cache `path` (none when it does not exist)."""
-    if not path.exists():
-        return set()
-    return {tuple(r[f] for f in fields) for r in map(json.loads, path.read_text().splitlines())}
+    return {tuple(r[f] for f in fields) for r in read_jsonl(path)}

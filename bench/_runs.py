@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from _raw import load_average
+from _raw import append_jsonl, load_average, read_jsonl
 
 __all__ = [
     "CUT_REASONS",
@@ -85,13 +84,8 @@ class Calls:
         self.max_load: float | None = None
         """Replay only calls made at or below this 1-minute load (`--rerun-loaded`): one made above it, or one
         whose load was not recorded (made before calls carried it), is made again and replaces it."""
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by a kill
-                    continue
-                self.calls[entry["key"]] = entry["call"]
+        for entry in read_jsonl(path):
+            self.calls[entry["key"]] = entry["call"]
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self.lock:
@@ -109,10 +103,7 @@ class Calls:
     def put(self, key: str, call: dict[str, Any]) -> None:
         with self.lock:
             self.calls[key] = call
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as out:
-                out.write(json.dumps({"key": key, "call": call}) + "\n")
-                out.flush()
+            append_jsonl(self.path, {"key": key, "call": call})
 
 
 SERVED: dict[str, tuple[str, list[int], str]] = {}
@@ -208,13 +199,8 @@ class Results:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self.records[(record["run"], record["task_id"], record["variant"])] = record
+        for record in read_jsonl(path):
+            self.records[(record["run"], record["task_id"], record["variant"])] = record
 
     baseline: str | None = None
     """An earlier run whose records stand in for the variants that do not depend on the loop's settings
@@ -228,11 +214,7 @@ class Results:
 
     def put(self, record: dict[str, Any]) -> None:
         self.records[(record["run"], record["task_id"], record["variant"])] = record
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as out:
-            out.write(json.dumps(record, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        append_jsonl(self.path, record)
 
 
 def run_key(identity: dict[str, Any]) -> str:

@@ -16,7 +16,6 @@ repeated the draft, passed the visible examples and solved the problem, its toke
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _humaneval as he  # noqa: E402
 from _humaneval_set import problems  # noqa: E402
-from _raw import append_record, embedded_model, recorded, with_load  # noqa: E402
+from _raw import append_record, embedded_model, read_jsonl, recorded, with_load  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "revision-feedback-qwen2.5-coder-1.5b.jsonl"
 LOAD_LIMIT = 3.0
@@ -88,7 +87,7 @@ def one_instructions(row: dict[str, Any], model: Any) -> dict[str, Any]:
 
 def report(path: Path) -> None:
     """The counts per label."""
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = read_jsonl(path)
     loaded = sorted({r["task_id"] for r in rows if max(r["load"]) > LOAD_LIMIT})
     if loaded:
         print(f"left out, a record of theirs measured above load {LOAD_LIMIT:g}: {', '.join(loaded)}")

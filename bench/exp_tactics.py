@@ -34,7 +34,6 @@ graph's usage), seconds, the tactics that made each candidate, the 1-minute load
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import _humaneval as he  # noqa: E402
 from _humaneval_set import problems  # noqa: E402
-from _raw import append_record, embedded_model, recorded, with_load  # noqa: E402
+from _raw import append_record, embedded_model, read_jsonl, recorded, with_load  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "tactics-qwen2.5-coder-1.5b.jsonl"
 IFBENCH_RESULTS = Path(__file__).parent / "results" / "tactics-ifbench-qwen2.5-coder-1.5b.jsonl"
@@ -167,9 +166,7 @@ def failing_prompts(count: int) -> list[tuple[int, dict[str, Any]]]:
     from _ifbench_set import prompts
 
     raw = {
-        r["task_id"]: r
-        for r in map(json.loads, IFBENCH_RAW.read_text().splitlines())
-        if r["run"] == IFBENCH_RUN and r["variant"] == "raw"
+        r["task_id"]: r for r in read_jsonl(IFBENCH_RAW) if r["run"] == IFBENCH_RUN and r["variant"] == "raw"
     }
     rows = bi.in_order(bi.split_rows(prompts())[0])[:count]
     return [(i, row) for i, row in enumerate(rows) if not all(raw[bi.prompt_id(row)]["strict"])]
@@ -186,7 +183,7 @@ def _ranges(text: str) -> set[int]:
 def _complete(path: Path, order: Any) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
     """The records of `path` by task and variant, the variants present, and the tasks every variant has at load
     3 or below (sorted by `order` of a task's records), after naming those left out for their load."""
-    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = read_jsonl(path)
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         by.setdefault(r["task_id"], {})[r["variant"]] = r
