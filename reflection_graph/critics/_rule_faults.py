@@ -28,6 +28,9 @@ fault a rule names is a fault:
 - **script** (`by="rule:script"`): the answer's letters are mostly in one script (Cyrillic, say) that is neither
   the task's nor its context's, nor the script of a language the task names ("Reply in Russian"). A task that
   speaks of translating, a language, a script or an alphabet is left to the judge.
+- **language** (`by="rule:language"`, reflection_graph/critics/_rule_language.py): a sentence, or the whole answer,
+  in another language of the same script (German in an English email; English where the task asks for French), by
+  a language detector (the `[language]` extra; without it the rule names nothing), read only where it is sure.
 
 Each rule's fix is a concrete edit that quotes the text it concerns. Every function here is a pure function of its
 strings; none calls a model.
@@ -37,17 +40,26 @@ from __future__ import annotations
 
 from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_facts import facts_faults
+from reflection_graph.critics._rule_language import language_faults
 from reflection_graph.critics._rule_placeholder import placeholder_fault, placeholder_faults, sign_off_fault
-from reflection_graph.critics._rule_reading import RULE_FACTS, RULE_PLACEHOLDER, RULE_REQUIRED, RULE_SCRIPT
+from reflection_graph.critics._rule_reading import (
+    RULE_FACTS,
+    RULE_LANGUAGE,
+    RULE_PLACEHOLDER,
+    RULE_REQUIRED,
+    RULE_SCRIPT,
+)
 from reflection_graph.critics._rule_required import required_faults
 from reflection_graph.critics._rule_script import script_faults
 
 __all__ = [
     "RULE_FACTS",
+    "RULE_LANGUAGE",
     "RULE_PLACEHOLDER",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
     "facts_faults",
+    "language_faults",
     "placeholder_fault",
     "placeholder_faults",
     "read_faults",
@@ -59,8 +71,8 @@ __all__ = [
 
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
-    """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script (in
-    that order).
+    """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script,
+    another language (in that order).
 
     Args:
         answer: the candidate answer.
@@ -75,7 +87,7 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script (in that order). `JudgeCritic` adds the placeholder fault from its
+    requirements, changed facts, another script, another language (in that order). `JudgeCritic` adds the placeholder fault from its
     own judgement.
 
     Args:
@@ -87,4 +99,5 @@ def read_faults(answer: str, *, task: str, context: str | None = None) -> list[F
         *required_faults(answer, task=task, context=context),
         *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),
+        *language_faults(answer, task=task, context=context),
     ]

@@ -14,6 +14,7 @@ __all__ = [
     "NUMBER",
     "QUOTED",
     "RULE_FACTS",
+    "RULE_LANGUAGE",
     "RULE_PLACEHOLDER",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 RULE_FACTS = "rule:facts"
+RULE_LANGUAGE = "rule:language"
 RULE_PLACEHOLDER = "rule:placeholder"
 RULE_REQUIRED = "rule:required"
 RULE_SCRIPT = "rule:script"
@@ -117,9 +119,9 @@ ITEM = re.compile(r"^(?P<indent>[ \t]*)(?:[-*•+]|\d{1,2}[.)])\s+\S")
 
 
 def split_sentences(text: str) -> list[str]:
-    """`text` split into sentences at `.`, `!` or `?` followed by a space and a capital or a digit, never after an
-    abbreviation or an initial ("Mr.", "e.g.", "J. Smith")."""
-    parts = re.split(r"(?<=[.!?])[\"'”’)]*\s+(?=[\"'“‘(]?[A-Z0-9])", " ".join(text.split()))
+    """`text` split into sentences at `.`, `!` or `?` followed by a space and a capital or a digit (after an opening
+    quote, bracket, `¿` or `¡`, if any), never after an abbreviation or an initial ("Mr.", "e.g.", "J. Smith")."""
+    parts = re.split(r"(?<=[.!?])[\"'”’)]*\s+(?=[\"'“‘(¿¡]?[A-Z0-9])", " ".join(text.split()))
     out: list[str] = []
     for part in parts:
         previous = out[-1].split()[-1] if out and out[-1].split() else ""
