@@ -57,6 +57,7 @@ NOT_EVAL = {
     "critique_cases.jsonl": "answers and their known faults for the critique benchmark (bench/bench_critique.py)",
     "critique_cases_new.jsonl": "more such cases, written before the rule-based fault detectors, reported apart",
     "critique_cases_3.jsonl": "more such cases, written before the facts rule by a hand that had not read the rules",
+    "critique_cases_4.jsonl": "more such cases, written before the language rule by a hand that had not read the critics",
 }
 
 
