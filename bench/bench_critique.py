@@ -39,12 +39,13 @@ Printed per variant, each with a Wilson 95% interval:
   broken: not ending with `.`, `!` or `?` (cut mid-sentence, or not a sentence), a letter outside the Latin script
   (every task here is English), or a `[...]` placeholder the answer does not hold.
 
-Two sets, reported apart and then combined: `datasets/critique_cases.jsonl` (the set above) and
+The sets, reported apart and then combined: `datasets/critique_cases.jsonl` (the set above) and
 `datasets/critique_cases_new.jsonl` (35 more cases written before the rule-based detectors: 12 good answers, 23
 with one known fault each: a missing subject line, signature, phrase or date, a placeholder, a word or bullet count,
 a paragraph count, capitals or commas the task forbade, a reply in another language or script, an off-by-one, a
-wrong fact or number), and `datasets/critique_cases_3.jsonl` (32 cases written before the facts rule, by a hand
-that had not read the rules). `--cases` reads other sets instead.
+wrong fact or number), `datasets/critique_cases_3.jsonl` (32 cases written before the facts rule, by a hand
+that had not read the rules) and `datasets/critique_cases_4.jsonl` (32 cases written before the language rule, by
+a hand that had not read the critics). `--cases` reads other sets instead.
 
 The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
 The seconds of each kind of call are printed at the end (per case: the written critique, each fault check, the
@@ -84,6 +85,9 @@ NEW_CASES = "datasets/critique_cases_new.jsonl"
 """Cases written before the rule-based detectors, reported apart from `CASES`."""
 THIRD_CASES = "datasets/critique_cases_3.jsonl"
 """Cases written before the facts rule (`rule:facts`), by a hand that had not read the rules, reported apart."""
+FOURTH_CASES = "datasets/critique_cases_4.jsonl"
+"""Cases written before the language rule (`rule:language`), by a hand that had not read the critics, reported
+apart."""
 
 BEFORE_SYSTEM = (
     "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
@@ -406,8 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases",
         nargs="+",
-        default=[CASES, NEW_CASES, THIRD_CASES],
-        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all three)",
+        default=[CASES, NEW_CASES, THIRD_CASES, FOURTH_CASES],
+        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all four)",
     )
     parser.add_argument(
         "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"

@@ -296,7 +296,12 @@ def test_the_placeholder_rule_is_attributed_and_its_fix_is_the_placeholder_edits
 
 def _cases() -> list[dict[str, object]]:
     rows = []
-    for name in ("critique_cases.jsonl", "critique_cases_new.jsonl", "critique_cases_3.jsonl"):
+    for name in (
+        "critique_cases.jsonl",
+        "critique_cases_new.jsonl",
+        "critique_cases_3.jsonl",
+        "critique_cases_4.jsonl",
+    ):
         rows += [
             json.loads(line) for line in (DATASETS / name).read_text(encoding="utf-8").splitlines() if line
         ]
@@ -317,8 +322,8 @@ def test_on_the_critique_sets_every_rule_fault_is_a_real_one_and_good_answers_ge
                 fault,
             )
         named += len(faults)
-    # the rules name faults: placeholders, missed requirements, changed facts, other scripts
-    assert named >= 21
+    # the rules name faults: placeholders, missed requirements, changed facts, other scripts and languages
+    assert named >= 31
 
 
 def test_on_the_judged_pairs_no_rule_fires_on_a_good_answer() -> None:
