@@ -123,7 +123,9 @@ def language_faults(answer: str, *, task: str, context: str | None = None) -> li
     ]
     if not read and (found := _language(detector, prose)) is not None:
         read = [(prose, found)]  # no sentence long enough on its own: the answer as one
-    foreign = [(sentence, found[0]) for sentence, found in read if found[0] != expected and found[1] >= CONFIDENCE]
+    foreign = [
+        (sentence, found[0]) for sentence, found in read if found[0] != expected and found[1] >= CONFIDENCE
+    ]
     words = len(_WORD.findall(prose))
     in_foreign = sum(len(_WORD.findall(sentence)) for sentence, _ in foreign)
     if (

@@ -15,7 +15,9 @@ from tests.fakes import LogprobModel
 
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
-TASK = "Write a short note to the team saying the office is closed on Friday for the move to the new building."
+TASK = (
+    "Write a short note to the team saying the office is closed on Friday for the move to the new building."
+)
 NOTE = (
     "Hi team,\n\nThe office is closed on Friday while we move to the new building. Please take your laptops home "
     "on Thursday evening.\n\nThanks,\nSam"
@@ -34,17 +36,25 @@ def test_a_sentence_in_german_in_an_english_note_is_named_with_its_english_asked
 
 def test_an_english_answer_to_a_task_asking_for_french_is_named_whole() -> None:
     task = "Reply in French to thank the bakery for the birthday cake they made for my daughter."
-    answer = "Thank you so much for the beautiful birthday cake. My daughter loved it, and so did all her friends."
+    answer = (
+        "Thank you so much for the beautiful birthday cake. My daughter loved it, and so did all her friends."
+    )
     (fault,) = language_faults(answer, task=task)
     assert fault.issue == "The answer is in English, not in French as the task asks."
-    assert fault.fix.startswith('Write the whole answer again in French, starting with its first line "Thank you')
-    french = "Merci beaucoup pour le magnifique gâteau d'anniversaire. Ma fille l'a adoré, et ses amies aussi."
+    assert fault.fix.startswith(
+        'Write the whole answer again in French, starting with its first line "Thank you'
+    )
+    french = (
+        "Merci beaucoup pour le magnifique gâteau d'anniversaire. Ma fille l'a adoré, et ses amies aussi."
+    )
     assert language_faults(french, task=task) == []
 
 
 def test_a_spanish_question_opening_with_its_inverted_mark_is_read_as_its_own_sentence() -> None:
     answer = "Hi Ana! I'm away next week. ¿Podrías regar mis plantas mientras no estoy? Thanks so much!"
-    (fault,) = language_faults(answer, task="Write a text asking my neighbour Ana to water my plants next week.")
+    (fault,) = language_faults(
+        answer, task="Write a text asking my neighbour Ana to water my plants next week."
+    )
     assert "Spanish" in fault.issue and '"¿Podrías regar mis plantas mientras no estoy?"' in fault.fix
 
 
