@@ -119,8 +119,14 @@ def unavailable_instructions() -> dict[str, list[str]]:
 
 
 def _clean_kwargs(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """IFEval/IFBench rows carry every argument name with None for the unused ones; the checkers take the rest."""
-    return {k: v for k, v in (kwargs or {}).items() if v is not None}
+    """IFEval/IFBench rows carry every argument name with None for the unused ones; the checkers take the rest.
+    A whole number stored as a float (IFBench's data file writes `27.0`) is given as an int, so the instruction the
+    reviser reads says "the 27-th sentence", not "the 27.0-th"."""
+    return {
+        k: int(v) if isinstance(v, float) and v.is_integer() else v
+        for k, v in (kwargs or {}).items()
+        if v is not None
+    }
 
 
 _TEXT, _TEXTS, _COUNT = "text", "texts", "count"

@@ -269,6 +269,18 @@ MEASURED = [
 ]
 
 
+def test_whole_numbers_stored_as_floats_are_shown_as_whole_numbers() -> None:
+    """IFBench's data file writes every count as a float (27.0): the instruction the reviser reads says 27."""
+    critic = InstructionCritic(
+        ["count:word_count_range", "sentence:keyword"],
+        [{"min_words": 24.0, "max_words": 28.0, "N": None}, {"N": 3.0, "word": "fleetness"}],
+    )
+    assert critic.descriptions[0] == "The response must contain between 24 and 28 words."
+    assert "3-th sentence" in critic.descriptions[1] and ".0" not in critic.descriptions[1]
+    result = _ask(critic, "word " * 30)
+    assert "24.0" not in " ".join(result.suggestions) and "28 words" in result.suggestions[0]
+
+
 @pytest.mark.parametrize(
     ("iid", "kwargs", "answer", "found", "change", "changed"), MEASURED, ids=[case[0] for case in MEASURED]
 )
