@@ -75,3 +75,21 @@ def test_a_rude_email_gets_a_real_fault_named_in_whole_lines(judge: JudgeCritic)
 
 # The README's job (seed 0) is checked line by line in tests/models/test_embedded.py, on the run its
 # README test makes anyway; `bench/bench_embedded.py --seeds N` reports the same checks over N seeds.
+
+
+def test_a_german_line_in_an_english_note_is_named_by_the_language_rule(judge: JudgeCritic) -> None:
+    """The language rule's fault reaches the critique a person reads through the real judge, whatever its verdict,
+    with the concrete edit quoting the line."""
+    from reflection_graph.critics._rule_faults import RULE_LANGUAGE
+
+    task = "Write a short note to the team saying the office is closed on Friday for the move to the new building."
+    german = "Vielen Dank für eure Geduld, wir sehen uns nächste Woche im neuen Gebäude."
+    note = (
+        "Hi team,\n\nThe office is closed on Friday while we move to the new building. Please take your laptops "
+        f"home on Thursday evening.\n\n{german}\n\nThanks,\nSam"
+    )
+    result = judge.critique(CritiqueRequest(task=task, candidate=note))
+    assert RULE_LANGUAGE in result.named_by, result.issues
+    index = result.named_by.index(RULE_LANGUAGE)
+    assert "German" in result.issues[index] and german in result.issues[index]
+    assert f'Replace "{german}" with the same in English.' in result.suggestions
