@@ -82,6 +82,28 @@ def test_the_forwarder_sets_max_tokens_from_max_completion_tokens(usage_module: 
     assert usage.now().calls == 3
 
 
+def test_the_forwarder_sends_a_request_for_n_choices_as_n_requests(usage_module: Any) -> None:
+    """llama.cpp's server ignores `n` (one choice back): a request for 3 choices goes as 3 requests without `n`,
+    each counted, and comes back as one reply with their 3 choices and their usage added up; `n` 1 and a stream
+    pass as they are."""
+    import urllib.request
+
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        request = urllib.request.Request(
+            f"{url}/chat/completions", data=json.dumps({"n": 3, "messages": []}).encode()
+        )
+        with urllib.request.urlopen(request) as response:  # noqa: S310 - loopback
+            reply = json.loads(response.read())
+        assert len(seen) == usage.now().calls == 3 and all("n" not in body for body in seen)
+        assert [choice["index"] for choice in reply["choices"]] == [0, 1, 2]
+        assert reply["usage"] == {"prompt_tokens": 30, "completion_tokens": 15, "total_tokens": 45}
+        assert (usage.now().prompt_tokens, usage.now().completion_tokens) == (30, 15)
+    assert usage_module.split_n(b'{"n": 1}') == [b'{"n": 1}']
+    assert usage_module.split_n(b'{"n": 2, "stream": true}') == [b'{"n": 2, "stream": true}']
+    assert usage_module.split_n(b"not json") == [b"not json"]
+
+
 def test_replies_without_usage_and_other_paths_are_told_apart(usage_module: Any) -> None:
     counter = usage_module.HttpUsage(URL)
     counter.observe(f"{URL}/chat/completions", b'{"usage": {"prompt_tokens": 3, "completion_tokens": 2}}')
