@@ -267,14 +267,17 @@ def test_report_gives_wilson_shares_the_cut_errors_and_the_rows_left_out(bp: Any
     assert "the graph's tokens: 200 per problem" in text and "commits c0" in text
 
 
+class OnePrompt:
+    """An IFBench set of one prompt, for the report."""
+
+    name = "ifbench"
+    problems = [{"key": "1"}]
+
+    def key(self, problem: dict[str, Any]) -> str:
+        return str(problem["key"])
+
+
 def test_report_counts_instructions_and_prompts_strict(bp: Any, tmp_path: Path) -> None:
-    class Prompts:
-        name = "ifbench"
-        problems = [{"key": "1"}]
-
-        def key(self, problem: dict[str, Any]) -> str:
-            return str(problem["key"])
-
     results = bp.Results(tmp_path / "peers.jsonl")
     for variant in bp.VARIANTS:
         verdicts = {"strict": [True, variant != "raw"], "loose": [True, True]}
@@ -282,7 +285,7 @@ def test_report_counts_instructions_and_prompts_strict(bp: Any, tmp_path: Path) 
             verdicts = {"error": "AdapterParseError: no answer field"}
         record = {"run": "r", "task_id": "1", **_record(variant, False, 100), **verdicts}
         results.put({k: v for k, v in record.items() if k != "solved"})
-    text = _report(bp, Prompts(), results)
+    text = _report(bp, OnePrompt(), results)
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     assert "1/2 50%" in lines["raw"] and "| 0/1 0%" in lines["raw"]
     assert "2/2 100%" in lines["reflection-graph"] and "1/1 100%" in lines["reflection-graph"]
@@ -469,13 +472,6 @@ def test_report_gives_optillms_rows_and_what_it_leaves_out_on_the_set(bp: Any, t
     """With optillm records, its techniques are rows with the note that it has no verifier hook, plansearch is a
     row left out on IFBench, and the row saying how to run optillm is gone."""
 
-    class Prompts:
-        name = "ifbench"
-        problems = [{"key": "1"}]
-
-        def key(self, problem: dict[str, Any]) -> str:
-            return str(problem["key"])
-
     results = bp.Results(tmp_path / "peers.jsonl")
     for variant in [*bp.VARIANTS, "optillm-bon"]:
         extra = {"note": bp.OPTILLM_NOTE} if variant.startswith("optillm") else {}
@@ -488,7 +484,7 @@ def test_report_gives_optillms_rows_and_what_it_leaves_out_on_the_set(bp: Any, t
         results.put({k: v for k, v in record.items() if k != "solved"})
     lines = {
         line.split("|")[1].strip(): line
-        for line in _report(bp, Prompts(), results).splitlines()
+        for line in _report(bp, OnePrompt(), results).splitlines()
         if line.startswith("| ")
     }
     assert "1/2 50%" in lines["optillm-bon"] and "no verifier hook" in lines["optillm-bon"]
