@@ -470,18 +470,23 @@ def optillm_variants(kind_name: str) -> tuple[str, ...]:
 
 def run_optillm(technique: str, kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """One chat completion of the task through optillm's proxy, the technique as the model name's prefix (its
-    README's way), at the bench's reply limit; its answer scored. No proxy: a record with why (`unavailable`, so
-    the next run makes it again)."""
+    README's way), at the bench's reply limit; its answer scored. No proxy, or one that does not answer: a record
+    with why (`unavailable`, so the next run makes it again)."""
     if ctx.optillm is None:
-        return {"error": f"optillm not running: {ctx.optillm_why}", "unavailable": True}
+        return unavailable(f"optillm not running: {ctx.optillm_why}")
     import openai
 
     client = openai.OpenAI(base_url=ctx.optillm.url, api_key="x", timeout=PROXY_TIMEOUT_S, max_retries=0)
-    out = client.chat.completions.create(
-        model=f"{technique}-{MODEL}",
-        messages=[{"role": "user", "content": kind.task(problem)}],
-        max_tokens=ctx.max_tokens,
-    )
+    try:
+        out = client.chat.completions.create(
+            model=f"{technique}-{MODEL}",
+            messages=[{"role": "user", "content": kind.task(problem)}],
+            max_tokens=ctx.max_tokens,
+        )
+    except openai.APITimeoutError:
+        raise  # the technique ran past the limit: its own failure
+    except openai.APIConnectionError as exc:
+        return unavailable(f"optillm's proxy did not answer: {exc}")
     text = (out.choices[0].message.content or "") if out.choices else ""
     record: dict[str, Any] = {
         **kind.score(problem, text),
@@ -494,6 +499,11 @@ def run_optillm(technique: str, kind: Any, problem: dict[str, Any], ctx: Context
     if text.startswith("Error:"):  # the technique's own failure, given as its answer
         record["error"] = f"optillm {technique}: {text}"[:2000]
     return record
+
+
+def unavailable(why: str) -> dict[str, Any]:
+    """The record of a peer that was not there to run: `why`, as its error and its note in the table."""
+    return {"error": why, "note": why[:200], "unavailable": True}
 
 
 def run_variant(variant: str, kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, Any]:

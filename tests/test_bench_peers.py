@@ -499,7 +499,16 @@ def test_optillm_not_running_is_a_record_with_why_made_again_next_run(
     ctx = _ctx(bp, usage_module)
     ctx.optillm_why = "cannot run /nowhere/python"
     record = bp.run_variant("optillm-bon", object(), {}, ctx)
-    assert record == {"error": "optillm not running: cannot run /nowhere/python", "unavailable": True}
+    why = "optillm not running: cannot run /nowhere/python"
+    assert record == {"error": why, "note": why, "unavailable": True}
+    with bench_module(
+        "_optillm"
+    ) as optillm_module:  # a proxy that stopped answering: not the technique's fault
+        ctx.optillm = optillm_module.OptillmProxy(url=URL, version="0.4.0", log=tmp_path / "log")
+    gone = bp.run_variant("optillm-bon", Answer42(), Answer42.problems[0], ctx)
+    assert gone["unavailable"] and gone["error"].startswith(
+        "optillm's proxy did not answer: Connection error"
+    )
     with pytest.raises(ValueError, match="optillm-plansearch"):
         bp.run_variant("optillm-nothing", object(), {}, ctx)
     made: list[str] = []
