@@ -8,7 +8,8 @@ The clients send with different HTTP stacks (the OpenAI SDK with httpx2, langcha
 aiohttp, DSPy 3.4 with a socket transport of its own), so a hook in one client library would miss some: the wire is
 the one place they all pass. Nothing is read from a library's own bookkeeping. A completion reply the counter
 cannot read (a stream, a body without `usage`, a body that is not JSON, an error) is counted in `unread`, never
-dropped in silence.
+dropped in silence. A request for `n` > 1 choices, which llama.cpp's server ignores, is sent as `n` requests
+(optillm's `bon` and `moa` ask for their samples so), so each sample is a call counted like any other.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["HttpUsage", "Tally", "counting_proxy", "with_max_tokens"]
+__all__ = ["HttpUsage", "Tally", "counting_proxy", "joined", "split_n", "with_max_tokens"]
 
 COMPLETION_PATHS = ("/chat/completions", "/completions")
 HOP_HEADERS = frozenset(
@@ -108,8 +109,10 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
 
     A request that gives `max_completion_tokens` and no `max_tokens` gets `max_tokens` of the same value:
     OpenAI's current name for the reply limit, which llama.cpp's server does not read (it would write until its
-    context is full). Nothing else in a request or a reply is changed; a reply is passed on whole once the server
-    has finished it.
+    context is full). A completion request asking for `n` > 1 choices, which llama.cpp's server ignores (it returns
+    one), is sent as `n` requests for one (`split_n`), each counted as a call, and answered with their choices and
+    their usage added up (`joined`), as a server honouring `n` would. Nothing else in a request or a reply is
+    changed; a reply is passed on whole once the server has finished it.
     """
     target = urllib.parse.urlsplit(upstream)
     prefix = target.path.rstrip("/")
@@ -121,6 +124,22 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
 
         def _forward(self) -> None:
             body = with_max_tokens(self._body())
+            parts = split_n(body) if self.path.split("?")[0].endswith(COMPLETION_PATHS) else [body]
+            replies = [self._send(part) for part in parts]
+            failed = [reply for reply in replies if reply[0] != 200]
+            status, reason, reply_headers, data = (failed or replies)[0]
+            if len(replies) > 1 and not failed:
+                data = joined([reply[3] for reply in replies])
+            self.send_response(status, reason)
+            for key, value in reply_headers:
+                if key.lower() not in HOP_HEADERS and key.lower() != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+            """One request to the server, counted: its status, reason, headers and body."""
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
             headers["Content-Length"] = str(len(body))
             connection = http.client.HTTPConnection(forward["host"], forward["port"], timeout=PROXY_TIMEOUT_S)
@@ -133,13 +152,7 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
                 connection.close()
             streamed = b'"stream": true' in body or b'"stream":true' in body
             usage.observe(f"http://127.0.0.1{self.path}", None if streamed else data)
-            self.send_response(status, reason)
-            for key, value in reply_headers:
-                if key.lower() not in HOP_HEADERS and key.lower() != "content-length":
-                    self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            return status, reason, reply_headers, data
 
         def _body(self) -> bytes:
             if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -179,3 +192,45 @@ def with_max_tokens(body: bytes) -> bytes:
     if not isinstance(data, dict) or "max_completion_tokens" not in data or "max_tokens" in data:
         return body
     return json.dumps({**data, "max_tokens": data["max_completion_tokens"]}).encode()
+
+
+def split_n(body: bytes) -> list[bytes]:
+    """A JSON completion request asking for `n` > 1 choices, not streamed, as `n` requests without `n`; any other
+    body as itself alone."""
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return [body]
+    if (
+        not isinstance(data, dict)
+        or data.get("stream")
+        or not isinstance(data.get("n"), int)
+        or data["n"] <= 1
+    ):
+        return [body]
+    one = json.dumps({k: v for k, v in data.items() if k != "n"}).encode()
+    return [one] * data["n"]
+
+
+def joined(bodies: list[bytes]) -> bytes:
+    """The completion replies of `split_n`'s requests as one: the first's fields, every reply's choices (numbered
+    in order) and their usage added up. Replies that are not JSON objects leave the first unchanged."""
+    try:
+        replies = [json.loads(body) for body in bodies]
+    except ValueError:
+        return bodies[0]
+    if not all(isinstance(reply, dict) for reply in replies):
+        return bodies[0]
+    choices = [choice for reply in replies for choice in reply.get("choices") or []]
+    for index, choice in enumerate(choices):
+        if isinstance(choice, dict):
+            choice["index"] = index
+    totals: dict[str, int] = {}
+    for reply in replies:
+        for name, value in (reply.get("usage") or {}).items():
+            if isinstance(value, int):
+                totals[name] = totals.get(name, 0) + value
+    merged = {**replies[0], "choices": choices}
+    if totals:
+        merged["usage"] = totals
+    return json.dumps(merged).encode()

@@ -22,7 +22,21 @@ through its OpenAI-compatible API with the same reply limit (the model profile's
   stopping after `--n` answers (the peer has no round counter of its own). Where the README's call fails on the
   installed LangGraph (it reads `graph.builder.schema`), the row says what breaks and runs with
   `state_schema=MessagesState`;
-- **optillm**: left out, with a row saying why (its install pulls torch and the CUDA libraries, several GB).
+- **optillm-<technique>**: optillm 0.4.0's proxy, from an environment of its own (`--optillm-python`, default the
+  `OPTILLM_PYTHON` variable; made by one command, see bench/optillm-requirements.txt: the package with
+  `--no-deps` and only what its proxy imports, no torch), started once on loopback in front of the same forwarder
+  as `optillm --base-url <forwarder> --port <free port> --best-of-n <--n>`, approach `auto`, and sent one chat
+  completion of the task per problem with the technique as the model name's prefix (`bon-<model>`), as its README
+  shows; its answer is scored as every other. The techniques: on HumanEval `bon`, `moa`, `self_consistency`,
+  `cot_reflection`, `re2` and `plansearch` (its README's list for reasoning over code; plansearch is built for
+  code: its prompts ask for observations on a competitive programming problem, then a Python program); on
+  IFBench the same but plansearch, whose prompts turn any task into one for a Python program (the table gives a
+  row saying so). optillm has no place for a verifier: each technique picks its answer itself (`bon` by the
+  model's own 0-10 rating, `self_consistency` by the largest cluster of similar answers, `moa` by a critique and a
+  synthesis), and the table's note says so. `bon` and `moa` ask the server for their samples with `n`, which
+  llama.cpp's server ignores: the forwarder sends such a request as `n` requests (bench/_usage.py). Without
+  `--optillm-python` there are no optillm records and the table gives a row saying how to make its environment;
+  an environment that does not start the proxy gives each optillm record its error (made again on the next run).
 
 The verifier is the one the project's own benches use: HumanEval's visible docstring examples run by
 `CodeTestCritic` (the share passed is the reward), and IFBench's checker through `InstructionCritic` (the share of
@@ -51,6 +65,7 @@ commit), so a run can be killed and resumed; `--report-only` prints the tables f
     python bench/bench_peers.py                       # both sets, resumes
     python bench/bench_peers.py --sets ifbench --ifbench-limit 4
     python bench/bench_peers.py --report-only
+    python bench/bench_peers.py --optillm-python .venv-optillm/bin/python    # with optillm's techniques
 """
 
 from __future__ import annotations
@@ -72,9 +87,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table, wilson  # noqa: E402
+from _optillm import SETUP, OptillmProxy, OptillmUnavailable, optillm_proxy  # noqa: E402
 from _raw import commit, file_sha256, load_average  # noqa: E402
 from _runs import LOAD_LIMIT, Results, loaded, run_key, to_make  # noqa: E402
-from _usage import HttpUsage, counting_proxy  # noqa: E402
+from _usage import PROXY_TIMEOUT_S, HttpUsage, counting_proxy  # noqa: E402
 
 VERSION = "peers-1"
 """The records' version: bumped when what a record means changes."""
@@ -95,10 +111,25 @@ PROCESS_REWARD = (
 LEFT_OUT = {
     "its-hub beam search": PROCESS_REWARD,
     "its-hub particle filtering": PROCESS_REWARD,
-    "optillm": "left out: its install pulls torch, transformers and the CUDA libraries (several GB); it needs an "
-    "environment of its own",
 }
 """Peer techniques with no record, and why."""
+OPTILLM_TECHNIQUES = {
+    "humaneval": ("bon", "moa", "self_consistency", "cot_reflection", "re2", "plansearch"),
+    "ifbench": ("bon", "moa", "self_consistency", "cot_reflection", "re2"),
+}
+"""optillm's techniques run on each set (the module's docstring says why)."""
+OPTILLM_LEFT_OUT = {
+    "ifbench": {
+        "optillm plansearch": "a technique for code: its prompts ask for observations on a competitive "
+        "programming problem, then a Python program"
+    }
+}
+"""optillm's techniques with no record on a set, and why."""
+OPTILLM_NOT_RUN = (
+    "not run: its environment (no torch; bench/optillm-requirements.txt) is given with --optillm-python or "
+    f"OPTILLM_PYTHON; make it with: {SETUP}"
+)
+OPTILLM_NOTE = "optillm has no verifier hook: run as documented, the technique picks its answer itself"
 HUB_TEMPERATURE = 0.7
 
 
@@ -232,6 +263,10 @@ class Context:
     notes: dict[str, str] = field(default_factory=dict)
     untimed: float = 0.0
     """Seconds spent judging attempts for the budget cut (not the variant's own work): left out of its time."""
+    optillm: OptillmProxy | None = None
+    """optillm's proxy in front of `base_url`, when it runs."""
+    optillm_why: str = "optillm's proxy was not started"
+    """Why there is no `optillm` proxy."""
 
 
 class ServerChat:
@@ -428,9 +463,55 @@ def run_langgraph_reflection(kind: Any, problem: dict[str, Any], ctx: Context) -
     return record
 
 
+def optillm_variants(kind_name: str) -> tuple[str, ...]:
+    """The optillm variants run on the set `kind_name` (`optillm-<technique>`)."""
+    return tuple(f"optillm-{technique}" for technique in OPTILLM_TECHNIQUES.get(kind_name, ()))
+
+
+def run_optillm(technique: str, kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """One chat completion of the task through optillm's proxy, the technique as the model name's prefix (its
+    README's way), at the bench's reply limit; its answer scored. No proxy, or one that does not answer: a record
+    with why (`unavailable`, so the next run makes it again)."""
+    if ctx.optillm is None:
+        return unavailable(f"optillm not running: {ctx.optillm_why}")
+    import openai
+
+    client = openai.OpenAI(base_url=ctx.optillm.url, api_key="x", timeout=PROXY_TIMEOUT_S, max_retries=0)
+    try:
+        out = client.chat.completions.create(
+            model=f"{technique}-{MODEL}",
+            messages=[{"role": "user", "content": kind.task(problem)}],
+            max_tokens=ctx.max_tokens,
+        )
+    except openai.APITimeoutError:
+        raise  # the technique ran past the limit: its own failure
+    except openai.APIConnectionError as exc:
+        return unavailable(f"optillm's proxy did not answer: {exc}")
+    text = (out.choices[0].message.content or "") if out.choices else ""
+    record: dict[str, Any] = {
+        **kind.score(problem, text),
+        "answer": text,
+        "optillm": {"version": ctx.optillm.version, "technique": technique, "best_of_n": ctx.n},
+        "note": OPTILLM_NOTE,
+    }
+    if out.usage is not None:  # optillm's own count: the completion tokens of the calls it counted
+        record["optillm_completion_tokens"] = out.usage.completion_tokens
+    if text.startswith("Error:"):  # the technique's own failure, given as its answer
+        record["error"] = f"optillm {technique}: {text}"[:2000]
+    return record
+
+
+def unavailable(why: str) -> dict[str, Any]:
+    """The record of a peer that was not there to run: `why`, as its error and its note in the table."""
+    return {"error": why, "note": why[:200], "unavailable": True}
+
+
 def run_variant(variant: str, kind: Any, problem: dict[str, Any], ctx: Context) -> dict[str, Any]:
     """The variant's record on one problem (its answer's figures; an exception is the record's `error`)."""
+    technique = variant.removeprefix("optillm-")
     try:
+        if variant.startswith("optillm-") and any(technique in t for t in OPTILLM_TECHNIQUES.values()):
+            return run_optillm(technique, kind, problem, ctx)
         if variant == "raw":
             return kind.raw(problem, ServerChat(ctx.base_url, ctx.max_tokens))  # type: ignore[no-any-return]
         if variant == "reflection-graph":
@@ -443,7 +524,8 @@ def run_variant(variant: str, kind: Any, problem: dict[str, Any], ctx: Context) 
             return run_langgraph_reflection(kind, problem, ctx)
     except Exception as exc:  # a peer's failure is a record, never a skip
         return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-    raise ValueError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
+    known = [*VARIANTS, *dict.fromkeys(v for name in SETS for v in optillm_variants(name))]
+    raise ValueError(f"unknown variant {variant!r}: use one of {', '.join(known)}")
 
 
 def measure(make: Callable[[], dict[str, Any]], ctx: Context, provenance: dict[str, Any]) -> dict[str, Any]:
@@ -469,14 +551,21 @@ def rotated(variants: Sequence[str], index: int) -> list[str]:
 
 
 def run_set(
-    kind: Any, ctx: Context, results: Results, run: str, commit_id: str, rerun_loaded: bool = False
+    kind: Any,
+    ctx: Context,
+    results: Results,
+    run: str,
+    commit_id: str,
+    rerun_loaded: bool = False,
+    variants: Sequence[str] = VARIANTS,
 ) -> None:
-    """Every variant not yet recorded on every problem of `kind`, problem-major, each record written at once."""
+    """Every one of `variants` not yet recorded on every problem of `kind`, problem-major, each record written at
+    once; a record of a peer that was not running (`unavailable`) is made again."""
     for index, problem in enumerate(kind.problems):
         key = kind.key(problem)
-        for variant in rotated(VARIANTS, index):
+        for variant in rotated(variants, index):
             done = results.get(run, key, variant)
-            if not to_make(done, rerun_loaded):
+            if not (to_make(done, rerun_loaded) or (done or {}).get("unavailable")):
                 continue
             provenance = {
                 "run": run,
@@ -541,12 +630,14 @@ def _share(k: int, n: int) -> str:
     return f"{k}/{n} {100 * k / max(n, 1):.0f}% [{100 * low:.0f}-{100 * high:.0f}]"
 
 
-def complete_rows(kind_name: str, keys: Sequence[str], results: Results, run: str) -> list[dict[str, Any]]:
-    """One row per problem with every variant recorded (for HumanEval, reflection-graph's record on a problem
-    without visible examples is raw's)."""
+def complete_rows(
+    kind_name: str, keys: Sequence[str], results: Results, run: str, variants: Sequence[str] = VARIANTS
+) -> list[dict[str, Any]]:
+    """One row per problem with every one of `variants` recorded (for HumanEval, reflection-graph's record on a
+    problem without visible examples is raw's)."""
     rows = []
     for key in keys:
-        records = {v: results.get(run, key, v) for v in VARIANTS}
+        records = {v: results.get(run, key, v) for v in variants}
         if not all(records.values()):
             continue
         row = {v: dict(r) for v, r in records.items() if r is not None}
@@ -559,12 +650,15 @@ def complete_rows(kind_name: str, keys: Sequence[str], results: Results, run: st
     return rows
 
 
-def summary(kind_name: str, rows: list[dict[str, Any]]) -> list[list[Any]]:
-    """The table's lines: one per variant, then the peer techniques left out."""
+def summary(
+    kind_name: str, rows: list[dict[str, Any]], variants: Sequence[str] = VARIANTS
+) -> list[list[Any]]:
+    """The table's lines: one per variant of `variants`, then the peer techniques left out (optillm as a whole
+    when none of its variants is there)."""
     n = len(rows)
     budget = sum(r[BASELINE]["tokens"] for r in rows) / max(n, 1)
     lines = []
-    for variant in VARIANTS:
+    for variant in variants:
         records = [r[variant] for r in rows]
         cut = [at_budget(x, variant, budget) or {} for x in records]  # a record with an error: nothing solved
         if kind_name == "humaneval":
@@ -596,7 +690,12 @@ def summary(kind_name: str, rows: list[dict[str, Any]]) -> list[list[Any]]:
             ]
         )
     width = len(lines[0]) if lines else 9
-    for name, why in LEFT_OUT.items():
+    optillm_ran = any(v.startswith("optillm-") for v in variants)
+    left_out = {
+        **LEFT_OUT,
+        **(OPTILLM_LEFT_OUT.get(kind_name, {}) if optillm_ran else {"optillm": OPTILLM_NOT_RUN}),
+    }
+    for name, why in left_out.items():
         lines.append([name, *["-"] * (width - 2), why])
     return lines
 
@@ -613,14 +712,16 @@ def heads(kind_name: str) -> list[str]:
 def report(kind: Any, results: Results, run: str, identity: dict[str, Any]) -> None:
     """The markdown table of one set over its complete problems, and the provenance line."""
     keys = [kind.key(p) for p in kind.problems]
-    rows = complete_rows(kind.name, keys, results, run)
+    optillm = [v for v in optillm_variants(kind.name) if any(results.get(run, k, v) for k in keys)]
+    variants = [*VARIANTS, *optillm]
+    rows = complete_rows(kind.name, keys, results, run, variants)
     print(f"## {kind.name}: {len(rows)} of {len(keys)} problems complete, run {run}")
     print(f"settings: {json.dumps(identity, sort_keys=True)}\n")
     if not rows:
         print("no problem has every variant recorded yet for these settings\n")
         return
-    print_table(heads(kind.name), summary(kind.name, rows))
-    records = [r[v] for r in rows for v in VARIANTS]
+    print_table(heads(kind.name), summary(kind.name, rows, variants))
+    records = [r[v] for r in rows for v in variants]
     loads = [x for r in records for x in r.get("load") or []]
     budget = sum(r[BASELINE]["tokens"] for r in rows) / len(rows)
     unread = sum(int(r.get("unread") or 0) for r in records)
@@ -689,6 +790,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, default=None, help=f"default bench/results/peers-{MODEL}.jsonl"
     )
+    parser.add_argument(
+        "--optillm-python",
+        default=os.environ.get("OPTILLM_PYTHON") or None,
+        help="the python of optillm's environment (default $OPTILLM_PYTHON; none: no optillm records)",
+    )
     args = parser.parse_args(argv)
     if args.n < 1 or args.ifbench_limit < 1:
         parser.error("--n and --ifbench-limit must be at least 1")
@@ -710,11 +816,23 @@ def main(argv: list[str] | None = None) -> int:
     runs = {k.name: run_key(identity_of(k.name, gguf_sha, args, profile)) for k in kinds}
     if not args.report_only:
         commit_id = commit()
-        with serving(path, profile, args.threads) as upstream, counting_proxy(upstream) as (url, usage):
+        with contextlib.ExitStack() as stack:
+            upstream = stack.enter_context(serving(path, profile, args.threads))
+            url, usage = stack.enter_context(counting_proxy(upstream))
             ctx = Context(base_url=url, usage=usage, max_tokens=profile.max_tokens, n=args.n)
+            if args.optillm_python:
+                try:
+                    ctx.optillm = stack.enter_context(
+                        optillm_proxy(args.optillm_python, url, best_of_n=args.n)
+                    )
+                    print(f"optillm {ctx.optillm.version} at {ctx.optillm.url}", file=sys.stderr, flush=True)
+                except OptillmUnavailable as exc:
+                    ctx.optillm_why = str(exc)
+                    print(f"optillm: {exc}", file=sys.stderr, flush=True)
             for kind in kinds:
                 print(f"{kind.name}: run {runs[kind.name]} at {commit_id}", file=sys.stderr, flush=True)
-                run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded)
+                variants = [*VARIANTS, *(optillm_variants(kind.name) if args.optillm_python else ())]
+                run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded, variants)
     for kind in kinds:
         report(kind, results, runs[kind.name], identity_of(kind.name, gguf_sha, args, profile))
     return 0

