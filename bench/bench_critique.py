@@ -58,6 +58,7 @@ case. Needs the `[local]` extra. Never tuned on: nothing here is fitted.
     python bench/bench_critique.py --before                       # Qwen2.5-Coder-1.5B, the whole set
     python bench/bench_critique.py --limit 5 -v                   # a quick look
     python bench/bench_critique.py --cases datasets/critique_cases_new.jsonl   # the new cases alone
+    python bench/bench_critique.py --report-only                  # the tables from the saved readings, no model
 """
 
 from __future__ import annotations
@@ -422,18 +423,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N cases")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: the model's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case's shown faults")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="no model: the tables from the saved readings (today's rules applied), cases not read yet left out",
+    )
     args = parser.parse_args(argv)
-    if llama_cpp_missing():
-        return 2
-    from reflection_graph.critics import JudgeCritic
-    from reflection_graph.models import critic_model
-
     root = Path(__file__).resolve().parents[1]
     sets = {path: load_cases(root / path)[: args.limit] for path in args.cases}
     cases = [case for rows in sets.values() for case in rows]
     if len({case["id"] for case in cases}) != len(cases):
         print("error: two of the sets share a case id", file=sys.stderr)
         return 2
+    if args.report_only:
+        name = args.model.split(":", 1)[-1]
+        out = Path(args.out) if args.out else root / "bench" / "results" / f"critique-{name}.jsonl"
+        saved = saved_records(out, _key(name), args.before)
+        missing = [case["id"] for case in cases if case["id"] not in saved]
+        if missing:
+            print(f"not read yet, left out: {len(missing)} cases ({', '.join(missing[:5])}, ...)")
+        kept = {path: [c for c in rows if c["id"] in saved] for path, rows in sets.items()}
+        sets = {path: rows for path, rows in kept.items() if rows}
+        _reports(sets, saved, name, verbose=args.verbose)
+        return 0
+    if llama_cpp_missing():
+        return 2
+    from reflection_graph.critics import JudgeCritic
+    from reflection_graph.models import critic_model
+
     found = embedded_model(args.model, n_threads=args.threads)
     if found is None:
         return 2
@@ -448,7 +465,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else root / "bench" / "results" / f"critique-{name}.jsonl"
     critic = JudgeCritic(critic_model(model), confirm="both")
     saved = run(critic, cases, out, _key(name), before=args.before)
-    if args.verbose:
+    _reports(sets, saved, name, verbose=args.verbose)
+    return 0
+
+
+def _reports(
+    sets: dict[str, list[dict[str, Any]]], saved: dict[str, dict[str, Any]], name: str, *, verbose: bool
+) -> None:
+    """Each set's table, then the old and new sets combined (the measure the critique work is held to) and every
+    set combined; with `verbose`, each case's real faults and the default's shown ones first."""
+    cases = [case for rows in sets.values() for case in rows]
+    if verbose:
         for case in cases:
             shown = (
                 VARIANTS["checked both ways, judged wrong only"](_with_case(saved[case["id"]], case)) or []
@@ -456,9 +483,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{case['id']}: real {[f['fault'] for f in case['faults']]}; shown {[i for i, _ in shown]}")
     for path, rows in sets.items():
         report(rows, saved, f"{name}, {Path(path).name}")
+    if CASES in sets and NEW_CASES in sets and len(sets) > 2:
+        report([*sets[CASES], *sets[NEW_CASES]], saved, f"{name}, old and new combined")
     if len(sets) > 1:
         report(cases, saved, f"{name}, all sets combined")
-    return 0
 
 
 if __name__ == "__main__":

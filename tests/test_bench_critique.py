@@ -147,6 +147,24 @@ def test_a_run_is_resumed_and_the_figures_count_claims_faults_and_broken_lines(
     assert "seconds per case" in printed and "rules 1 real of 1 shown" in printed
 
 
+def test_report_only_prints_the_saved_readings_without_a_model(
+    bench: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cases = bench.load_cases(ROOT / bench.CASES)[:4]
+    out = tmp_path / "critique.jsonl"
+    bench.run(JudgeCritic(_fake(cases)), cases, out, bench._key("fake"), before=False)
+
+    def no_model(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("--report-only loaded a model")
+
+    monkeypatch.setattr(bench, "embedded_model", no_model)
+    code = bench.main(["--report-only", "--model", "embedded:fake", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert f"fake, {Path(bench.CASES).name}: 4 cases" in printed  # only the saved ones
+    assert "not read yet, left out:" in printed and "fake, all sets combined" not in printed
+
+
 @pytest.mark.parametrize(
     ("line", "broken"),
     [
