@@ -117,7 +117,7 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
     target = urllib.parse.urlsplit(upstream)
     prefix = target.path.rstrip("/")
     usage = HttpUsage(f"http://127.0.0.1{prefix}")  # counted by path: the forwarder's port is not known yet
-    forward = {"host": target.hostname or "127.0.0.1", "port": target.port or 80}
+    host, port = target.hostname or "127.0.0.1", target.port or 80
 
     class Forwarder(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -142,7 +142,7 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, HttpUsage]]:
             """One request to the server, counted: its status, reason, headers and body."""
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
             headers["Content-Length"] = str(len(body))
-            connection = http.client.HTTPConnection(forward["host"], forward["port"], timeout=PROXY_TIMEOUT_S)
+            connection = http.client.HTTPConnection(host, port, timeout=PROXY_TIMEOUT_S)
             try:
                 connection.request(self.command, self.path, body=body or None, headers=headers)
                 reply = connection.getresponse()
