@@ -90,3 +90,42 @@ def test_resampling_on_the_embedded_model_keeps_the_draft_passing_the_most_visib
     assert result["candidate"].startswith(problem["prompt"].rstrip())
     if result["stop_reason"] == "max_iterations":
         assert len(made) == 5  # 1 greedy draft, then 2 fresh ones in each of 2 rounds
+
+
+def test_a_strategy_may_draw_fresh_drafts_in_some_rounds_and_revise_in_others() -> None:
+    """`Strategy.drafts_afresh` per round: round 2 draws a fresh draft (the next seed after the first draft's),
+    round 3 revises the best candidate so far (its seeds start again at 0), round 4 draws afresh again (the seed
+    after round 2's)."""
+    from reflection_graph import strategies
+    from reflection_graph.strategies.base import Strategy
+
+    class FreshEveryOther(Strategy):
+        name = "test_fresh_every_other"
+
+        def drafts_afresh(self, iteration: int) -> bool:
+            return iteration % 2 == 0
+
+    strategies.register(FreshEveryOther(), replace=True)
+    try:
+        model = SeededModel(
+            reply_of=lambda seed, temperature, prompt: (
+                f"r{seed}" if "Previous answer" in prompt or "review" in prompt else f"d{seed}"
+            )
+        )
+        critic = TableCritic({"d0": 2.0, "d1": 3.0, "r0": 4.0, "d2": 5.0})
+        graph = create_reflection_graph(
+            model,
+            critic=critic,
+            strategy="test_fresh_every_other",
+            n_revisions=1,
+            max_iterations=4,
+            patience=None,
+            stop_on_no_new_issues=False,
+        )
+        result = graph.invoke({"task": "Write a haiku."})
+    finally:
+        strategies.unregister("test_fresh_every_other")
+    made = [s["candidate"] for r in result["trajectory"] for s in r.get("samples", [r])]
+    assert made == ["d0", "d1", "r0", "d2"]
+    assert result["usage"]["generate"]["calls"] == 3 and result["usage"]["revise"]["calls"] == 1
+    assert result["candidate"] == "d2"

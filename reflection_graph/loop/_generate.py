@@ -63,7 +63,8 @@ def _start(step: Step, state: Mapping[str, Any]) -> dict[str, Any] | Job:
     if over is not None:
         return over
     if state.get("trajectory"):  # a later round: a revision, or fresh drafts where the strategy draws them
-        return _trigger(step, state) or ("draft" if step.strategy.fresh_drafts else "revise")
+        iteration = int(state.get("iterations") or 0) + 1
+        return _trigger(step, state) or ("draft" if step.strategy.drafts_afresh(iteration) else "revise")
     if state.get("candidate"):
         stop = _trigger(step, state)
         if stop is not None:

@@ -12,7 +12,7 @@ strategy's name:
 - `state`: a TypedDict of the state keys its own nodes keep (none for the loop); `generate` may read them;
 - the questions the nodes ask during a run: `revise_from` (what the next revision starts from),
   `last_revision` (whether a revision is returned without a critique), `stop_rules` (which of the stop rules
-  of reflection_graph/loop/_rules.py apply after a critique), and `fresh_drafts` with `first_seed` (whether a
+  of reflection_graph/loop/_rules.py apply after a critique), and `drafts_afresh` with `first_seed` (whether a
   later round drafts afresh instead of revising, and the seeds its drafts take);
 - `tactics`: what makes the next candidate when a revision returns its input unchanged (whitespace folded):
   such a revision is no new candidate, is not judged and is not counted as a round; the next tactic is tried in
@@ -59,7 +59,8 @@ class Strategy:
             limit `max_iterations`), "plateau" (no progress). `min_iterations` always holds first.
         state: a TypedDict of the state keys the strategy's own nodes keep, or None.
         fresh_drafts: later rounds draw `n_revisions` new drafts of the task (the first draft's prompt, no
-            critique shown) instead of revising; their seeds come from `first_seed`.
+            critique shown) instead of revising (`drafts_afresh`, which a strategy may override to choose per
+            round); their seeds come from `first_seed`.
         tactics: the order in which a revision round's tactics are tried while each returns its input unchanged
             (`Tactic`; the first is the greedy revision). A tactic that does not apply (no rule fixes this
             candidate) is passed over.
@@ -101,13 +102,19 @@ class Strategy:
         last = (state.get("trajectory") or [])[-1]
         return last["candidate"], dict(last["critique"] or {})
 
+    def drafts_afresh(self, iteration: int) -> bool:
+        """True when round `iteration` (2 or later) draws fresh drafts of the task instead of revising: every later
+        round when `fresh_drafts` is set, none otherwise."""
+        return self.fresh_drafts
+
     def first_seed(self, settings: Settings, iteration: int) -> int:
         """The sample index (seed offset) of the first reply made for round `iteration`. Revisions start again
         at 0 each round (the greedy revision, then warmer ones): each revises another candidate. Fresh drafts
-        (`fresh_drafts`) of a later round come after every draft of the rounds before it, so no seed repeats."""
-        if not self.fresh_drafts or iteration <= 1:
+        (`drafts_afresh`) of a later round come after every draft of the rounds before it, so no seed repeats."""
+        if iteration <= 1 or not self.drafts_afresh(iteration):
             return 0
-        return settings.n_drafts + (iteration - 2) * settings.n_revisions
+        earlier = sum(1 for before in range(2, iteration) if self.drafts_afresh(before))
+        return settings.n_drafts + earlier * settings.n_revisions
 
     def last_revision(self, settings: Settings, iteration: int) -> bool:
         """True when the revision made for round `iteration` is returned without a critique (so it may be made
