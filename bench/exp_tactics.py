@@ -12,6 +12,8 @@ passes every visible example; no plateau stop, as `resample` forces), the visibl
   way to the next tactic, `Strategy.tactics`);
 - `sampled`: only sampled revisions (each at the sampling temperature with a seed of its own);
 - `fresh_told`: only fresh drafts told the critique's faults (the first greedy, the next sampled);
+- `mixed`: round 2 draws fresh drafts (as `resample`), round 3 revises the best candidate so far shown its
+  failing calls (as `loop`), each at the same call bound (`Strategy.drafts_afresh` per round);
 - `loop_lookup`: `loop` with prompt-lookup decoding of its revisions (`EmbeddedChatModel(prompt_lookup=None)`;
   every other variant runs with it off, `prompt_lookup=False`), for item 6: do outcomes change with lookup on?
 
@@ -57,12 +59,13 @@ FAILING = (
 """HumanEval/40-163 problems whose greedy draft (raw, run 8391a4e8) fails a visible docstring example."""
 BOUND = {"n_drafts": 1, "n_revisions": 2, "max_iterations": 3}
 """The verifier's call bound (`VERIFIER_DEFAULTS` without its strategy): 5 generations at most."""
-VARIANTS = ("resample", "loop", "sampled", "fresh_told", "loop_lookup")
+VARIANTS = ("resample", "loop", "sampled", "fresh_told", "loop_lookup", "mixed")
 
 
 def _register() -> None:
-    """The two single-tactic strategies (`sampled`, `fresh_told`) and the loop without its plateau stops
-    (`loop_bound`), so every variant may spend the same calls."""
+    """The two single-tactic strategies (`sampled`, `fresh_told`), the loop without its plateau stops
+    (`loop_bound`), so every variant may spend the same calls, and `mixed` (fresh drafts in round 2, revisions
+    after)."""
     from reflection_graph import strategies
     from reflection_graph.strategies.base import Strategy, Tactic
 
@@ -82,7 +85,14 @@ def _register() -> None:
         forces = no_plateau
         tactics: ClassVar[tuple[Tactic, ...]] = ("fresh_draft",)
 
-    for cls in (LoopBound, Sampled, FreshTold):
+    class Mixed(Strategy):
+        name = "exp_mixed"
+        forces = no_plateau
+
+        def drafts_afresh(self, iteration: int) -> bool:
+            return iteration == 2
+
+    for cls in (LoopBound, Sampled, FreshTold, Mixed):
         strategies.register(cls(), replace=True)
 
 
@@ -92,6 +102,7 @@ STRATEGY = {
     "sampled": "exp_sampled",
     "fresh_told": "exp_fresh_told",
     "loop_lookup": "exp_loop_bound",
+    "mixed": "exp_mixed",
 }
 
 
