@@ -615,6 +615,25 @@ def test_the_live_view_calls_later_drafts_fresh_drafts_where_the_strategy_resamp
     assert "revision" in revised.stdout and "fresh draft" not in revised.stdout, revised.stdout
 
 
+def test_the_live_view_names_each_round_as_its_strategy_makes_it() -> None:
+    """A strategy that draws afresh in some rounds only (`drafts_afresh`): each round's title says which."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from reflection_graph.cli._render import _LiveRenderer
+
+    out = StringIO()
+    renderer = _LiveRenderer(Console(file=out, width=80), afresh=lambda iteration: iteration == 2)
+    assert renderer.writing_title() == "draft (round 1, writing)"
+    renderer.round = 1
+    assert renderer.writing_title() == "fresh draft (round 2, writing)"
+    assert "revising" not in renderer.status_for("generate")
+    renderer.round = 2
+    assert renderer.writing_title() == "revision (round 3, writing)"
+    assert "revising" in renderer.status_for("generate")
+
+
 @pytest.mark.parametrize(
     ("content", "extra", "message"),
     [

@@ -81,28 +81,29 @@ class _LiveRenderer:
 
     _ACTIVITY = {"generate": "drafting", "critique": "critiquing", "finalize": "choosing the answer"}
 
-    def __init__(self, console: Console, *, fresh_drafts: bool = False) -> None:
+    def __init__(self, console: Console, *, afresh: Callable[[int], bool] = lambda iteration: False) -> None:
         self.console = console
         self.round = 0
         self.shown_draft: str | None = None
-        self.fresh_drafts = fresh_drafts
-        """The graph's strategy drafts afresh in later rounds (`resample`) instead of revising."""
+        self.afresh = afresh
+        """Whether the graph's strategy draws fresh drafts in a later round (`resample`) instead of revising."""
 
-    def _later(self) -> str:
-        return "fresh draft" if self.fresh_drafts else "revision"
+    def _later(self, iteration: int) -> str:
+        return "fresh draft" if self.afresh(iteration) else "revision"
 
     def status_for(self, node: str) -> str:
         activity = self._ACTIVITY.get(node, f"running {node}")
-        if node == "generate" and self.round >= 1 and not self.fresh_drafts:
+        if node == "generate" and self.round >= 1 and not self.afresh(self.round + 1):
             activity = "revising"
         return f"[bold]{activity}[/] (round {self.round + 1 if node == 'generate' else max(self.round, 1)})…"
 
     def writing_title(self) -> str:
         """The title of the reply `generate` is writing now: the draft, a revision or a fresh draft, and its round."""
-        return f"{self._later() if self.round >= 1 else 'draft'} (round {self.round + 1}, writing)"
+        later = self._later(self.round + 1)
+        return f"{later if self.round >= 1 else 'draft'} (round {self.round + 1}, writing)"
 
     def _draft(self, candidate: str, iteration: int, title: str | None = None) -> None:
-        title = title or ("draft" if iteration <= 1 else self._later())
+        title = title or ("draft" if iteration <= 1 else self._later(iteration))
         self.console.print(Rule(f"round {iteration}", style="cyan"))
         self.console.print(
             Panel(Text(candidate or "(empty)"), title=title, title_align="left", border_style="cyan")
@@ -211,13 +212,13 @@ class _Writing:
         yield self.spinner
 
 
-def _fresh_drafts(graph: Any) -> bool:
-    """Whether `graph` (a reflection graph, maybe bound to a config) draws fresh drafts in later rounds."""
-
+def _afresh(graph: Any) -> Callable[[int], bool]:
+    """Whether `graph` (a reflection graph, maybe bound to a config) draws fresh drafts in a given later round
+    (its strategy's `drafts_afresh`); never, for a caller's own graph."""
     try:
-        return bool(setup_of(getattr(graph, "bound", graph)).strategy.fresh_drafts)
+        return setup_of(getattr(graph, "bound", graph)).strategy.drafts_afresh
     except (TypeError, KeyError, AttributeError):  # not a reflection graph: a caller's own
-        return False
+        return lambda iteration: False
 
 
 def _stream_with_display(
@@ -232,7 +233,7 @@ def _stream_with_display(
     (the `messages` stream of the `generate` node; a critic's calls are not on it), under a spinner that says
     what runs, redrawn as each step starts. `load`, when given, runs first under "loading the model" (a local
     model's file), so "drafting" starts with the draft's call."""
-    renderer = _LiveRenderer(console, fresh_drafts=_fresh_drafts(graph))
+    renderer = _LiveRenderer(console, afresh=_afresh(graph))
     writing = _Writing()
     result: dict[str, Any] = {}
     modes = ["updates", "values", "tasks", "messages"]
