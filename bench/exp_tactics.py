@@ -28,7 +28,7 @@ graph's usage), seconds, the tactics that made each candidate, the 1-minute load
 
     python bench/exp_tactics.py                       # every variant on the 28 problems
     python bench/exp_tactics.py --variants sampled --ids 47,54
-    python bench/exp_tactics.py --report [--dev 40-82]
+    python bench/exp_tactics.py --report [--dev 40-82] [--variants resample loop]   # those variants only
     python bench/exp_tactics.py --ifbench 32          # IFBench: the first 32 development prompts, where raw misses
     python bench/exp_tactics.py --ifbench 32 --report
 """
@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -191,10 +192,12 @@ def _ranges(text: str) -> set[int]:
     return out
 
 
-def _complete(path: Path, order: Any) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
-    """The records of `path` by task and variant, the variants present, and the tasks every variant has at load
-    3 or below (sorted by `order` of a task's records), after naming those left out for their load."""
-    rows = read_jsonl(path)
+def _complete(
+    path: Path, order: Any, only: Sequence[str] = VARIANTS
+) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """The records of `path` by task and variant (of `only`), the variants present, and the tasks every variant has
+    at load 3 or below (sorted by `order` of a task's records), after naming those left out for their load."""
+    rows = [r for r in read_jsonl(path) if r["variant"] in only]
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         by.setdefault(r["task_id"], {})[r["variant"]] = r
@@ -209,9 +212,10 @@ def _complete(path: Path, order: Any) -> tuple[dict[str, dict[str, Any]], list[s
     return by, variants, full
 
 
-def report(path: Path, dev: set[int]) -> None:
-    """Solved counts and tokens per variant, over the problems every variant has at load 3 or below."""
-    by, variants, full = _complete(path, lambda t, _: int(t.split("/")[1]))
+def report(path: Path, dev: set[int], only: Sequence[str] = VARIANTS) -> None:
+    """Solved counts and tokens per variant (of `only`), over the problems every variant has at load 3 or
+    below."""
+    by, variants, full = _complete(path, lambda t, _: int(t.split("/")[1]), only)
     print(f"{len(full)} problems with every variant ({', '.join(variants)}); dev = {sorted(dev) and 'given'}")
     loads = [x for t in full for r in by[t].values() for x in r["load"]]
     commits = sorted({r["commit"] for t in full for r in by[t].values()})
@@ -239,10 +243,10 @@ def report(path: Path, dev: set[int]) -> None:
         print(f"{v}: later candidates by tactic {made}")
 
 
-def report_instructions(path: Path, dev_prompts: int) -> None:
-    """Instructions followed (strict) and tokens per variant, over the prompts every variant has at load 3 or
-    below; the first `dev_prompts` of the fixed order apart from the rest."""
-    by, variants, full = _complete(path, lambda _, have: next(iter(have.values()))["order"])
+def report_instructions(path: Path, dev_prompts: int, only: Sequence[str] = VARIANTS) -> None:
+    """Instructions followed (strict) and tokens per variant (of `only`), over the prompts every variant has at
+    load 3 or below; the first `dev_prompts` of the fixed order apart from the rest."""
+    by, variants, full = _complete(path, lambda _, have: next(iter(have.values()))["order"], only)
     loads = [x for t in full for r in by[t].values() for x in r["load"]]
     print(
         f"{len(full)} IFBench prompts whose raw reply misses an instruction, every variant ({', '.join(variants)});"
@@ -293,10 +297,10 @@ def main() -> int:
     if args.report:
         if args.ifbench:
             report_instructions(
-                IFBENCH_RESULTS if args.results == RESULTS else args.results, args.dev_prompts
+                IFBENCH_RESULTS if args.results == RESULTS else args.results, args.dev_prompts, args.variants
             )
         else:
-            report(args.results, _ranges(args.dev))
+            report(args.results, _ranges(args.dev), args.variants)
         return 0
     ids = sorted(_ranges(args.ids))
     if not ids or min(ids) < 40 or max(ids) > 163:
