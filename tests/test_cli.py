@@ -270,6 +270,59 @@ def test_the_repetition_stop_switch_reaches_the_model(
     assert generator.stop_repetition is False  # the model itself is never changed
 
 
+class LookupModel(RecordingChatModel):
+    """A generator with the embedded model's `prompt_lookup` field; each call notes the value it ran with."""
+
+    prompt_lookup: bool | None = None
+    ran_with: list[bool | None] = Field(default_factory=list)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.ran_with.append(self.prompt_lookup)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+class LookupCritic(FakeCriticModel):
+    """A critic model with the same field (the option is set on every role's model, as --max-tokens is)."""
+
+    prompt_lookup: bool | None = None
+
+
+def test_the_prompt_lookup_option_reaches_the_model_and_a_bad_value_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    generator = LookupModel(replies=["Hello there."])
+
+    def fake_resolve(spec: str | None, options: cli.GraphOptions, role: str) -> Any:
+        if role == "critic":
+            return LookupCritic(critiques=[critique(9, ok=True, issues=[])])
+        return generator
+
+    monkeypatch.setattr(cli._graph, "_resolve_model", fake_resolve)
+
+    def invoke_with(*flags: str) -> list[bool | None]:
+        generator.ran_with.clear()
+        result = invoke("run", "Say hello.", "--critic", "fake", "-n", "1", "--json", *flags)
+        assert result.exit_code == 0, result.stderr
+        return list(generator.ran_with)
+
+    assert invoke_with("--prompt-lookup", "off") == [False]
+    assert invoke_with("--prompt-lookup", "all") == [True]
+    generator.prompt_lookup = False
+    assert invoke_with("--prompt-lookup", "revisions") == [None]
+    assert invoke_with() == [False]  # not given: the model's own setting
+    bad = invoke("run", "Say hello.", "--critic", "fake", "--prompt-lookup", "sometimes")
+    assert bad.exit_code == 2
+    assert bad.stderr.strip() == "error: --prompt-lookup must be one of revisions, off, all, got 'sometimes'"
+
+
+def test_the_prompt_lookup_option_is_refused_by_a_model_without_it(fake: PromptRouter) -> None:
+    result = invoke("run", "t", "--prompt-lookup", "off")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: --prompt-lookup is not supported by CallableChatModel; drop the option for this model"
+    )
+
+
 def test_the_repetition_stop_switch_is_refused_by_a_model_without_it(fake: PromptRouter) -> None:
     result = invoke("run", "t", "--no-stop-repetition")
     assert result.exit_code == 2

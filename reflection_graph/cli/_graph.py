@@ -22,6 +22,10 @@ from reflection_graph.settings import Settings
 __all__ = ["GraphOptions", "build_graph"]
 
 
+PROMPT_LOOKUP: dict[str, bool | None] = {"revisions": None, "off": False, "all": True}
+"""`--prompt-lookup`'s values, as `EmbeddedChatModel.prompt_lookup` takes them."""
+
+
 @dataclass
 class GraphOptions:
     """Everything the CLI needs to build a reflection graph.
@@ -37,6 +41,8 @@ class GraphOptions:
         seed: sampling seed, or None.
         stop_repetition: stop a reply that repeats itself (`EmbeddedChatModel.stop_repetition`), or None for the
             model's default.
+        prompt_lookup: the embedded model's prompt-lookup decoding (`EmbeddedChatModel.prompt_lookup`):
+            ``revisions``, ``off`` or ``all``, or None for the model's default.
         checkpoint: SQLite file for a checkpointer, or None.
         memory: SQLite file for the Reflexion memory store, or None.
         memory_embeddings: ``auto`` (semantic memory with the `[semantic]` extra's offline embedder when it is
@@ -56,6 +62,7 @@ class GraphOptions:
     max_tokens: int | None = None
     seed: int | None = None
     stop_repetition: bool | None = None
+    prompt_lookup: str | None = None
     checkpoint: Path | None = None
     memory: Path | None = None
     memory_embeddings: str = "auto"
@@ -71,6 +78,10 @@ class GraphOptions:
         """
         if self.max_tokens is not None and self.max_tokens < 1:
             raise BadInput(f"--max-tokens must be >= 1, got {self.max_tokens}")
+        if self.prompt_lookup is not None and self.prompt_lookup not in PROMPT_LOOKUP:
+            raise BadInput(
+                f"--prompt-lookup must be one of {', '.join(PROMPT_LOOKUP)}, got {self.prompt_lookup!r}"
+            )
         for flag, spec in (
             ("--model", self.model),
             ("--generator", self.generator),
@@ -95,20 +106,24 @@ def _resolve_model(spec: str | None, options: GraphOptions, role: str) -> Any:
 
 
 def _apply_sampling(model: Any, options: GraphOptions) -> Any:
-    """Set ``--max-tokens``/``--seed``/``--[no-]stop-repetition`` on a resolved model, or fail naming the option
-    it does not support."""
+    """Set ``--max-tokens``/``--seed``/``--[no-]stop-repetition``/``--prompt-lookup`` on a resolved model, or fail
+    naming the option it does not support."""
     given = (
         ("max_tokens", options.max_tokens),
         ("seed", options.seed),
         ("stop_repetition", options.stop_repetition),
     )
-    update = {k: v for k, v in given if v is not None}
+    update: dict[str, int | bool | None] = {k: v for k, v in given if v is not None}
+    if options.prompt_lookup is not None:
+        update["prompt_lookup"] = PROMPT_LOOKUP[options.prompt_lookup]
     if not update:
         return model
     fields = getattr(type(model), "model_fields", {})
     for name, value in update.items():
         if name not in fields:
-            flag = "--" + ("no-" if value is False else "") + name.replace("_", "-")
+            flag = (
+                "--" + ("no-" if value is False and name != "prompt_lookup" else "") + name.replace("_", "-")
+            )
             raise BadInput(
                 f"{flag} is not supported by {type(model).__name__}; drop the option for this model"
             )

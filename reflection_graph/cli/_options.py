@@ -38,6 +38,11 @@ _MODEL_OPTIONS: dict[str, tuple[Any, Any, str]] = {
         "Stop a reply that repeats one span back to back beyond the copies the task asks for (the embedded "
         "model's default: on); --no-stop-repetition lets every reply run to its limit.",
     ),
+    "prompt_lookup": (
+        str | None,
+        None,
+        "The embedded model's prompt-lookup decoding: revisions (its default), off, or all replies.",
+    ),
     "memory": (Path | None, None, "SQLite file for Reflexion memory: lessons from past critiques."),
     "memory_embeddings": (
         str,
