@@ -36,12 +36,10 @@ the run's wall time over the loop's.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,28 +202,8 @@ def _name(model: Any) -> str:
     )
 
 
-LOOKUP_ARMS = {"default": "the model's default", "off": False, "revisions": None}
-"""`--prompt-lookup` arms: the embedded model's `prompt_lookup` each arm runs with (`default`: as it comes)."""
-
-
-@contextlib.contextmanager
-def _lookup(arm: str) -> Iterator[None]:
-    """The graphs `build_graph` makes here run with the arm's `prompt_lookup` (the CLI's model seam, wrapped)."""
-    from reflection_graph.cli import _graph
-
-    if arm == "default":
-        yield
-        return
-    resolve = _graph._resolve_model
-
-    def with_lookup(spec: Any, options: Any, role: str) -> Any:
-        return resolve(spec, options, role).model_copy(update={"prompt_lookup": LOOKUP_ARMS[arm]})
-
-    _graph._resolve_model = with_lookup
-    try:
-        yield
-    finally:
-        _graph._resolve_model = resolve
+LOOKUP_ARMS = {"default": None, "off": "off", "revisions": "revisions"}
+"""`--prompt-lookup` arms: the CLI's `--prompt-lookup` each arm runs with (`default`: not given, the model's own)."""
 
 
 def _one_seed(options: Any, seed: int, arm: str, record: dict[str, str]) -> dict[str, Any]:
@@ -239,8 +217,7 @@ def _one_seed(options: Any, seed: int, arm: str, record: dict[str, str]) -> dict
     from reflection_graph.critics.judge import WORSE, WRONG
 
     load_before = load_average()
-    with _lookup(arm):
-        graph = build_graph(dataclasses.replace(options, seed=seed))
+    graph = build_graph(dataclasses.replace(options, seed=seed, prompt_lookup=LOOKUP_ARMS[arm]))
     start = time.perf_counter()
     result = graph.invoke({"task": TASK})
     wall = time.perf_counter() - start
