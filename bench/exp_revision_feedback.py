@@ -10,7 +10,12 @@ repeated the draft, passed the visible examples and solved the problem, its toke
 
     python bench/exp_revision_feedback.py --label new --ids 47,54,64
     python bench/exp_revision_feedback.py --label new --ifbench 12
+    python bench/exp_revision_feedback.py --label quoted --ifbench 12 --phrasing quoted
     python bench/exp_revision_feedback.py --report
+
+`--phrasing` chooses how the revision is asked for: `chat` (the package's own: the task, the draft as the model's
+own turn, then the review) or `quoted` (the `prompts={"revise": ...}` override `QUOTED`: one request that quotes
+the draft and lists the review's points, asking for a new version), to measure which the model applies.
 """
 
 from __future__ import annotations
@@ -30,14 +35,33 @@ from _raw import append_record, embedded_model, read_jsonl, recorded, with_load 
 RESULTS = Path(__file__).parent / "results" / "revision-feedback-qwen2.5-coder-1.5b.jsonl"
 LOAD_LIMIT = 3.0
 SETTINGS = {"strategy": "loop", "max_iterations": 2, "min_iterations": 2, "n_drafts": 1, "n_revisions": 1}
+QUOTED = (
+    """{task}
+
+Here is a draft answer to the request above:
+<draft>
+{candidate}
+</draft>
+
+A reviewer found these problems in the draft:
+{critique}
+
+Write a new version of the answer that fixes every problem the reviewer found and keeps the rest. """
+    "Write the new answer only."
+)
+"""The `quoted` phrasing: the draft quoted in one request, not given as the model's own turn."""
+PHRASINGS: dict[str, dict[str, Any]] = {"chat": {}, "quoted": {"prompts": {"revise": QUOTED}}}
+"""`--phrasing`: the graph's extra settings for each way of asking for the revision."""
 
 
-def one(problem: dict[str, Any], model: Any, judge: Any) -> dict[str, Any]:
-    """The draft, its critique and one greedy revision of `problem`, judged."""
+def one(problem: dict[str, Any], model: Any, judge: Any, phrasing: str = "chat") -> dict[str, Any]:
+    """The draft, its critique and one greedy revision of `problem` (asked for in `phrasing`), judged."""
     from reflection_graph import create_reflection_graph
 
     critic = he.visible_critic(problem)
-    graph = create_reflection_graph(model, critic=critic, focus="code", retries=0, **SETTINGS)
+    graph = create_reflection_graph(
+        model, critic=critic, focus="code", retries=0, **SETTINGS, **PHRASINGS[phrasing]
+    )
     start = time.monotonic()
     result = graph.invoke({"task": he.task_of(problem)})
     seconds = time.monotonic() - start
@@ -57,14 +81,15 @@ def one(problem: dict[str, Any], model: Any, judge: Any) -> dict[str, Any]:
     }
 
 
-def one_instructions(row: dict[str, Any], model: Any) -> dict[str, Any]:
-    """The draft of IFBench prompt `row`, its checker's critique and one greedy revision, scored by IFBench."""
+def one_instructions(row: dict[str, Any], model: Any, phrasing: str = "chat") -> dict[str, Any]:
+    """The draft of IFBench prompt `row`, its checker's critique and one greedy revision (asked for in
+    `phrasing`), scored by IFBench."""
     import bench_instructions as bi
 
     from reflection_graph import create_reflection_graph
 
     critic = bi.critic_of(row)
-    graph = create_reflection_graph(model, critic=critic, retries=0, **SETTINGS)
+    graph = create_reflection_graph(model, critic=critic, retries=0, **SETTINGS, **PHRASINGS[phrasing])
     start = time.monotonic()
     result = graph.invoke({"task": row["prompt"]})
     seconds = time.monotonic() - start
@@ -128,6 +153,9 @@ def main() -> int:
     parser.add_argument("--label", help="the feedback's name in the records (e.g. old, new)")
     parser.add_argument("--ids", default="", help="HumanEval numbers, comma-separated, within 40-163")
     parser.add_argument("--ifbench", type=int, default=0, help="the first N IFBench development prompts")
+    parser.add_argument(
+        "--phrasing", choices=sorted(PHRASINGS), default="chat", help="how the revision is asked for"
+    )
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help=f"default {RESULTS.name} in bench/results"
@@ -152,16 +180,16 @@ def main() -> int:
         for row in bi.in_order(bi.split_rows(prompts())[0])[: args.ifbench]:
             if (args.label, bi.prompt_id(row)) in done:
                 continue
-            keys = {"label": args.label, "task_id": bi.prompt_id(row)}
-            record = with_load(keys, one_instructions, row, model)
+            keys = {"label": args.label, "task_id": bi.prompt_id(row), "phrasing": args.phrasing}
+            record = with_load(keys, one_instructions, row, model, args.phrasing)
             shown = [record[k] for k in ("draft_strict", "revised_strict", "seconds")]
             append_record(args.results, record, row["key"], args.label, *shown)
         return 0
     for problem in problems(ids):
         if (args.label, problem["task_id"]) in done or he.visible_critic(problem) is None:
             continue
-        keys = {"label": args.label, "task_id": problem["task_id"]}
-        record = with_load(keys, one, problem, model, judge)
+        keys = {"label": args.label, "task_id": problem["task_id"], "phrasing": args.phrasing}
+        record = with_load(keys, one, problem, model, judge, args.phrasing)
         shown = [record[k] for k in ("repeated", "revised_visible", "revised_solved", "seconds", "load")]
         append_record(args.results, record, problem["task_id"], args.label, *shown)
     return 0
