@@ -6,8 +6,8 @@ The detector is Lingua (`lingua-language-detector`, the `[language]` extra), res
 tells apart here (`LANGUAGES`). Without it the rule names nothing. It is read only where it is sure:
 
 - the language the answer should be in is the one the task asks for ("Reply in French", "into Spanish"; not "with
-  a line in German", which asks it of a part), or, when
-  the task names no language and speaks of none (no translating, no "a French menu"), the task's own language;
+  a line in German", which asks it of a part), or, when the task names no language and speaks of none (no
+  translating, no "a French menu"), the task's own language;
 - a sentence is read only when it has at least `MIN_WORDS` words, mostly Latin letters, outside quotes and code
   (an answer with no such sentence is read as one);
 - the detector must give another language at least `CONFIDENCE` of its confidence;
