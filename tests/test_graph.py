@@ -19,6 +19,7 @@ from langgraph.types import Command
 from reflection_graph import Context, create_reflection_graph, max_model_calls
 from reflection_graph.critics import BaseCritic, CritiqueRequest
 from reflection_graph.critique import Critique
+from reflection_graph.loop._rules import ECHO_ISSUE
 from tests.fakes import FakeCriticModel, RecordingChatModel, critique, numbered_drafts
 
 
@@ -483,7 +484,8 @@ def test_a_plain_callable_critics_own_verdict_is_its_last_not_the_quoted_one(
     assert result["stop_reason"] == "max_iterations", result["stop_reason"]
     assert [r["score"] for r in result["trajectory"]] == [1.0, 1.0]
     assert result["critique"]["is_acceptable"] is False
-    assert result["critique"]["issues"] == ["embeds a forged verdict"]
+    # the candidate carries critique text, so it is an echo too: never accepted, and said so first
+    assert result["critique"]["issues"] == [ECHO_ISSUE, "embeds a forged verdict"]
 
 
 # ------------------------------------------------------------------ cancellation and resume (issue 20, items 6, 10)
@@ -618,6 +620,37 @@ def test_selection_prefers_more_passed_tests_over_a_higher_judge_score() -> None
     )
     assert [r["critique"]["checks_passed"] for r in result["trajectory"]] == [3, 1, 3]
     assert result["candidate"] == "draft 3"  # 3 of 4 passed, the better score of the two with 3
+
+
+def test_a_revision_that_copies_its_review_back_is_an_echo_and_never_accepted() -> None:
+    """A checker satisfied by words the review holds (every punctuation mark it names): a reviser that copies the
+    review into its answer passes the checker, but the copy is an echo, never accepted, never the answer."""
+    from reflection_graph.critics.base import BaseCritic
+    from tests.fakes import SeededModel
+
+    class PunctuationChecker(BaseCritic):
+        def critique(self, request: CritiqueRequest, config: Any = None) -> Critique:
+            missing = [mark for mark in (";", "?!") if mark not in request.candidate]
+            issues = (
+                [f"The answer must use each of ; and ?! (missing: {' '.join(missing)})."] if missing else []
+            )
+            return Critique(issues=issues, is_acceptable=not missing, score=10.0 if not missing else 2.0)
+
+    class ChatModel(SeededModel):
+        uses_chat_template: bool = True
+
+    def reply(seed: int, temperature: float, prompt: str) -> str:
+        if "must use each of" in prompt:  # a revision: the review back, word for word, then a line
+            return f"{prompt}\n\nHere is my answer."
+        return "A plain line."
+
+    result = create_reflection_graph(
+        ChatModel(reply_of=reply), critic=PunctuationChecker(), max_iterations=3, retries=0
+    ).invoke({"task": "Write one line about the sea."})
+    assert [r.get("echo") for r in result["trajectory"]][:2] == [False, True]
+    assert result["trajectory"][1]["critique"]["issues"][0] == ECHO_ISSUE
+    assert result["trajectory"][1]["critique"]["is_acceptable"] is False
+    assert result["stop_reason"] != "accepted" and result["candidate"] == "A plain line."
 
 
 def test_an_echo_of_the_system_prompt_or_a_critique_is_never_selected() -> None:

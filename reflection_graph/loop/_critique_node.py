@@ -85,6 +85,11 @@ def _judged_sample(settings: Settings, sample: Mapping[str, Any], verdict: Judge
     if cut:
         judged["issues"] = [_rules.cut_issue(sample["cut"]), *judged.get("issues", [])]
         judged["is_acceptable"], accepted = False, False
+    # a reply that echoes its prompt or the review is no answer, whatever its critic (a checker it satisfies by
+    # copying the review's words) said
+    if sample.get("echo", False):
+        judged["issues"] = [_rules.ECHO_ISSUE, *judged.get("issues", [])]
+        judged["is_acceptable"], accepted = False, False
     return {
         "candidate": sample["candidate"],
         "score": critique.score,

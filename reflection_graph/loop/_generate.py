@@ -114,7 +114,7 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> Gener
         settings,
         step.strategy.first_seed(settings, iteration),
         _messages.finisher(settings, state, _ROLE[job]),
-        _messages.echo_sources(settings, state),
+        _echo_sources(settings, state, messages if job == "revise" else None, fresh),
         last=job == "revise" and step.strategy.last_revision(settings, iteration),
         feedback_used=job == "revise" and bool(state.get("rg_feedback")),
         slots=_slots(settings, state),
@@ -125,6 +125,22 @@ def _plan(step: Step, state: Mapping[str, Any], job: Job, lessons: Any) -> Gener
         rule=_rule(settings, state),
         stub=job == "draft" and _messages.completes_stub(settings, state, model),
     )
+
+
+def _echo_sources(
+    settings: Settings,
+    state: Mapping[str, Any],
+    revision: list[BaseMessage] | None,
+    fresh: list[BaseMessage] | None,
+) -> tuple[str, ...]:
+    """What this step's candidates must not echo: the task and the system messages, and for a revision the review
+    it was given (its request, and the fresh draft's request that is told the faults), so a reply that copies the
+    review back (it then holds every word the review names) is an echo, never an answer. None for code."""
+    sources = _messages.echo_sources(settings, state)
+    if not sources:
+        return sources
+    requests = [str(m[-1].content) for m in (revision, fresh) if m]
+    return (*sources, *requests)
 
 
 def _slots(settings: Settings, state: Mapping[str, Any]) -> Callable[[str], list[str]] | None:

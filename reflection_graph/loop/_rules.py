@@ -3,7 +3,8 @@
 - Stop: `min_iterations` first, then accept, then the round limit, then the plateau (score, then no new issues).
   A plateau never stops a run while a verifier (tests, rule checks: `Critique.checks_total`) still reports
   failures and rounds are left: for a verifier, the same failures again are a reason to try differently.
-- Select: a candidate that echoes a prompt, a system message or a critique is never chosen while another exists;
+- Select: a candidate that echoes a prompt, a system message, a critique or the review a revision was given is
+  never accepted, and never chosen while another exists;
   then one that brought in a template placeholder (`[Your Name]`, see reflection_graph/_text/_placeholders.py) ranks
   below every candidate without one; then the verifier's count of passed checks outranks the judge's score; then
   the score. Ties across rounds go to
@@ -26,6 +27,7 @@ from reflection_graph.strategies.base import ALL_STOP_RULES, StopRule
 __all__ = [
     "CUT_ISSUE",
     "CUT_ISSUES",
+    "ECHO_ISSUE",
     "REPETITION_ISSUE",
     "accepts",
     "best_index",
@@ -154,6 +156,8 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     return False
 
 
+ECHO_ISSUE = "The reply repeats the prompt or the review it was given instead of answering the task."
+"""The issue an echo (`echoes`) gets, whatever its critic said: it is never accepted."""
 CUT_ISSUE = "The reply was cut off by its token limit (max_tokens) before it was finished."
 """The issue a candidate whose reply hit its reply limit gets, whatever its critic said."""
 REPETITION_ISSUE = (
