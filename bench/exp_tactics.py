@@ -253,9 +253,10 @@ def report_instructions(path: Path, dev_prompts: int, only: Sequence[str] = VARI
         f" load {min(loads, default=0)}-{max(loads, default=0)}"
     )
     print(
-        "| variant | followed (strict) | first prompts | later prompts | best candidate | tokens per prompt | seconds |"
+        "| variant | followed (strict) | not counting pasted reviews | first prompts | later prompts | best candidate"
+        " | tokens per prompt | seconds |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for v in variants:
         recs = [by[t][v] for t in full]
         early = [r for r in recs if r["order"] < dev_prompts]
@@ -265,10 +266,24 @@ def report_instructions(path: Path, dev_prompts: int, only: Sequence[str] = VARI
         def share(part: list[dict[str, Any]]) -> str:
             return f"{sum(sum(r['strict']) for r in part)} of {sum(r['instructions'] for r in part)}"
 
+        honest = sum(sum(r["strict"]) for r in recs if not pasted_review(r["answer"]))
         print(
-            f"| {v} | {share(recs)} | {share(early)} | {share(late)} | {sum(r['best_strict'] for r in recs)}"
+            f"| {v} | {share(recs)} | {honest} | {share(early)} | {share(late)} | {sum(r['best_strict'] for r in recs)}"
             f" | {sum(r['tokens'] for r in recs) / n:,.0f} | {sum(r['seconds'] for r in recs) / n:.0f} |"
         )
+    pasted = [f"{t} ({v})" for t in full for v in variants if pasted_review(by[t][v]["answer"])]
+    if pasted:
+        print(f"answers that paste the review they were given back (not counted above): {', '.join(pasted)}")
+
+
+def pasted_review(answer: str) -> bool:
+    """Whether `answer` pastes back the review a chat revision is given (its opening line, `CHAT_REVISE_PROMPT`'s
+    first words): such an answer can satisfy a checker with the review's own words. The package refuses it as an
+    echo since 6f6f96f; records made before count it here apart."""
+    from reflection_graph.prompts import CHAT_REVISE_PROMPT
+
+    opening = CHAT_REVISE_PROMPT.split("{", 1)[0].strip().casefold()
+    return opening in answer.casefold()
 
 
 def main() -> int:
