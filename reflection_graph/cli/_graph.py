@@ -119,11 +119,10 @@ def _apply_sampling(model: Any, options: GraphOptions) -> Any:
     if not update:
         return model
     fields = getattr(type(model), "model_fields", {})
-    for name, value in update.items():
+    for name in update:
         if name not in fields:
-            flag = (
-                "--" + ("no-" if value is False and name != "prompt_lookup" else "") + name.replace("_", "-")
-            )
+            given_off = getattr(options, name) is False  # a switch given as --no-...; a choice never is
+            flag = "--" + ("no-" if given_off else "") + name.replace("_", "-")
             raise BadInput(
                 f"{flag} is not supported by {type(model).__name__}; drop the option for this model"
             )

@@ -87,8 +87,8 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script, another language (in that order). `JudgeCritic` adds the placeholder fault from its
-    own judgement.
+    requirements, changed facts, another script, another language (in that order). `JudgeCritic` adds the
+    placeholder fault from its own judgement.
 
     Args:
         answer: the candidate answer.
