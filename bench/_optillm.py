@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from _server import DIE_WITH_PARENT, parent_env
+
 __all__ = ["REQUIREMENTS", "OptillmProxy", "OptillmUnavailable", "optillm_proxy", "optillm_version"]
 
 REQUIREMENTS = Path(__file__).resolve().parent / "optillm-requirements.txt"
@@ -34,8 +36,9 @@ START_TIMEOUT_S = 120.0
 """How long the proxy may take to answer `/health` (it imports z3, sympy and its plugins first)."""
 STOP_TIMEOUT_S = 10.0
 """How long a terminated proxy may take to exit before it is killed."""
-ENTRY = "import sys, optillm; sys.argv[0] = 'optillm'; sys.exit(optillm.main())"
-"""What optillm's `optillm` console script runs, with the interpreter given."""
+ENTRY = DIE_WITH_PARENT + "import sys, optillm; sys.argv[0] = 'optillm'; sys.exit(optillm.main())"
+"""What optillm's `optillm` console script runs, with the interpreter given, after binding the proxy's life to
+the bench's (`_server.DIE_WITH_PARENT`)."""
 CLEARED = ("OPTILLM_", "CEREBRAS_API_KEY", "AZURE_OPENAI_API_KEY")
 """Environment variables (names starting so) that would change the proxy's client or settings."""
 
@@ -83,6 +86,7 @@ def _free_port() -> int:
 
 def _environment(upstream_key: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLEARED)}
+    env = parent_env(env)
     env["OPENAI_API_KEY"] = upstream_key
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -4,6 +4,10 @@
 threads and seed (the same for every client), waits until `/v1/models` answers, yields the `/v1` base URL and
 stops the process. It is started as tests/_servers.py starts it for the tests: through a launcher that applies
 `llama_load_guard` first (llama.cpp's AMX weight buffers crash on VMs that advertise AMX without supporting it).
+
+Every server a bench starts dies with the bench (`DIE_WITH_PARENT`, run first in the child): on Linux the kernel
+kills it when the process that started it ends, however that ends (a `kill`, a crash, SIGKILL), so a stopped bench
+never leaves a model process holding the cores.
 """
 
 from __future__ import annotations
@@ -21,10 +25,22 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["llama_server", "wait_http"]
+__all__ = ["DIE_WITH_PARENT", "PARENT_PID_ENV", "llama_server", "parent_env", "wait_http"]
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCHER = (
+PARENT_PID_ENV = "REFLECTION_GRAPH_BENCH_PARENT"
+"""The variable that gives a child the process id of the bench that started it."""
+DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "if sys.platform.startswith('linux') and os.environ.get('REFLECTION_GRAPH_BENCH_PARENT'):\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG\n"
+    "    if os.getppid() != int(os.environ['REFLECTION_GRAPH_BENCH_PARENT']):\n"
+    "        sys.exit('the bench that started this process has ended')\n"
+)
+"""Python run first in a child a bench starts: ask the kernel to kill it when its parent ends (Linux's
+`PR_SET_PDEATHSIG`), and exit at once if the parent ended before the request. Only where `parent_env` set the
+variable."""
+LAUNCHER = DIE_WITH_PARENT + (
     "import runpy, sys, llama_cpp\n"
     "from reflection_graph.models.embedded import llama_load_guard\n"
     "sys.argv = ['llama_cpp.server', *sys.argv[1:]]\n"
@@ -37,6 +53,11 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def parent_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the variable that makes `DIE_WITH_PARENT` bind the child to this process."""
+    return {**env, PARENT_PID_ENV: str(os.getpid())}
 
 
 def wait_http(
@@ -79,7 +100,7 @@ def llama_server(
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
     command += ["--n_threads", str(n_threads), "--seed", str(seed)]
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    env = dict(os.environ)
+    env = parent_env(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     with log.open("wb") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
