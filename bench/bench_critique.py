@@ -44,8 +44,10 @@ The sets, reported apart and then combined: `datasets/critique_cases.jsonl` (the
 with one known fault each: a missing subject line, signature, phrase or date, a placeholder, a word or bullet count,
 a paragraph count, capitals or commas the task forbade, a reply in another language or script, an off-by-one, a
 wrong fact or number), `datasets/critique_cases_3.jsonl` (32 cases written before the facts rule, by a hand
-that had not read the rules) and `datasets/critique_cases_4.jsonl` (32 cases written before the language rule, by
-a hand that had not read the critics). `--cases` reads other sets instead.
+that had not read the rules), `datasets/critique_cases_4.jsonl` (32 cases written before the language rule, by
+a hand that had not read the critics) and `datasets/critique_cases_5.jsonl` (34 cases written before the arithmetic
+and recipient rules, by a hand that had not read the critics). `--cases` reads other sets instead.
+`--rules-only` prints the rules' row alone for every case, with no model and no saved reading.
 
 The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
 The seconds of each kind of call are printed at the end (per case: the written critique, each fault check, the
@@ -88,6 +90,9 @@ THIRD_CASES = "datasets/critique_cases_3.jsonl"
 """Cases written before the facts rule (`rule:facts`), by a hand that had not read the rules, reported apart."""
 FOURTH_CASES = "datasets/critique_cases_4.jsonl"
 """Cases written before the language rule (`rule:language`), by a hand that had not read the critics, reported
+apart."""
+FIFTH_CASES = "datasets/critique_cases_5.jsonl"
+"""Cases written before the arithmetic and recipient rules, by a hand that had not read the critics, reported
 apart."""
 
 BEFORE_SYSTEM = (
@@ -401,6 +406,28 @@ def report(cases: Sequence[dict[str, Any]], saved: dict[str, dict[str, Any]], na
     )
 
 
+def rules_report(sets: dict[str, list[dict[str, Any]]]) -> None:
+    """The rules' row alone (no model) for each set, then for every set combined, and each shown fault that names
+    none of its case's faults."""
+    header = ["set", "false claims on good", "precision", "recall: real faults named", "unmatched on bad"]
+    blank: dict[str, dict[str, Any]] = {c["id"]: {} for rows in sets.values() for c in rows}
+    groups = [(Path(path).name, rows) for path, rows in sets.items()]
+    if len(sets) > 1:
+        groups.append(("all sets combined", [c for rows in sets.values() for c in rows]))
+    rows = []
+    for label, cases in groups:
+        row = figures(cases, blank, "rules alone (no model)")
+        assert row is not None  # the rules read every case
+        rows.append([label, *row[1:5]])
+    print("rules alone (no model), 95% Wilson intervals")
+    print_table(header, rows)
+    for rows_of_set in sets.values():
+        for case in rows_of_set:
+            for issue, fix in _rule(_with_case({}, case)):
+                if not any(named(fault, [(issue, fix)]) for fault in case["faults"]):
+                    print(f"  names none of its case's faults: {case['id']}: {issue}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -411,8 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases",
         nargs="+",
-        default=[CASES, NEW_CASES, THIRD_CASES, FOURTH_CASES],
-        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all four)",
+        default=[CASES, NEW_CASES, THIRD_CASES, FOURTH_CASES, FIFTH_CASES],
+        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all five)",
     )
     parser.add_argument(
         "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"
@@ -428,6 +455,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no model: the tables from the saved readings (today's rules applied), cases not read yet left out",
     )
+    parser.add_argument(
+        "--rules-only",
+        action="store_true",
+        help="no model: the rules' row alone, for every case (no saved reading needed)",
+    )
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
     sets = {path: load_cases(root / path)[: args.limit] for path in args.cases}
@@ -435,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     if len({case["id"] for case in cases}) != len(cases):
         print("error: two of the sets share a case id", file=sys.stderr)
         return 2
+    if args.rules_only:
+        rules_report(sets)
+        return 0
     if args.report_only:
         name = args.model.split(":", 1)[-1]
         out = Path(args.out) if args.out else root / "bench" / "results" / f"critique-{name}.jsonl"

@@ -176,3 +176,37 @@ def test_report_only_prints_the_saved_readings_without_a_model(
 )
 def test_malformed_lines_by_the_benchs_own_rules(bench: Any, line: str, broken: bool) -> None:
     assert bench.malformed(line, answer="Dear Dana, ... Sam") is broken
+
+
+def test_rules_only_reads_every_case_with_no_model_and_no_saved_reading(
+    bench: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = "Write a one-line note to Sam confirming lunch on Friday. Sign it Ana."
+    rows = [
+        {"id": "good", "task": task, "answer": "Hi Sam, lunch on Friday is confirmed. Ana", "faults": []},
+        {
+            "id": "slot",
+            "task": task,
+            "answer": "Hi Sam, lunch on Friday is confirmed. [Your Name]",
+            "faults": [{"fault": "A placeholder.", "match": r"\[your name\]|placeholder"}],
+        },
+        {
+            "id": "rude",
+            "task": task,
+            "answer": "Hi Sam, lunch on Friday is confirmed, if you can manage to be on time. Ana",
+            "faults": [{"fault": "A rude line.", "match": "rude|on time"}],
+        },
+    ]
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def no_model(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("--rules-only loaded a model")
+
+    monkeypatch.setattr(bench, "embedded_model", no_model)
+    assert bench.main(["--rules-only", "--cases", str(path)]) == 0
+    printed = capsys.readouterr().out
+    table = next(line for line in printed.splitlines() if line.startswith("| cases.jsonl"))
+    assert (
+        "(0 claims)" in table and "(1 of 1)" in table and "(1 of 2)" in table
+    )  # the placeholder, not the rude line
