@@ -47,21 +47,10 @@ def _amount(name: str) -> str:
 
 
 _OPS = {
-    "+": "+",
-    "plus": "+",
-    "-": "-",
-    "−": "-",
-    "minus": "-",
-    "×": "*",
-    "x": "*",
-    "X": "*",
-    "*": "*",
-    "·": "*",
-    "times": "*",
-    "multiplied by": "*",
-    "/": "/",
-    "÷": "/",
-    "divided by": "/",
+    **dict.fromkeys(("+", "plus"), "+"),
+    **dict.fromkeys(("-", "−", "minus"), "-"),
+    **dict.fromkeys(("×", "x", "*", "·", "times", "multiplied by"), "*"),
+    **dict.fromkeys(("/", "÷", "divided by"), "/"),
 }
 _OP = r"(?:[+−×xX*·/÷]|(?<=\s)-(?=\s)|plus|minus|times|multiplied\s+by|divided\s+by)"
 _GIVES = r"(?:=|equals|equal\s+to|is|are|makes|gives(?:\s+you)?|comes?\s+to)"
@@ -161,9 +150,12 @@ def _right(said: str, value: float) -> bool:
 
 
 def _written(value: float, like: _Sum, shown: list[str]) -> str:
-    """`value` written as `like.said` is: its currency, thousands separators and decimals (more where the value
-    needs them, up to the most the sum's numbers show)."""
+    """`value` written as `like.said` is: its currency, thousands separators and decimals (an amount of money or
+    a result with trailing zeros keeps its decimals; more where the value needs them, up to the most the sum's
+    numbers show)."""
     places = _decimals(like.digits)
+    if not like.currency and not like.digits.endswith("0"):
+        places = 0  # "2.5" for 25: as few decimals as the value needs
     most = max([places, *(_decimals(d) for d in shown)])
     while places < most and abs(round(value, places) - value) > 1e-9:
         places += 1

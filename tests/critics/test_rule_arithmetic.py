@@ -3,10 +3,14 @@ right one, written the same way; a right sum, and any sum it cannot read without
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from reflection_graph.critics._rule_faults import RULE_ARITHMETIC, arithmetic_faults, rule_faults
 
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 TASK = "Answer the question."
 
 WRONG = [
@@ -176,3 +180,18 @@ def test_the_fix_quotes_the_result_as_the_answer_spaces_it() -> None:
     assert [f.fix for f in arithmetic_faults("£ 40 + £ 25 = £ 75", task=TASK)] == [
         'Replace "£ 75" with "£65".'
     ]
+
+
+def test_a_result_without_money_or_trailing_zeros_gets_as_few_decimals_as_the_value_needs() -> None:
+    assert [f.fix for f in arithmetic_faults("10% of 250 is 2.5", task=TASK)] == ['Replace "2.5" with "25".']
+    assert [f.fix for f in arithmetic_faults("7.5 + 2.25 = 9.5", task=TASK)] == ['Replace "9.5" with "9.75".']
+
+
+def test_on_the_judged_pairs_good_answers_get_no_arithmetic_fault_and_wrong_sums_are_named() -> None:
+    named = []
+    for name in ("pairs.jsonl", "pairs_holdout.jsonl"):
+        for line in (DATASETS / name).read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            assert arithmetic_faults(row["good"], task=row["task"]) == [], row["task"]
+            named += arithmetic_faults(row["bad"], task=row["task"])
+    assert {f.fix for f in named} >= {'Replace "124" with "144".', 'Replace "32" with "42".'}
