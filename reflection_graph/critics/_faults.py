@@ -47,7 +47,7 @@ class Fault(BaseModel):
     by: SkipJsonSchema[str] = Field(
         default="judge",
         description='Which critic named the fault: "judge" (the model), "rule:placeholder", "rule:required", '
-        '"rule:facts", "rule:script", "rule:language" or "rule:arithmetic".',
+        '"rule:facts", "rule:script", "rule:language", "rule:arithmetic" or "rule:recipient".',
     )
 
 

@@ -36,6 +36,11 @@ fault a rule names is a fault:
   at a price and its total in one clause ("4 tickets at £12.50 each come to £45.00"), a result rounded or cut to
   the decimals it shows counting as right; not read in code, quotes, dates, times, ranges, or a sentence that shows
   the sum as wrong or guesses it.
+- **recipient** (`by="rule:recipient"`, reflection_graph/critics/_rule_recipient.py): the answer's greeting names
+  someone the task nowhere names where the task writes to one person ("Dear Mr Brenan," for "my landlord, Mr
+  Brennan"; "Hi Tomasz," for "a message to Fatima"), or the name under its closing is not the one the task says
+  signs ("sign it Priyanka Rao", "from Tom"); not read where the task names several people or none, for a generic
+  greeting ("Dear team", "Dear Hiring Manager"), a title, a role or a short form of the name ("Rob" for Robert).
 
 Each rule's fix is a concrete edit that quotes the text it concerns. Every function here is a pure function of its
 strings; none calls a model.
@@ -53,9 +58,11 @@ from reflection_graph.critics._rule_reading import (
     RULE_FACTS,
     RULE_LANGUAGE,
     RULE_PLACEHOLDER,
+    RULE_RECIPIENT,
     RULE_REQUIRED,
     RULE_SCRIPT,
 )
+from reflection_graph.critics._rule_recipient import recipient_faults
 from reflection_graph.critics._rule_required import required_faults
 from reflection_graph.critics._rule_script import script_faults
 
@@ -64,6 +71,7 @@ __all__ = [
     "RULE_FACTS",
     "RULE_LANGUAGE",
     "RULE_PLACEHOLDER",
+    "RULE_RECIPIENT",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
     "arithmetic_faults",
@@ -72,6 +80,7 @@ __all__ = [
     "placeholder_fault",
     "placeholder_faults",
     "read_faults",
+    "recipient_faults",
     "required_faults",
     "rule_faults",
     "script_faults",
@@ -81,7 +90,7 @@ __all__ = [
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script,
-    another language, wrong sums (in that order).
+    another language, wrong sums, another recipient or signer (in that order).
 
     Args:
         answer: the candidate answer.
@@ -96,8 +105,8 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script, another language, wrong sums (in that order). `JudgeCritic`
-    adds the placeholder fault from its own judgement.
+    requirements, changed facts, another script, another language, wrong sums, another recipient or signer (in
+    that order). `JudgeCritic` adds the placeholder fault from its own judgement.
 
     Args:
         answer: the candidate answer.
@@ -110,4 +119,5 @@ def read_faults(answer: str, *, task: str, context: str | None = None) -> list[F
         *script_faults(answer, task=task, context=context),
         *language_faults(answer, task=task, context=context),
         *arithmetic_faults(answer, task=task, context=context),
+        *recipient_faults(answer, task=task, context=context),
     ]
