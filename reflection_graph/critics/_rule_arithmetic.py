@@ -198,6 +198,7 @@ def _disputed(text: str, start: int, end: int) -> bool:
 
 
 def _equations(text: str) -> list[_Sum]:
+    """The equations and percentages of a number in `text` whose result is wrong."""
     sums = []
     for match in _EQUATION.finditer(text):
         if _RUNS_ON.search(text, 0, match.start()):
@@ -233,6 +234,7 @@ def _equations(text: str) -> list[_Sum]:
 
 
 def _totals(text: str) -> list[_Sum]:
+    """The totals of a quantity at a price in `text` that are wrong."""
     sums = []
     for match in _TOTAL_AT.finditer(text):
         key = "t" if match.group("t") else "u"

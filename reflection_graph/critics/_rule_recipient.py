@@ -4,8 +4,9 @@
   Okafor", "reply to Sarah", "a text to my neighbour Greg"), and the answer's greeting line ("Dear Mr Brenan,",
   "Hi Sara,", "Hello Dr Okonkwo") names someone the task nowhere names, in the same form (a title and surname
   against a title and surname or a full name; a first name against a first name).
-- **The sign-off.** The task says who signs ("sign it Priyanka Rao", "a note to Sarah from Tom", "my name is
-  Tom"), and the name under the answer's closing ("Best regards,") is another person's. Where the task asks for
+- **The sign-off.** The task says who signs ("sign it Priyanka Rao", "a note to Sarah from Tom"), and the name
+  under the answer's closing ("Best regards,"), or after it on the last line ("Thanks, Tim"), is another
+  person's, with the signer's name nowhere in the lines from there to the end. Where the task asks for
   a signature the answer lacks altogether, the required rule names it instead.
 
 Not read where the task names more than one person the answer could greet (or sign as), where it names no
@@ -102,10 +103,10 @@ _RECIPIENT = re.compile(
 """A person the task writes to: "an email to my landlord, Mr Brennan", "reply to Sarah", "email Tom"."""
 _TITLED = re.compile(rf"\b(?P<title>{_TITLE})\.?\s+(?P<name>{_WORD}(?:\s+{_WORD})?)")
 _SIGNER = re.compile(
-    rf"\b[Ss]ign(?:ed)?(?:\s+(?:it|off|the\s+\w+|this))?(?:\s+(?:as|with|by|from))?\s*[:,]?\s+"
-    rf"(?:{QUOTED}|(?P<name>{_NAME}))(?P<more>\s*(?:and|&|,)\s+[A-Z]\w+)?"
-    rf"|\b[Mm]y name is\s+(?P<mine>{_NAME})"
+    rf"(?:\b[Ss]ign(?:\s+(?:it|off|the\s+\w+|this))?(?:\s+(?:as|with|from))?|\b[Ss]igned\s+as)\s*[:,]?\s+"
+    rf"(?:{_TITLE}\.?\s+)?(?:{QUOTED}|(?P<name>{_NAME}))(?P<more>\s*(?:and|&|,)\s+[A-Z]\w+)?"
 )
+"""The task's word on who signs: "sign it Priyanka Rao", "sign off as Tom" (not "the letter signed by ...")."""
 _FROM = re.compile(rf"\s*,?\s*from\s+(?P<name>{_NAME})(?P<more>\s*(?:and|&|,)\s+[A-Z]\w+)?")
 _GREETING = re.compile(
     r"^\W{0,2}(?P<hello>Dear|Hi|Hello|Hey|Hiya|Howdy|Greetings|Good\s+(?:morning|afternoon|evening)|Morning)"
@@ -137,6 +138,7 @@ class _Person:
 
 
 def _person(title: str | None, name: str) -> _Person | None:
+    """The person `name` (after `title`, if any) is, or None when its first word names no person."""
     words = name.split()
     if not words or words[0].casefold() in _NOT_NAMES or words[0].casefold() in _GENERIC:
         return None
@@ -163,6 +165,7 @@ def _recipients(task: str, signers: set[str]) -> list[_Person] | None:
 
 
 def _held(word: str, text: str) -> bool:
+    """`text` holds `word` as a whole word, case aside."""
     return bool(re.search(rf"(?<![\w'’-]){re.escape(word)}(?![\w'’-])", text, re.I))
 
 
@@ -182,6 +185,7 @@ def _short_form(said: str, given: str) -> bool:
 
 
 def _greeting(answer: str, given: str, people: list[_Person]) -> Fault | None:
+    """The answer's greeting line naming someone `given` (the task and context) does not, where `people` is one."""
     lines = [line for line in answer_lines(answer)[:2] if not SUBJECT_LINE.match(line)]
     greeted = _GREETING.match(lines[0]) if lines else None
     if not greeted or len(people) != 1:
@@ -222,31 +226,41 @@ def _signer(task: str) -> tuple[str, ...] | None:
     for match in _SIGNER.finditer(task):
         if match.group("more"):
             return None
-        names.append(match.group("x") or match.group("name") or match.group("mine"))
+        names.append(match.group("x") or match.group("name"))
     for match in _RECIPIENT.finditer(task):
         after = _FROM.match(task, match.end())
         if after:
             if after.group("more"):
                 return None
             names.append(after.group("name"))
-    words = {tuple(name.split()) for name in names if name and re.match(_WORD, name.strip())}
+    words = {
+        tuple(w for w in name.split() if not re.fullmatch(rf"{_TITLE}\.?", w))
+        for name in names
+        if name and re.match(_WORD, name.strip())
+    }
+    words.discard(())
     return words.pop() if len(words) == 1 else None
 
 
-def _sign_off(answer: str, signer: tuple[str, ...]) -> Fault | None:
+def _sign_off(answer: str, task: str, signer: tuple[str, ...]) -> Fault | None:
+    """The name under the answer's closing, where it is not `signer` nor a short form of it."""
     lines = answer_lines(answer)
-    found = next(
-        (
-            (below.group("name"), lines[i])
-            for i in range(max(1, len(lines) - 3), len(lines))
-            if (below := _SIGNED_LINE.match(lines[i])) and _CLOSING_LINE.match(lines[i - 1])
-        ),
+    below = next(
+        (i for i in range(max(1, len(lines) - 3), len(lines)) if _SIGNED_LINE.match(lines[i])),
         None,
     )
-    if found is None and lines and (inline := _SIGNED_INLINE.match(lines[-1])):
-        found = (inline.group("name"), lines[-1])
-    if found is None:
-        return None
+    found: tuple[str, str] | None = None
+    if below is not None and _CLOSING_LINE.match(lines[below - 1]):
+        signed_line = _SIGNED_LINE.match(lines[below])
+        found = (signed_line.group("name"), lines[below]) if signed_line else None
+        block = " ".join(lines[below:])
+    elif lines and (inline := _SIGNED_INLINE.match(lines[-1])) and not _held(inline.group("name"), task):
+        found, block = (
+            (inline.group("name"), lines[-1]),
+            lines[-1],
+        )  # "Thanks, Sarah!" may thank the recipient
+    if found is None or _held(" ".join(signer), block):
+        return None  # "Anita, for Priyanka Rao": the signer is there
     signed = found[0].split()
     if any(w.casefold() in _GENERIC for w in signed):
         return None
@@ -286,7 +300,7 @@ def recipient_faults(answer: str, *, task: str, context: str | None = None) -> l
     if greeted:
         faults.append(greeted)
     if signer and _signature(task, answer) is None:
-        signed = _sign_off(answer, signer)
+        signed = _sign_off(answer, task, signer)
         if signed:
             faults.append(signed)
     return faults

@@ -168,7 +168,7 @@ WRONG_SIGN_OFF = [
         "Tom",
     ),
     (
-        "My name is Tom Hale. Write a short email to Mr Brennan about the rent.",
+        "Write a short email to Mr Brennan about the rent. Sign it Dr Tom Hale.",
         "Dear Mr Brennan,\n\nThe rent is paid.\n\nThanks, Tim Hale",
         "Thanks, Tim Hale",
         "Thanks, Tom Hale",
@@ -205,6 +205,13 @@ RIGHT_SIGN_OFF = [
     ("Write a note to Sarah from Tom and Ali about dinner.", "Hi Sarah,\n\nDinner at 8?\n\nLove,\nAli"),
     # a role or a team under the closing
     (LANDLORD, "Dear Mr Brennan," + BODY + "Kind regards,\nThe Tenants"),
+    # the signer's name in the lines of the sign-off
+    (LANDLORD, "Dear Mr Brennan," + BODY + "Kind regards,\nAnita\nfor Priyanka Rao"),
+    # "Thanks, Sarah!" thanks the recipient; "signed by" speaks of another letter
+    ("Write a note to Sarah from Tom about dinner.", "Hi Sarah,\n\nDinner at 8?\nThanks, Sarah!"),
+    ("Reply to the letter signed by Mr Brennan.", "Dear Mr Brennan,\n\nNoted.\n\nBest,\nPriya"),
+    # a title in the task's signature is not a name
+    ("Write to Mr Brennan. Sign it as Dr Rao.", "Dear Mr Brennan,\n\nNoted.\n\nBest,\nPriyanka Rao"),
     # no closing over the last line
     (LANDLORD, "Dear Mr Brennan," + BODY + "Priyanka Rao\nFlat 12B\nSent from Anita's phone"),
 ]
