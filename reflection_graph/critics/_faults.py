@@ -47,7 +47,7 @@ class Fault(BaseModel):
     by: SkipJsonSchema[str] = Field(
         default="judge",
         description='Which critic named the fault: "judge" (the model), "rule:placeholder", "rule:required", '
-        '"rule:facts" or "rule:script".',
+        '"rule:facts", "rule:script", "rule:language", "rule:arithmetic" or "rule:recipient".',
     )
 
 

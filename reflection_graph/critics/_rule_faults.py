@@ -31,6 +31,16 @@ fault a rule names is a fault:
 - **language** (`by="rule:language"`, reflection_graph/critics/_rule_language.py): a sentence, or the whole answer,
   in another language of the same script (German in an English email; English where the task asks for French), by
   a language detector (the `[language]` extra; without it the rule names nothing), read only where it is sure.
+- **arithmetic** (`by="rule:arithmetic"`, reflection_graph/critics/_rule_arithmetic.py): a sum the answer works
+  out wrong: an equation in symbols or words ("3 x 4 = 13", "12 plus 15 is 28", "20% of 80 is 18"), or a quantity
+  at a price and its total in one clause ("4 tickets at £12.50 each come to £45.00"), a result rounded or cut to
+  the decimals it shows counting as right; not read in code, quotes, dates, times, ranges, or a sentence that shows
+  the sum as wrong or guesses it.
+- **recipient** (`by="rule:recipient"`, reflection_graph/critics/_rule_recipient.py): the answer's greeting names
+  someone the task nowhere names where the task writes to one person ("Dear Mr Brenan," for "my landlord, Mr
+  Brennan"; "Hi Tomasz," for "a message to Fatima"), or the name under its closing is not the one the task says
+  signs ("sign it Priyanka Rao", "from Tom"); not read where the task names several people or none, for a generic
+  greeting ("Dear team", "Dear Hiring Manager"), a title, a role or a short form of the name ("Rob" for Robert).
 
 Each rule's fix is a concrete edit that quotes the text it concerns. Every function here is a pure function of its
 strings; none calls a model.
@@ -39,30 +49,38 @@ strings; none calls a model.
 from __future__ import annotations
 
 from reflection_graph.critics._faults import Fault
+from reflection_graph.critics._rule_arithmetic import arithmetic_faults
 from reflection_graph.critics._rule_facts import facts_faults
 from reflection_graph.critics._rule_language import language_faults
 from reflection_graph.critics._rule_placeholder import placeholder_fault, placeholder_faults, sign_off_fault
 from reflection_graph.critics._rule_reading import (
+    RULE_ARITHMETIC,
     RULE_FACTS,
     RULE_LANGUAGE,
     RULE_PLACEHOLDER,
+    RULE_RECIPIENT,
     RULE_REQUIRED,
     RULE_SCRIPT,
 )
+from reflection_graph.critics._rule_recipient import recipient_faults
 from reflection_graph.critics._rule_required import required_faults
 from reflection_graph.critics._rule_script import script_faults
 
 __all__ = [
+    "RULE_ARITHMETIC",
     "RULE_FACTS",
     "RULE_LANGUAGE",
     "RULE_PLACEHOLDER",
+    "RULE_RECIPIENT",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
+    "arithmetic_faults",
     "facts_faults",
     "language_faults",
     "placeholder_fault",
     "placeholder_faults",
     "read_faults",
+    "recipient_faults",
     "required_faults",
     "rule_faults",
     "script_faults",
@@ -72,7 +90,7 @@ __all__ = [
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script,
-    another language (in that order).
+    another language, wrong sums, another recipient or signer (in that order).
 
     Args:
         answer: the candidate answer.
@@ -87,8 +105,8 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script, another language (in that order). `JudgeCritic` adds the
-    placeholder fault from its own judgement.
+    requirements, changed facts, another script, another language, wrong sums, another recipient or signer (in
+    that order). `JudgeCritic` adds the placeholder fault from its own judgement.
 
     Args:
         answer: the candidate answer.
@@ -100,4 +118,6 @@ def read_faults(answer: str, *, task: str, context: str | None = None) -> list[F
         *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),
         *language_faults(answer, task=task, context=context),
+        *arithmetic_faults(answer, task=task, context=context),
+        *recipient_faults(answer, task=task, context=context),
     ]

@@ -13,9 +13,11 @@ __all__ = [
     "ITEM",
     "NUMBER",
     "QUOTED",
+    "RULE_ARITHMETIC",
     "RULE_FACTS",
     "RULE_LANGUAGE",
     "RULE_PLACEHOLDER",
+    "RULE_RECIPIENT",
     "RULE_REQUIRED",
     "RULE_SCRIPT",
     "SUBJECT_LINE",
@@ -29,9 +31,11 @@ __all__ = [
     "unread",
 ]
 
+RULE_ARITHMETIC = "rule:arithmetic"
 RULE_FACTS = "rule:facts"
 RULE_LANGUAGE = "rule:language"
 RULE_PLACEHOLDER = "rule:placeholder"
+RULE_RECIPIENT = "rule:recipient"
 RULE_REQUIRED = "rule:required"
 RULE_SCRIPT = "rule:script"
 
