@@ -46,7 +46,9 @@ a paragraph count, capitals or commas the task forbade, a reply in another langu
 wrong fact or number), `datasets/critique_cases_3.jsonl` (32 cases written before the facts rule, by a hand
 that had not read the rules), `datasets/critique_cases_4.jsonl` (32 cases written before the language rule, by
 a hand that had not read the critics) and `datasets/critique_cases_5.jsonl` (34 cases written before the arithmetic
-and recipient rules, by a hand that had not read the critics). `--cases` reads other sets instead.
+and recipient rules, by a hand that had not read the critics) and `datasets/critique_cases_6.jsonl` (34 cases
+written before the rules read more phrasings of a limit, a changed code and a missing contact detail or deadline,
+by a hand that had read neither the critics nor the other sets). `--cases` reads other sets instead.
 `--rules-only` prints the rules' row alone for every case, with no model and no saved reading.
 
 The judge-level lines of a critique (P(Yes) below 1/2, "judged worse") are not written faults and are not counted.
@@ -94,6 +96,9 @@ apart."""
 FIFTH_CASES = "datasets/critique_cases_5.jsonl"
 """Cases written before the arithmetic and recipient rules, by a hand that had not read the critics, reported
 apart."""
+SIXTH_CASES = "datasets/critique_cases_6.jsonl"
+"""Cases written before the rules' wider reading of limits, changed codes and missing contact details, by a hand
+that had read neither the critics nor the other sets, reported apart."""
 
 BEFORE_SYSTEM = (
     "You review answers. You list only real faults: a wrong fact, number or result, something the task asks "
@@ -438,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases",
         nargs="+",
-        default=[CASES, NEW_CASES, THIRD_CASES, FOURTH_CASES, FIFTH_CASES],
-        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all five)",
+        default=[CASES, NEW_CASES, THIRD_CASES, FOURTH_CASES, FIFTH_CASES, SIXTH_CASES],
+        help="the (task, answer, faults) sets, JSONL, each reported apart and then combined (default: all six)",
     )
     parser.add_argument(
         "--out", default=None, help="the resumable cache (default bench/results/critique-<model>.jsonl)"
