@@ -683,8 +683,8 @@ def summary(
                 at,
                 round(sum(x["completion_tokens"] for x in records) / max(n, 1)),
                 round(sum(x["prompt_tokens"] for x in records) / max(n, 1)),
-                round(sum(x["calls"] for x in records) / max(n, 1), 1),
-                round(sum(x["seconds"] for x in records) / max(n, 1), 1),
+                f"{sum(x['calls'] for x in records) / max(n, 1):.1f}",
+                f"{sum(x['seconds'] for x in records) / max(n, 1):.1f}",
                 errors,
                 "; ".join(notes[:2]),
             ]
