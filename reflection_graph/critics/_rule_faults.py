@@ -10,17 +10,21 @@ fault a rule names is a fault:
   misses it:
   - "with a subject line" (and "include/add a subject line"): no line of the answer opens with `Subject:`;
   - "sign it as Priya Shah": the name is nowhere in the answer;
-  - "in 30 words or fewer" ("at most", "no more than", "under", "fewer than", "at least"): the count is past the
-    limit however the words are counted (split at spaces, or runs of letters and digits);
-  - "exactly 3 bullet points" ("in 4 bullet points"): the answer's list items, bullets or numbered, at their
-    outermost level, are not that many;
+  - "in 30 words or fewer" ("at most", "no more than", "no longer than", "under", "fewer than", "a limit of",
+    "a 30-word limit", "at least"): the count is past the limit however the words are counted (split at spaces,
+    or runs of letters and digits); "a 60-word description": more than a quarter over;
+  - "exactly 3 bullet points" ("in 4 bullet points", "exactly 5 steps", "in five numbered steps"): the answer's
+    list items, bullets or numbered, at their outermost level, are not that many (steps the answer writes as
+    prose or under "Step 1" headings are not counted);
   - "include/mention/use the phrase "..."" (quoted): the words are nowhere in the answer, case and spacing
     aside; "end/start it with "..."": the answer does not end (start) with them, its closing punctuation aside;
   - "all in lowercase" ("all in capital letters"): a letter of the other case; "without commas": a comma;
   - "in one paragraph": two blocks of prose apart from a greeting line and a short sign-off; "in two (or more)
-    paragraphs": fewer lines than paragraphs; "in one (two, ...) sentences": more sentences than that (split only
-    at `.`, `!` or `?` before a capital, not after an abbreviation or an initial).
-  A requirement after "not", "never" or "without", or offered as one of alternatives ("X" or "Y"), is not read.
+    paragraphs": fewer lines than paragraphs; "in one (two, ...) sentences" ("at most", "no more than", "or
+    fewer"): more sentences than that (split only at `.`, `!` or `?` before a capital, not after an abbreviation
+    or an initial).
+  A requirement after "not", "never" or "without", offered as one of alternatives ("X" or "Y"), or scoped to a
+  part ("5 words for the title"; not "60 words for the Trailhead backpack"), is not read.
 - **facts** (`by="rule:facts"`, reflection_graph/critics/_rule_facts.py): a weekday, date, clock time, amount or
   percentage the task gives, said otherwise in the answer (one of the task's missing, a value it does not give in
   its place, where the task leaves no such value to the writer); a count the answer announces for the list under
