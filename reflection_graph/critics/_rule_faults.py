@@ -25,6 +25,11 @@ fault a rule names is a fault:
     or an initial).
   A requirement after "not", "never" or "without", offered as one of alternatives ("X" or "Y"), or scoped to a
   part ("5 words for the title"; not "60 words for the Trailhead backpack"), is not read.
+- **passed on** (`by="rule:required"`, reflection_graph/critics/_rule_given.py): a phone number, email address,
+  date or time a task sentence plainly asks to pass on ("give him my number, 07911 482305", "questions go to ...
+  on ...", "remind them it is due by Friday 28 June", "ask them to reply by ...", "announcing ...: 10 am to 1 pm")
+  that the answer holds in no form (digits with spacing aside; a date by day and month, or its weekday); not in a
+  summary, in quotes, after "not", or where the sentence moves the date or leaves it to the writer.
 - **facts** (`by="rule:facts"`, reflection_graph/critics/_rule_facts.py): a weekday, date, clock time, amount or
   percentage the task gives, said otherwise in the answer (one of the task's missing, a value it does not give in
   its place, where the task leaves no such value to the writer); a code or number the task gives after a word
@@ -58,6 +63,7 @@ from __future__ import annotations
 from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_arithmetic import arithmetic_faults
 from reflection_graph.critics._rule_facts import facts_faults
+from reflection_graph.critics._rule_given import given_faults
 from reflection_graph.critics._rule_language import language_faults
 from reflection_graph.critics._rule_placeholder import placeholder_fault, placeholder_faults, sign_off_fault
 from reflection_graph.critics._rule_reading import (
@@ -83,6 +89,7 @@ __all__ = [
     "RULE_SCRIPT",
     "arithmetic_faults",
     "facts_faults",
+    "given_faults",
     "language_faults",
     "placeholder_fault",
     "placeholder_faults",
@@ -96,7 +103,7 @@ __all__ = [
 
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
-    """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script,
+    """Every fault the rules name in `answer`: placeholders, missed requirements and values to pass on, changed facts, another script,
     another language, wrong sums, another recipient or signer (in that order).
 
     Args:
@@ -112,8 +119,8 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script, another language, wrong sums, another recipient or signer (in
-    that order). `JudgeCritic` adds the placeholder fault from its own judgement.
+    requirements, values to pass on left out, changed facts, another script, another language, wrong sums, another
+    recipient or signer (in that order). `JudgeCritic` adds the placeholder fault from its own judgement.
 
     Args:
         answer: the candidate answer.
@@ -122,6 +129,7 @@ def read_faults(answer: str, *, task: str, context: str | None = None) -> list[F
     """
     return [
         *required_faults(answer, task=task, context=context),
+        *given_faults(answer, task=task, context=context),
         *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),
         *language_faults(answer, task=task, context=context),
