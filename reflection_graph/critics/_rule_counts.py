@@ -1,6 +1,7 @@
 """The required-element rules that count (`by="rule:required"`): the answer's words against "in 30 words or fewer"
-("at most", "under", "at least"), its outermost list items against "exactly 3 bullet points", its paragraphs against
-"in one (two, ...) paragraphs" and its sentences against "in two sentences"."""
+("at most", "no longer than", "a limit of", "under", "at least", and "a 60-word description" well over), its
+outermost list items against "exactly 3 bullet points" and "in five numbered steps", its paragraphs against "in one
+(two, ...) paragraphs" and its sentences against "in two sentences" ("at most two sentences", "or fewer")."""
 
 from __future__ import annotations
 
@@ -24,11 +25,20 @@ from reflection_graph.critics._rule_reading import (
 __all__ = ["bullets_fault", "paragraphs_fault", "sentence_count_fault", "word_limit_fault"]
 
 
+_AT_MOST = (
+    r"(?:at most|no more than|not more than|no longer than|not longer than|up to|a maximum of|maximum of|"
+    r"max(?:imum)?|(?:a|the)\s+(?:word\s+)?limit\s+of|(?:a\s+)?limit\s+of)"
+)
 _WORDS_AT_MOST = re.compile(
-    rf"\b(?:(?:at most|no more than|not more than|up to|a maximum of|maximum of|max(?:imum)?)\s+{NUMBER}\s+words\b|"
-    rf"{NUMBER.replace('<n>', '<n2>')}\s+words\s+or\s+(?:fewer|less)\b)",
+    rf"\b(?:{_AT_MOST}\s+{NUMBER}\s+words\b|"
+    rf"{NUMBER.replace('<n>', '<n2>')}\s+words\s+or\s+(?:fewer|less)\b|"
+    rf"{NUMBER.replace('<n>', '<n3>')}[- ]word\s+(?:limit|maximum|max)\b|"
+    rf"{NUMBER.replace('<n>', '<n4>')}\s+words\s+(?:max(?:imum)?|at most)\b)",
     re.I,
 )
+_WORDS_ABOUT = re.compile(rf"\b(?:a|an|one)\s+{NUMBER}-word\s+(?!limit|maximum|max|minimum)[a-z]", re.I)
+"""A length to aim at ("a 60-word description"): read as over only past `_ABOUT_SLACK` of it."""
+_ABOUT_SLACK = 1.25
 _WORDS_UNDER = re.compile(rf"\b(?:under|fewer than|less than|below)\s+{NUMBER}\s+words\b", re.I)
 _WORDS_AT_LEAST = re.compile(
     rf"\b(?:at least|no fewer than|no less than|a minimum of|minimum of)\s+{NUMBER}\s+words\b", re.I
@@ -47,7 +57,8 @@ def word_limit_fault(task: str, answer: str) -> Fault | None:
     for pattern, over in ((_WORDS_AT_MOST, 0), (_WORDS_UNDER, 1)):
         asked = pattern.search(task)
         if asked and not unread(task, asked):
-            limit = number(asked.group("n") or asked.groupdict().get("n2") or "0") - over
+            said = next(v for k in ("n", "n2", "n3", "n4") if (v := asked.groupdict().get(k)))
+            limit = number(said) - over
             if min(counts) > limit:
                 longest = max(split_sentences(answer), key=len, default=answer.strip())
                 return Fault(
@@ -56,6 +67,17 @@ def word_limit_fault(task: str, answer: str) -> Fault | None:
                     f'by shortening "{clip(longest)}".',
                     by=RULE_REQUIRED,
                 )
+    asked = _WORDS_ABOUT.search(task)
+    if asked and not unread(task, asked):
+        aim = number(asked.group("n"))
+        if aim >= 10 and min(counts) > aim * _ABOUT_SLACK:
+            longest = max(split_sentences(answer), key=len, default=answer.strip())
+            return Fault(
+                issue=f"The answer has {counts[0]} words, well over the {aim} words the task asks for.",
+                fix=f"Cut at least {min(counts) - aim} words so that about {aim} are left, for example by "
+                f'shortening "{clip(longest)}".',
+                by=RULE_REQUIRED,
+            )
     asked = _WORDS_AT_LEAST.search(task)
     if asked and not unread(task, asked):
         floor = number(asked.group("n"))
@@ -69,12 +91,16 @@ def word_limit_fault(task: str, answer: str) -> Fault | None:
     return None
 
 
-_BULLETS_ASKED = re.compile(rf"\b(?:exactly\s+)?{NUMBER}\s+bullet(?:\s*points?|s)\b", re.I)
+_BULLETS_ASKED = re.compile(
+    rf"\b(?:exactly\s+)?{NUMBER}\s+(?:(?P<bullets>bullet(?:\s*points?|s)|(?:numbered|bulleted)\s+(?:list\s+)?"
+    r"(?:items|points))|(?P<steps>(?:numbered\s+|bulleted\s+)?steps))\b",
+    re.I,
+)
 
 
 def bullets_fault(task: str, answer: str) -> Fault | None:
     asked = _BULLETS_ASKED.search(task)
-    if not asked or unread(task, asked, parts=parts_but("bullet", "point", "item")):
+    if not asked or unread(task, asked, parts=parts_but("bullet", "point", "item", "step")):
         return None
     before = task[max(0, asked.start() - 25) : asked.start()]
     if re.search(
@@ -87,8 +113,11 @@ def bullets_fault(task: str, answer: str) -> Fault | None:
     top = [m.string.strip() for m in items if len(m.group("indent").expandtabs(4)) == outer]
     if len({line[0].isdigit() for line in top}) > 1:
         return None  # numbered and bulleted items side by side: which are the points is not for a rule to say
-    if len(top) == wanted:
-        return None
+    if len(top) == wanted or (
+        asked.group("steps") and (not top or re.search(r"^\W*step\s*\d", answer, re.I | re.M))
+    ):
+        return None  # steps written as prose, or under "Step 1" headings, are not a rule's to count
+    noun = "steps" if asked.group("steps") else "bullet points"
     if not top:
         first = split_sentences(answer)[0] if split_sentences(answer) else answer.strip()
         return Fault(
@@ -98,11 +127,12 @@ def bullets_fault(task: str, answer: str) -> Fault | None:
         )
     if len(top) > wanted:
         extra = ", ".join(f'"{line}"' for line in top[wanted:])
-        fix = f"Keep {wanted} bullet points: delete or merge into the others {extra}."
+        fix = f"Keep {wanted} {noun}: delete or merge into the others {extra}."
     else:
-        fix = f'Add {wanted - len(top)} more bullet point(s) after "{top[-1]}", each a line starting "- ".'
+        each = 'a line starting "- "' if noun == "bullet points" else "on a line of its own"
+        fix = f'Add {wanted - len(top)} more {noun[:-1]}(s) after "{top[-1]}", each {each}.'
     return Fault(
-        issue=f"The answer has {len(top)} bullet points, where the task asks for {wanted}.",
+        issue=f"The answer has {len(top)} {noun}, where the task asks for {wanted}.",
         fix=fix,
         by=RULE_REQUIRED,
     )
@@ -113,7 +143,8 @@ _PARAGRAPHS_ASKED = re.compile(
     re.I,
 )
 _SENTENCES_ASKED = re.compile(
-    rf"\b(?:write|in|into|as|of|with|give|using|a|an)\s+(?:exactly\s+|just\s+|only\s+)?{NUMBER}[- ]sentences?\b",
+    rf"\b(?:(?:write|in|into|as|of|with|give|using|a|an)\s+(?:exactly\s+|just\s+|only\s+)?|{_AT_MOST}\s+)"
+    rf"{NUMBER}[- ]sentences?\b(?:\s+or\s+(?:fewer|less)\b)?",
     re.I,
 )
 

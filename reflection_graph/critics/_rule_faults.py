@@ -10,20 +10,32 @@ fault a rule names is a fault:
   misses it:
   - "with a subject line" (and "include/add a subject line"): no line of the answer opens with `Subject:`;
   - "sign it as Priya Shah": the name is nowhere in the answer;
-  - "in 30 words or fewer" ("at most", "no more than", "under", "fewer than", "at least"): the count is past the
-    limit however the words are counted (split at spaces, or runs of letters and digits);
-  - "exactly 3 bullet points" ("in 4 bullet points"): the answer's list items, bullets or numbered, at their
-    outermost level, are not that many;
+  - "in 30 words or fewer" ("at most", "no more than", "no longer than", "under", "fewer than", "a limit of",
+    "a 30-word limit", "at least"): the count is past the limit however the words are counted (split at spaces,
+    or runs of letters and digits); "a 60-word description": more than a quarter over;
+  - "exactly 3 bullet points" ("in 4 bullet points", "exactly 5 steps", "in five numbered steps"): the answer's
+    list items, bullets or numbered, at their outermost level, are not that many (steps the answer writes as
+    prose or under "Step 1" headings are not counted);
   - "include/mention/use the phrase "..."" (quoted): the words are nowhere in the answer, case and spacing
     aside; "end/start it with "..."": the answer does not end (start) with them, its closing punctuation aside;
   - "all in lowercase" ("all in capital letters"): a letter of the other case; "without commas": a comma;
   - "in one paragraph": two blocks of prose apart from a greeting line and a short sign-off; "in two (or more)
-    paragraphs": fewer lines than paragraphs; "in one (two, ...) sentences": more sentences than that (split only
-    at `.`, `!` or `?` before a capital, not after an abbreviation or an initial).
-  A requirement after "not", "never" or "without", or offered as one of alternatives ("X" or "Y"), is not read.
+    paragraphs": fewer lines than paragraphs; "in one (two, ...) sentences" ("at most", "no more than", "or
+    fewer"): more sentences than that (split only at `.`, `!` or `?` before a capital, not after an abbreviation
+    or an initial).
+  A requirement after "not", "never" or "without", offered as one of alternatives ("X" or "Y"), or scoped to a
+  part ("5 words for the title"; not "60 words for the Trailhead backpack"), is not read.
+- **passed on** (`by="rule:required"`, reflection_graph/critics/_rule_given.py): a phone number, email address,
+  date or time a task sentence plainly asks to pass on ("give him my number, 07911 482305", "questions go to ...
+  on ...", "remind them it is due by Friday 28 June", "ask them to reply by ...", "announcing ...: 10 am to 1 pm")
+  that the answer holds in no form (digits with spacing aside; a date by day and month, or its weekday); not in a
+  summary, in quotes, after "not", or where the sentence moves the date or leaves it to the writer.
 - **facts** (`by="rule:facts"`, reflection_graph/critics/_rule_facts.py): a weekday, date, clock time, amount or
   percentage the task gives, said otherwise in the answer (one of the task's missing, a value it does not give in
-  its place, where the task leaves no such value to the writer); a count the answer announces for the list under
+  its place, where the task leaves no such value to the writer); a code or number the task gives after a word
+  ("order 4417", "flat 12B", "TP 1357", "spring 2027") that the answer holds in no form, with a variant of the
+  same shape after the same word in its place (two characters swapped or one changed: "order 4471"; any variant
+  after a word that is not a small one: "Room 2A" for "Room 4B"); a count the answer announces for the list under
   it ("three reasons:") that the list does not hold.
 - **script** (`by="rule:script"`): the answer's letters are mostly in one script (Cyrillic, say) that is neither
   the task's nor its context's, nor the script of a language the task names ("Reply in Russian"). A task that
@@ -51,6 +63,7 @@ from __future__ import annotations
 from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_arithmetic import arithmetic_faults
 from reflection_graph.critics._rule_facts import facts_faults
+from reflection_graph.critics._rule_given import given_faults
 from reflection_graph.critics._rule_language import language_faults
 from reflection_graph.critics._rule_placeholder import placeholder_fault, placeholder_faults, sign_off_fault
 from reflection_graph.critics._rule_reading import (
@@ -76,6 +89,7 @@ __all__ = [
     "RULE_SCRIPT",
     "arithmetic_faults",
     "facts_faults",
+    "given_faults",
     "language_faults",
     "placeholder_fault",
     "placeholder_faults",
@@ -89,7 +103,7 @@ __all__ = [
 
 
 def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
-    """Every fault the rules name in `answer`: placeholders, missed requirements, changed facts, another script,
+    """Every fault the rules name in `answer`: placeholders, missed requirements and values to pass on, changed facts, another script,
     another language, wrong sums, another recipient or signer (in that order).
 
     Args:
@@ -105,8 +119,8 @@ def rule_faults(answer: str, *, task: str, context: str | None = None) -> list[F
 
 def read_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
     """The faults the rules name by reading the task and the answer, the placeholder rule's apart: missed
-    requirements, changed facts, another script, another language, wrong sums, another recipient or signer (in
-    that order). `JudgeCritic` adds the placeholder fault from its own judgement.
+    requirements, values to pass on left out, changed facts, another script, another language, wrong sums, another
+    recipient or signer (in that order). `JudgeCritic` adds the placeholder fault from its own judgement.
 
     Args:
         answer: the candidate answer.
@@ -115,6 +129,7 @@ def read_faults(answer: str, *, task: str, context: str | None = None) -> list[F
     """
     return [
         *required_faults(answer, task=task, context=context),
+        *given_faults(answer, task=task, context=context),
         *facts_faults(answer, task=task, context=context),
         *script_faults(answer, task=task, context=context),
         *language_faults(answer, task=task, context=context),

@@ -55,15 +55,19 @@ _OPEN_QUOTE, _CLOSE_QUOTE = '"“”', '"“”'
 QUOTED = rf"[{_OPEN_QUOTE}](?P<x>[^{_CLOSE_QUOTE}\n]{{1,80}})[{_CLOSE_QUOTE}]"
 
 
-_ELSEWHERE = re.compile(
-    r"\s*(?:each|apiece|per\b|in each|for each|on each|within each|for the|in the|in its|in your|except|but\b|"
-    r"other than|apart from|unless|or (?:fewer|less|more)|at (?:most|least))",
-    re.I,
-)
 _PARTS = (
     "each|every|per|title|headline|heading|subject|tagline|slogan|caption|name|section|item|bullet|point|sentence|"
     "line|paragraph|step|question"
 )
+_ELSEWHERE = re.compile(
+    r"\s*(?:each|apiece|per\b|in each|for each|on each|within each|"
+    rf"(?:for|in|of) (?:the|its|your)\s+(?:[\w'-]+\s+){{0,2}}?(?:(?:{_PARTS})s?|first|second|third|last|final|"
+    r"opening|closing|intro\w*|conclusion|body|summary|abstract|bio|description)\b|"
+    r"except|but\b|other than|apart from|unless|or (?:fewer|less|more)|at (?:most|least))",
+    re.I,
+)
+"""What after a requirement scopes it to a part of the answer ("5 words for the title", "each") or makes an
+exception; "60 words for the Trailhead backpack" names what the whole answer is about, and is read."""
 
 
 def unread(task: str, asked: re.Match[str], parts: str = _PARTS) -> bool:
