@@ -93,3 +93,43 @@ def test_a_german_line_in_an_english_note_is_named_by_the_language_rule(judge: J
     index = result.named_by.index(RULE_LANGUAGE)
     assert "German" in result.issues[index] and german in result.issues[index]
     assert f'Replace "{german}" with the same in English.' in result.suggestions
+
+
+def test_the_newer_rules_faults_reach_the_critique_through_the_real_judge(judge: JudgeCritic) -> None:
+    """A changed flat number, a misspelt recipient, a phone number left out and a wrong sum: each rule's fault is in
+    the critique a person reads through the real judge, named by its rule, with its concrete edit."""
+    from reflection_graph.critics._rule_faults import (
+        RULE_ARITHMETIC,
+        RULE_FACTS,
+        RULE_RECIPIENT,
+        RULE_REQUIRED,
+    )
+
+    task = (
+        "Write an email to my landlord, Mr Brennan, saying the boiler in flat 12B stopped working on Sunday night. "
+        "Give him my number, 07911 482305, so the engineer can call ahead. Sign it Priya Rao."
+    )
+    email = (
+        "Dear Mr Brenan,\n\nThe boiler in flat 21B stopped working on Sunday night, and the flat has had no hot "
+        "water since. Could you send an engineer this week?\n\nKind regards,\nPriya Rao"
+    )
+    result = judge.critique(CritiqueRequest(task=task, candidate=email))
+    for rule, fix in (
+        (RULE_FACTS, 'Replace "21B" with "12B".'),
+        (RULE_RECIPIENT, 'Replace "Dear Mr Brenan," with "Dear Mr Brennan,".'),
+        (RULE_REQUIRED, '"07911 482305"'),
+    ):
+        assert rule in result.named_by, (rule, result.issues)
+        assert any(fix in line for line in result.suggestions), (fix, result.suggestions)
+
+    task = (
+        "Write a short message to the parents' group: the class trip costs £14.50 a pupil and 6 parents have paid "
+        "so far. Say how much has been collected."
+    )
+    message = (
+        "Hi all,\n\nThanks to the 6 parents who have paid for the class trip: 6 x £14.50 = £85.00 collected so "
+        "far.\n\nThanks,\nJo"
+    )
+    result = judge.critique(CritiqueRequest(task=task, candidate=message))
+    assert RULE_ARITHMETIC in result.named_by, result.issues
+    assert 'Replace "£85.00" with "£87.00".' in result.suggestions
