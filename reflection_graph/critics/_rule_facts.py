@@ -7,11 +7,8 @@ announces for a list it then does not hold.
   says Monday. Not read where the task leaves such a value to the writer ("propose another time", "suggest a
   date", "any day"), where the answer's value follows from the task's by one step of arithmetic (a sum,
   difference, multiple or percentage of the task's numbers), or inside code.
-- **A code changed.** The task gives a code, reference or number after a word ("order 4417", "flat 12B", "TP
-  1357", "spring 2027": three digits or more, or digits with capitals; not an amount, time, decimal or ordinal),
-  the answer holds it in no form, and after the same word it holds a variant of the same shape the task does not
-  give: two characters swapped or one changed ("order 4471"), or any variant after a word that is not a small one
-  ("Room 2A" for "Room 4B"). Not read where the task leaves that thing to the writer ("another room").
+- **A code changed.** The task gives a code or number after a word ("order 4417") and the answer a variant of it
+  ("order 4471"): read in reflection_graph/critics/_rule_codes.py.
 - **A count announced and not kept.** A line of the answer announces a number of items ("Here are three
   reasons:") and the list right under it holds another number of items.
 
@@ -27,7 +24,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from reflection_graph.critics._faults import Fault
-from reflection_graph.critics._rule_reading import CODE, ITEM, NUMBER, RULE_FACTS, clip, number
+from reflection_graph.critics._rule_codes import code_faults
+from reflection_graph.critics._rule_reading import CODE, ITEM, NUMBER, RULE_FACTS, clip, derived, number
 
 __all__ = ["facts_faults"]
 
@@ -145,7 +143,7 @@ _KINDS = (
         ),
         _amount,
         _AMOUNT_OPEN,
-        follows=lambda value, task: _derived(value, task),
+        follows=lambda value, task: derived(value, task),
     ),
 )
 
@@ -166,29 +164,6 @@ def _same_time(a: Hashable, given: Iterable[Hashable]) -> bool:
     return isinstance(a, int) and any(isinstance(g, int) and a % 720 == g % 720 for g in given)
 
 
-_MAX_NUMBERS = 40
-"""A task with more numbers than this leaves its amounts to the judge (the pairs checked grow as its square)."""
-_NUMBERS_IN = re.compile(r"\d[\d,]*(?:\.\d+)?")
-
-
-def _derived(value: Hashable, task: str) -> bool:
-    """An amount one step of arithmetic makes from the task's numbers: a sum, difference, product or share."""
-    if not isinstance(value, tuple):
-        return False
-    target = float(value[1])
-    numbers = {float(n.replace(",", "")) for n in _NUMBERS_IN.findall(task)}
-    numbers |= {
-        float(number(w.group("n"))) for w in re.finditer(NUMBER, task, re.I) if not w.group("n").isdigit()
-    }
-    if len(numbers) > _MAX_NUMBERS:
-        return True  # a table of figures: which one the answer computed is not a rule's to say
-    for a, b in itertools.product(numbers, repeat=2):
-        made = {a + b, abs(a - b), a * b, a * b / 100, a - a * b / 100, a / b if b else a}
-        if any(abs(target - x) < 0.005 for x in made):
-            return True
-    return False
-
-
 def _changed(kind: _Kind, task: str, answer: str, context: str | None) -> Fault | None:
     """The one value of `kind` the task gives and the answer lacks, with the one the answer says instead."""
     given = _values(kind, task)
@@ -206,88 +181,6 @@ def _changed(kind: _Kind, task: str, answer: str, context: str | None) -> Fault 
         fix=f'Replace "{wrong}" with "{right}".',
         by=RULE_FACTS,
     )
-
-
-_TOKEN = re.compile(r"(?<![\w$€£.,:/-])[A-Za-z]*\d[A-Za-z0-9]*(?![\w%]|[.,:/-]\w)")
-_NOT_A_CODE = re.compile(r"\d+(?:st|nd|rd|th|am|pm|s)", re.I)
-_LABEL = re.compile(r"(?P<label>[A-Za-z][\w'’]*)\W{0,3}(?:(?:number|no|nr)\b\.?\W{0,3})?$", re.I)
-_STOPWORDS = frozenset("a an and at by for from in is of on or the to was with".split())
-
-
-def _shape(token: str) -> str:
-    return re.sub(r"[A-Za-z]", "a", re.sub(r"\d", "9", token)).lower()
-
-
-def _codes(text: str) -> list[tuple[str, str]]:
-    """The codes, references and numbers in `text` that a slip can change ("order 4417", "flat 12B", "TP 1357",
-    "spring 2027"), each with the word before it: three digits or more, or digits with a capital letter; not an
-    amount, a percentage, a decimal, a time, a date in figures, an ordinal or a unit."""
-    out = []
-    for match in _TOKEN.finditer(text):
-        token = match.group(0)
-        letters = re.sub(r"\d", "", token)
-        if (
-            _NOT_A_CODE.fullmatch(token)
-            or (letters and not letters.isupper())
-            or (not letters and len(token) < 3)
-        ):
-            continue
-        label = _LABEL.search(text[max(0, match.start() - 40) : match.start()])
-        if label:
-            out.append((token, label.group("label").casefold()))
-    return out
-
-
-def _near(a: str, b: str) -> bool:
-    """`b` is `a` with two characters swapped or one changed."""
-    a, b = a.casefold(), b.casefold()
-    return (
-        len(a) == len(b)
-        and a != b
-        and (sorted(a) == sorted(b) or sum(x != y for x, y in zip(a, b, strict=True)) == 1)
-    )
-
-
-def _compact(text: str) -> str:
-    return re.sub(r"[\W_]", "", text).casefold()
-
-
-def _detail(task: str, answer: str, context: str | None) -> list[Fault]:
-    """A code or number the task gives after a word ("order 4417") that the answer holds in no form, where the
-    answer has, after the same word, a variant of the same shape the task does not give ("order 4471"): two
-    characters swapped or one changed, or any variant where the word is not a small one ("Room 2A" for "Room 4B").
-    Not read where the task leaves that kind of thing to the writer ("another room")."""
-    prose = CODE.sub(" ", answer)
-    held, supported = _compact(prose), _compact(f"{task} {context or ''}")
-    said = _codes(prose)
-    faults = []
-    for right, label in dict.fromkeys(_codes(task)):
-        if right.casefold() in held or re.search(
-            rf"\b(?:another|other|different|new|alternative|any|suggest\w*|propos\w*|choos\w*|pick\w*)\s+"
-            rf"(?:\w+\s+){{0,2}}{re.escape(label)}\b",
-            task,
-            re.I,
-        ):
-            continue
-        variants = {
-            wrong
-            for wrong, where in said
-            if where == label
-            and _shape(wrong) == _shape(right)
-            and (_near(right, wrong) or label not in _STOPWORDS)
-            and wrong.casefold() not in supported
-            and not (wrong.isdigit() and _derived(("number", float(wrong)), task))
-        }
-        if len(variants) == 1:
-            wrong = variants.pop()
-            faults.append(
-                Fault(
-                    issue=f'The answer says "{wrong}" where the task gives "{right}".',
-                    fix=f'Replace "{wrong}" with "{right}".',
-                    by=RULE_FACTS,
-                )
-            )
-    return faults
 
 
 _ANNOUNCED = re.compile(rf"\b{NUMBER}\s+(?:[a-z-]+\s+)?(?P<noun>[a-z]+s)\b[^:\n]{{0,40}}:\s*$", re.I)
@@ -331,4 +224,4 @@ def facts_faults(answer: str, *, task: str, context: str | None = None) -> list[
         return []
     faults = [fault for kind in _KINDS if (fault := _changed(kind, task, answer, context)) is not None]
     counted = _count(answer)
-    return [*faults, *_detail(task, answer, context), *([counted] if counted else [])]
+    return [*faults, *code_faults(task, answer, context), *([counted] if counted else [])]

@@ -35,8 +35,8 @@ fault a rule names is a fault:
   its place, where the task leaves no such value to the writer); a code or number the task gives after a word
   ("order 4417", "flat 12B", "TP 1357", "spring 2027") that the answer holds in no form, with a variant of the
   same shape after the same word in its place (two characters swapped or one changed: "order 4471"; any variant
-  after a word that is not a small one: "Room 2A" for "Room 4B"); a count the answer announces for the list under
-  it ("three reasons:") that the list does not hold.
+  after a word that is not a small one: "Room 2A" for "Room 4B"; reflection_graph/critics/_rule_codes.py); a
+  count the answer announces for the list under it ("three reasons:") that the list does not hold.
 - **script** (`by="rule:script"`): the answer's letters are mostly in one script (Cyrillic, say) that is neither
   the task's nor its context's, nor the script of a language the task names ("Reply in Russian"). A task that
   speaks of translating, a language, a script or an alphabet is left to the judge.

@@ -1,12 +1,15 @@
 """What the rule critics share: the attribution each rule's faults carry, and the reading of a task and an answer
-that more than one rule needs: numbers written as words or digits, a requirement said not to be done or scoped to a
-part of the answer, text folded for comparison, quotes clipped for a fix, the answer's lines and sentences, and the
-shapes of a subject line, a list item and code. Every function here is a pure function of its strings.
+that more than one rule needs: numbers written as words or digits, an amount one step of arithmetic makes from a
+task's numbers, a requirement said not to be done or scoped to a part of the answer, text folded for comparison,
+quotes clipped for a fix, the answer's lines and sentences, and the shapes of a subject line, a list item and code.
+Every function here is a pure function of its strings.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Hashable
 
 __all__ = [
     "CODE",
@@ -23,6 +26,7 @@ __all__ = [
     "SUBJECT_LINE",
     "answer_lines",
     "clip",
+    "derived",
     "fold",
     "negated",
     "number",
@@ -89,6 +93,29 @@ def parts_but(*nouns: str) -> str:
 def number(text: str) -> int:
     """The count `text` names, in digits or words ("3", "three", "a single")."""
     return int(text) if text.isdigit() else _NUMBERS[text.lower()]
+
+
+_MAX_NUMBERS = 40
+"""A task with more numbers than this leaves its amounts to the judge (the pairs checked grow as its square)."""
+_NUMBERS_IN = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def derived(value: Hashable, task: str) -> bool:
+    """An amount one step of arithmetic makes from the task's numbers: a sum, difference, product or share."""
+    if not isinstance(value, tuple):
+        return False
+    target = float(value[1])
+    numbers = {float(n.replace(",", "")) for n in _NUMBERS_IN.findall(task)}
+    numbers |= {
+        float(number(w.group("n"))) for w in re.finditer(NUMBER, task, re.I) if not w.group("n").isdigit()
+    }
+    if len(numbers) > _MAX_NUMBERS:
+        return True  # a table of figures: which one the answer computed is not a rule's to say
+    for a, b in itertools.product(numbers, repeat=2):
+        made = {a + b, abs(a - b), a * b, a * b / 100, a - a * b / 100, a / b if b else a}
+        if any(abs(target - x) < 0.005 for x in made):
+            return True
+    return False
 
 
 def negated(task: str, start: int) -> bool:
