@@ -27,7 +27,7 @@ from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_codes import code_faults
 from reflection_graph.critics._rule_reading import CODE, ITEM, NUMBER, RULE_FACTS, clip, derived, number
 
-__all__ = ["facts_faults"]
+__all__ = ["DETAIL_KINDS", "facts_faults", "same_time"]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = (
@@ -110,7 +110,7 @@ _AMOUNT_OPEN = re.compile(
     re.I,
 )
 """Words of a task that leave an amount to the writer, or ask for arithmetic whose result the rule does not pair."""
-_KINDS = (
+DETAIL_KINDS = (
     _Kind(
         re.compile(r"\b(?P<day>mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)\b", re.I),
         lambda m: _full_day(m.group("day")),
@@ -133,7 +133,7 @@ _KINDS = (
         ),
         _time,
         _WHEN_OPEN,
-        same=lambda value, values: value in values or _same_time(value, values),
+        same=lambda value, values: value in values or same_time(value, values),
     ),
     _Kind(
         re.compile(
@@ -159,7 +159,7 @@ def _values(kind: _Kind, text: str) -> dict[Hashable, str]:
     return out
 
 
-def _same_time(a: Hashable, given: Iterable[Hashable]) -> bool:
+def same_time(a: Hashable, given: Iterable[Hashable]) -> bool:
     """A time with no am/pm ("9:00") is the task's time on a 12-hour clock either way."""
     return isinstance(a, int) and any(isinstance(g, int) and a % 720 == g % 720 for g in given)
 
@@ -222,6 +222,6 @@ def facts_faults(answer: str, *, task: str, context: str | None = None) -> list[
     """
     if not answer.strip():
         return []
-    faults = [fault for kind in _KINDS if (fault := _changed(kind, task, answer, context)) is not None]
+    faults = [fault for kind in DETAIL_KINDS if (fault := _changed(kind, task, answer, context)) is not None]
     counted = _count(answer)
     return [*faults, *code_faults(task, answer, context), *([counted] if counted else [])]

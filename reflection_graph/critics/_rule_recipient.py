@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_reading import QUOTED, RULE_RECIPIENT, SUBJECT_LINE, answer_lines
-from reflection_graph.critics._rule_required import _signature
+from reflection_graph.critics._rule_required import signature_fault
 
 __all__ = ["recipient_faults"]
 
@@ -299,7 +299,7 @@ def recipient_faults(answer: str, *, task: str, context: str | None = None) -> l
     greeted = _greeting(answer, given, people) if people else None
     if greeted:
         faults.append(greeted)
-    if signer and _signature(task, answer) is None:
+    if signer and signature_fault(task, answer) is None:
         signed = _sign_off(answer, task, signer)
         if signed:
             faults.append(signed)

@@ -26,7 +26,7 @@ from reflection_graph.critics._rule_reading import (
     unread,
 )
 
-__all__ = ["required_faults"]
+__all__ = ["required_faults", "signature_fault"]
 
 
 _SUBJECT_ASKED = re.compile(
@@ -59,7 +59,9 @@ _SIGN_ASKED = re.compile(
 )
 
 
-def _signature(task: str, answer: str) -> Fault | None:
+def signature_fault(task: str, answer: str) -> Fault | None:
+    """The fault of an answer that does not hold the name the task says to sign with ("sign it as Priya Shah"), or
+    None (no such request, or the name is there)."""
     asked = _SIGN_ASKED.search(task)
     if not asked or negated(task, asked.start()):
         return None
@@ -203,7 +205,7 @@ def _commas(task: str, answer: str) -> Fault | None:
 
 _REQUIRED: tuple[Callable[[str, str], Fault | None], ...] = (
     _subject,
-    _signature,
+    signature_fault,
     word_limit_fault,
     bullets_fault,
     _included,
