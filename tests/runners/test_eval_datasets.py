@@ -58,6 +58,8 @@ NOT_EVAL = {
     "critique_cases_new.jsonl": "more such cases, written before the rule-based fault detectors, reported apart",
     "critique_cases_3.jsonl": "more such cases, written before the facts rule by a hand that had not read the rules",
     "critique_cases_4.jsonl": "more such cases, written before the language rule by a hand that had not read the critics",
+    "critique_cases_5.jsonl": "more such cases, written before the arithmetic and recipient rules, blind to the critics",
+    "critique_cases_6.jsonl": "more such cases, written before the rules' wider reading, blind to critics and sets",
 }
 
 
