@@ -27,7 +27,7 @@ from reflection_graph.critics._faults import Fault
 from reflection_graph.critics._rule_codes import code_faults
 from reflection_graph.critics._rule_reading import CODE, ITEM, NUMBER, RULE_FACTS, clip, derived, number
 
-__all__ = ["DETAIL_KINDS", "facts_faults", "same_time"]
+__all__ = ["DATE_KIND", "TIME_KIND", "facts_faults"]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = (
@@ -110,42 +110,43 @@ _AMOUNT_OPEN = re.compile(
     re.I,
 )
 """Words of a task that leave an amount to the writer, or ask for arithmetic whose result the rule does not pair."""
-DETAIL_KINDS = (
-    _Kind(
-        re.compile(r"\b(?P<day>mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)\b", re.I),
-        lambda m: _full_day(m.group("day")),
-        _WHEN_OPEN,
-    ),
-    _Kind(
-        re.compile(
-            rf"\b{_MONTH.format('m1')}\s+(?P<d1>[12]?\d|3[01]){_ORDINAL}\b"
-            rf"|\b(?P<d2>[12]?\d|3[01]){_ORDINAL}\s+(?:of\s+)?{_MONTH.format('m2')}\b",
-            re.I,
-        ),
-        _date,
-        _WHEN_OPEN,
-    ),
-    _Kind(
-        re.compile(
-            r"\b(?:(?P<h>1[0-2]|0?[1-9])(?::(?P<m>[0-5]\d))?\s*(?P<ap>[ap]\.?m\.?)(?![a-z])"
-            r"|(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)(?!\s*[ap]\.?m)|(?P<noon>noon|midnight))",
-            re.I,
-        ),
-        _time,
-        _WHEN_OPEN,
-        same=lambda value, values: value in values or same_time(value, values),
-    ),
-    _Kind(
-        re.compile(
-            r"(?:[$€£]\s?(?P<v>\d[\d,]*(?:\.\d+)?)(?:\s?(?P<scale>k|m|million)\b)?"
-            r"|\b(?P<v2>\d[\d,]*(?:\.\d+)?)\s?(?P<pct>%|percent\b))",
-            re.I,
-        ),
-        _amount,
-        _AMOUNT_OPEN,
-        follows=lambda value, task: derived(value, task),
-    ),
+_WEEKDAY = _Kind(
+    re.compile(r"\b(?P<day>mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)\b", re.I),
+    lambda m: _full_day(m.group("day")),
+    _WHEN_OPEN,
 )
+DATE_KIND = _Kind(
+    re.compile(
+        rf"\b{_MONTH.format('m1')}\s+(?P<d1>[12]?\d|3[01]){_ORDINAL}\b"
+        rf"|\b(?P<d2>[12]?\d|3[01]){_ORDINAL}\s+(?:of\s+)?{_MONTH.format('m2')}\b",
+        re.I,
+    ),
+    _date,
+    _WHEN_OPEN,
+)
+"""A date by day and month ("Friday 28 June", "28th of June"), valued as (month, day)."""
+TIME_KIND = _Kind(
+    re.compile(
+        r"\b(?:(?P<h>1[0-2]|0?[1-9])(?::(?P<m>[0-5]\d))?\s*(?P<ap>[ap]\.?m\.?)(?![a-z])"
+        r"|(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)(?!\s*[ap]\.?m)|(?P<noon>noon|midnight))",
+        re.I,
+    ),
+    _time,
+    _WHEN_OPEN,
+    same=lambda value, values: value in values or _same_time(value, values),
+)
+"""A clock time ("9:30 am", "14:00", "noon"), valued in minutes after midnight."""
+_AMOUNT_KIND = _Kind(
+    re.compile(
+        r"(?:[$€£]\s?(?P<v>\d[\d,]*(?:\.\d+)?)(?:\s?(?P<scale>k|m|million)\b)?"
+        r"|\b(?P<v2>\d[\d,]*(?:\.\d+)?)\s?(?P<pct>%|percent\b))",
+        re.I,
+    ),
+    _amount,
+    _AMOUNT_OPEN,
+    follows=lambda value, task: derived(value, task),
+)
+_KINDS = (_WEEKDAY, DATE_KIND, TIME_KIND, _AMOUNT_KIND)
 
 
 def _values(kind: _Kind, text: str) -> dict[Hashable, str]:
@@ -159,7 +160,7 @@ def _values(kind: _Kind, text: str) -> dict[Hashable, str]:
     return out
 
 
-def same_time(a: Hashable, given: Iterable[Hashable]) -> bool:
+def _same_time(a: Hashable, given: Iterable[Hashable]) -> bool:
     """A time with no am/pm ("9:00") is the task's time on a 12-hour clock either way."""
     return isinstance(a, int) and any(isinstance(g, int) and a % 720 == g % 720 for g in given)
 
@@ -222,6 +223,6 @@ def facts_faults(answer: str, *, task: str, context: str | None = None) -> list[
     """
     if not answer.strip():
         return []
-    faults = [fault for kind in DETAIL_KINDS if (fault := _changed(kind, task, answer, context)) is not None]
+    faults = [fault for kind in _KINDS if (fault := _changed(kind, task, answer, context)) is not None]
     counted = _count(answer)
     return [*faults, *code_faults(task, answer, context), *([counted] if counted else [])]

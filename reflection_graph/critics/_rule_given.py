@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 
 from reflection_graph.critics._faults import Fault
-from reflection_graph.critics._rule_facts import DETAIL_KINDS, same_time
+from reflection_graph.critics._rule_facts import DATE_KIND as _DATE
+from reflection_graph.critics._rule_facts import TIME_KIND as _TIME
 from reflection_graph.critics._rule_reading import (
     CODE,
     RULE_REQUIRED,
@@ -31,7 +32,6 @@ __all__ = ["given_faults"]
 
 _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ()-]{6,}\d(?!\w)")
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-_DATE, _TIME = DETAIL_KINDS[1], DETAIL_KINDS[2]
 _PASS_ON = re.compile(
     r"\b(?:give|gives|giving|include|includes|including|add|adding|mention|mentions|mentioning|tell|tells|telling|"
     r"share|sharing|say|says|saying|state|stating|let\s+(?:\w+\s+){0,2}know|letting\s+(?:\w+\s+){0,2}know|remind|"
@@ -51,7 +51,6 @@ _MOVED = re.compile(
     re.I,
 )
 _QUOTE = re.compile(r"[\"“][^\"”\n]*[\"”]|(?<!\w)'[^'\n]*'(?!\w)")
-_MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 
 
 def _held_date(value: tuple[int, int], words: str, answer: str) -> bool:
@@ -68,7 +67,7 @@ def _held_date(value: tuple[int, int], words: str, answer: str) -> bool:
 def _held_time(value: int, answer: str) -> bool:
     said = [_TIME.value(m) for m in _TIME.pattern.finditer(answer)]
     hour = (value // 60) % 12 or 12
-    return same_time(value, said) or bool(re.search(rf"(?<![\d:.£$€]){hour}(?![\d%])", answer))
+    return _TIME.same(value, said) or bool(re.search(rf"(?<![\d:.£$€]){hour}(?![\d%])", answer))
 
 
 def _changed(date: bool, task: str, answer: str) -> bool:
