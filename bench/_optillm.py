@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -25,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from _server import DIE_WITH_PARENT, parent_env
+from _server import DIE_WITH_PARENT, free_port, parent_env
 
 __all__ = ["REQUIREMENTS", "OptillmProxy", "OptillmUnavailable", "optillm_proxy", "optillm_version"]
 
@@ -76,12 +75,6 @@ def optillm_version(python: str) -> str:
         last = (done.stderr.strip().splitlines() or ["no error text"])[-1]
         raise OptillmUnavailable(f"{python} has no optillm ({last}); make its environment with: {SETUP}")
     return done.stdout.strip()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _environment(upstream_key: str) -> dict[str, str]:
@@ -137,7 +130,7 @@ def optillm_proxy(
     if best_of_n < 1:
         raise ValueError(f"best_of_n must be at least 1, got {best_of_n}")
     version = optillm_version(python)
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="optillm-") as home:
         log = Path(home) / "optillm.log"
         command = [python, "-c", ENTRY, "--base-url", upstream, "--port", str(port), "--host", "127.0.0.1"]

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["DIE_WITH_PARENT", "PARENT_PID_ENV", "llama_server", "parent_env", "wait_http"]
+__all__ = ["DIE_WITH_PARENT", "PARENT_PID_ENV", "free_port", "llama_server", "parent_env", "wait_http"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_PID_ENV = "REFLECTION_GRAPH_BENCH_PARENT"
@@ -49,7 +49,8 @@ LAUNCHER = DIE_WITH_PARENT + (
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -95,7 +96,7 @@ def llama_server(
     Raises:
         RuntimeError: the server did not start (with the end of its log).
     """
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-c", LAUNCHER, "--model", model_path, "--model_alias", alias]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
     command += ["--n_threads", str(n_threads), "--seed", str(seed)]

