@@ -14,9 +14,11 @@ unambiguous.
 A result counts as right when it is the true value rounded or cut to the decimals it shows ("33.33" for 100 / 3).
 Nothing is read in code, in quotes, inside brackets, next to a date, time, version or phone number (a number
 that runs on with `-`, `/`, `:` or `.`; a hyphen is a minus only with a space on each side, a dash never), in a
-longer expression ("2x + 3 + 4 = 10"), after a label ("chapters 3 + 4 are 50 pages"), where a currency changes
-within the sum, in a sentence that shows the sum as wrong ("not", "incorrect") or a clause that supposes or
-guesses it ("if", "should", "about"), or where the task holds the same sum (a sum the answer quotes).
+longer expression ("2x + 3 + 4 = 10") or a sum of more than 12 numbers, after a label ("chapters 3 + 4 are 50
+pages"), where a currency changes within the sum, in a sentence that shows the sum as wrong ("not", "incorrect")
+or a clause that supposes or guesses it ("if", "should", "about"), or where the task holds the same sum (a sum the
+answer quotes). A sentence is read up to 600 characters each side of the sum, so a long answer is read in time
+that grows with its length, not faster.
 
 Each fault's fix quotes the wrong result and the right one, written the same way ('Replace "£45.00" with
 "£50.00".'). Every function here is a pure function of its strings; none calls a model.
@@ -53,9 +55,15 @@ _OPS = {
     **dict.fromkeys(("/", "÷", "divided by"), "/"),
 }
 _OP = r"(?:[+−×xX*·/÷]|(?<=\s)-(?=\s)|plus|minus|times|multiplied\s+by|divided\s+by)"
+_MOST_TERMS = 12
+r"""The most numbers in a sum read: a longer chain is part of a longer expression, and not reading it keeps the
+regular expression's work at each place bounded, so a long answer of numbers and operators is read in linear time.
+Each term is written so that a space is read one way only (`\s*` then an optional currency and its space, not
+`\s*`, an optional currency, then `\s?`): with two ways for each of its spaces, a chain that ends in no result
+("1 + 1 + ... + 1 and") was tried in 2 to the power of its length ways, seconds for 18 terms."""
 _GIVES = r"(?:=|equals|equal\s+to|is|are|makes|gives(?:\s+you)?|comes?\s+to)"
 _EQUATION = re.compile(
-    rf"{_EDGE_BEFORE}(?P<chain>{_CURRENCY}?\s?(?:{_DIGITS})(?:\s*{_OP}\s*{_CURRENCY}?\s?(?:{_DIGITS}))+)"
+    rf"{_EDGE_BEFORE}(?P<chain>{_CURRENCY}?\s?(?:{_DIGITS})(?:\s*{_OP}\s*(?:{_CURRENCY}\s?)?(?:{_DIGITS})){{1,{_MOST_TERMS - 1}}})"
     rf"\s*{_GIVES}\s*{_amount('r')}{_EDGE_AFTER}(?!\s*(?:[+\-−×*·/÷=]|x\s*\d|plus|minus|times|divided))",
     re.I,
 )
@@ -118,8 +126,13 @@ _SUPPOSED = re.compile(
     re.I,
 )
 """Words of a clause that states a sum as a supposition or a guess."""
-_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|\([^)\n]*\)|\[[^\]\n]*\]')
+_QUOTE_PAIRS = {'"': '"', "“": "”", "(": ")", "[": "]"}
+"""An opening quote or bracket and its closer: from one to the first closer on its line is a quote, not read."""
+_OPENER = re.compile(r'["“(\[]')
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
+_SENTENCE_REACH = 600
+"""How far a sentence is read on each side of a sum: a run of text with no sentence end is cut there, so the words
+around each sum are read in bounded time however long the answer."""
 
 
 @dataclass(frozen=True)
@@ -184,10 +197,22 @@ def _values(terms: list[tuple[str, float]]) -> list[float]:
 
 
 def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
-    """The bounds of the sentence of `text` that holds `start`..`end`."""
-    begin = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    stop = _SENTENCE_END.search(text, end)
-    return begin, stop.start() if stop else len(text)
+    """The bounds of the sentence of `text` that holds `start`..`end`, at most `_SENTENCE_REACH` characters on each
+    side."""
+    reach = max(0, start - _SENTENCE_REACH)
+    begin = max((m.end() for m in _SENTENCE_END.finditer(text, reach, start)), default=reach)
+    limit = min(len(text), end + _SENTENCE_REACH)
+    stop = _SENTENCE_END.search(text, end, limit)
+    return begin, stop.start() if stop else limit
+
+
+def _runs_on(text: str, start: int) -> bool:
+    """The text before `start` runs on into a sum there (`_RUNS_ON`), read from the last word or operator before the
+    spaces, not from the start of `text` (a search that ends at `start` is tried from every place before it)."""
+    word_end = start
+    while word_end and text[word_end - 1].isspace():
+        word_end -= 1
+    return bool(_RUNS_ON.search(text, max(0, word_end - 16), start))
 
 
 def _disputed(text: str, start: int, end: int) -> bool:
@@ -201,7 +226,7 @@ def _equations(text: str) -> list[_Sum]:
     """The equations and percentages of a number in `text` whose result is wrong."""
     sums = []
     for match in _EQUATION.finditer(text):
-        if _RUNS_ON.search(text, 0, match.start()):
+        if _runs_on(text, match.start()):
             continue  # "2x + 3 + 4 = 10": part of a longer expression
         chain = match.group("chain")
         terms = list(_TERM.finditer(chain))
@@ -221,7 +246,7 @@ def _equations(text: str) -> list[_Sum]:
             _Sum(match.start(), match.end(), said, match.group("rc") or "", match.group("r"), values[0])
         )
     for match in _PERCENT_OF.finditer(text):
-        if _RUNS_ON.search(text, 0, match.start()):
+        if _runs_on(text, match.start()):
             continue
         if (match.group("bc") or "") != (match.group("rc") or "") or match.group("bp") or match.group("rp"):
             continue
@@ -271,11 +296,32 @@ def _totals(text: str) -> list[_Sum]:
     return sums
 
 
+def _unquoted(text: str) -> str:
+    """`text` with each quote and bracket blanked, from its opener to the first closer on its line (the pairs of
+    `_QUOTE_PAIRS`). One pass: the next closer of each kind and the next line end are found once and kept while
+    they lie ahead, so many openers with no closer do not make the work grow with the square of the length."""
+    ahead: dict[str, int] = {}
+
+    def next_at(char: str, at: int) -> int:
+        found = ahead.get(char, -1)
+        if found < at:
+            found = text.find(char, at)
+            found = ahead[char] = len(text) if found < 0 else found
+        return found
+
+    pieces, kept, at = [], 0, 0
+    while opener := _OPENER.search(text, at):
+        at = opener.start() + 1
+        close = next_at(_QUOTE_PAIRS[opener.group()], at)
+        if close < len(text) and close < next_at("\n", at):
+            pieces += [text[kept : opener.start()], " " * (close + 1 - opener.start())]
+            kept = at = close + 1
+    return "".join([*pieces, text[kept:]])
+
+
 def _prose(text: str) -> str:
     """`text` with code, quotes and brackets blanked (the same length, so positions hold)."""
-    for pattern in (CODE, _QUOTED):
-        text = pattern.sub(lambda m: " " * len(m.group(0)), text)
-    return text
+    return _unquoted(CODE.sub(lambda m: " " * len(m.group(0)), text))
 
 
 def arithmetic_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:
@@ -289,10 +335,12 @@ def arithmetic_faults(answer: str, *, task: str, context: str | None = None) -> 
     prose = _prose(answer)
     given = " ".join(f"{task} {context or ''}".split()).casefold()
     faults: list[Fault] = []
+    replaced: set[str] = set()  # one fault for each result as written
     for found in sorted([*_equations(prose), *_totals(prose)], key=lambda s: s.start):
         words = " ".join(answer[found.start : found.end].split())
-        if words.casefold() in given or any(f.fix.startswith(f'Replace "{found.said}"') for f in faults):
+        if words.casefold() in given or found.said in replaced:
             continue
+        replaced.add(found.said)
         right = _written(found.value, found, re.findall(_DIGITS, words))
         faults.append(
             Fault(

@@ -159,7 +159,8 @@ def split_sentences(text: str) -> list[str]:
     parts = re.split(r"(?<=[.!?])[\"'”’)]*\s+(?=[\"'“‘(¿¡]?[A-Z0-9])", " ".join(text.split()))
     out: list[str] = []
     for part in parts:
-        previous = out[-1].split()[-1] if out and out[-1].split() else ""
+        last = out[-1].rsplit(None, 1) if out else []  # the last word alone: a merged part can be long
+        previous = last[-1] if last else ""
         if out and (
             re.fullmatch(
                 r"(?:[A-Za-z]|Mr|Mrs|Ms|Dr|St|Jr|Sr|No|vs|etc|approx|(?:[A-Za-z]\.)+[A-Za-z])\.", previous
