@@ -294,7 +294,7 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     while index >= 0:
         try:
             value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested past Python's recursion limit: not read
             index = text.find("{", index + 1)
             continue
         if isinstance(value, dict):

@@ -81,11 +81,16 @@ def fenced_blocks(text: str) -> list[Block]:
     return blocks
 
 
+_UNPARSABLE = (SyntaxError, ValueError, MemoryError, RecursionError)
+"""What `ast.parse` raises for text that is not a program: a syntax error, a null byte, and for some long or deep
+invalid text (a line of 3,000 bare words, say) the parser's own MemoryError or RecursionError."""
+
+
 def is_python(code: str) -> bool:
     """Whether `code` parses as Python."""
     try:
         ast.parse(code)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return True
 
@@ -116,7 +121,7 @@ def _is_program(text: str) -> bool:
     """Whether `text` parses as Python and is more than a few bare words."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return False
     return bool(tree.body) and not _trivial(tree)
 
@@ -179,6 +184,9 @@ def extract_json_text(text: str) -> str:
     return stripped
 
 
+_JSON_OPENER = re.compile(r"[{\[]")
+
+
 def first_json_value(text: str, kinds: tuple[type, ...] = (dict, list)) -> Any:
     """The first JSON value of one of `kinds` that starts at a `{` or `[` in `text`.
 
@@ -186,14 +194,13 @@ def first_json_value(text: str, kinds: tuple[type, ...] = (dict, list)) -> Any:
         ValueError: there is none.
     """
     decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text[index:])
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, kinds):
-                return value
+    for opener in _JSON_OPENER.finditer(text):
+        try:
+            value, _ = decoder.raw_decode(text, opener.start())
+        except (json.JSONDecodeError, RecursionError):  # nested past Python's recursion limit: not read
+            continue
+        if isinstance(value, kinds):
+            return value
     raise ValueError("no JSON value found")
 
 

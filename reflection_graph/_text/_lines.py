@@ -44,16 +44,24 @@ def scripts(*texts: str | None) -> frozenset[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    """The whole sentences `text` opens with, in order (an abbreviation such as "e.g." does not end one)."""
+    """The whole sentences `text` opens with, in order (an abbreviation such as "e.g." does not end one).
+
+    Each sentence is matched where the last one ended, and a text with no more endings stops the reading: a search
+    would try every later place, each to the end of the text. An abbreviation is looked for in the piece's own
+    end, with one character before it for the word boundary."""
     out: list[str] = []
-    pending = ""
-    for match in _SENTENCE.finditer(text):
-        piece = pending + match.group(0)
-        if _ABBREVIATION.search(piece.rstrip("\"'”’)]")) and text[match.end() :].strip():
-            pending = piece  # "e.g." inside a sentence; at the very end of the text it ends one
+    pending: list[str] = []
+    rest = len(text.rstrip())  # past it there is only space
+    at = 0
+    while match := _SENTENCE.match(text, at):
+        at = match.end()
+        piece = match.group(0)
+        before = pending[-1][-1:] if pending else ""
+        if _ABBREVIATION.search(before + piece.rstrip("\"'”’)]")) and at < rest:
+            pending.append(piece)  # "e.g." inside a sentence; at the very end of the text it ends one
             continue
-        out.append(piece)
-        pending = ""
+        out.append("".join([*pending, piece]))
+        pending = []
     return out
 
 

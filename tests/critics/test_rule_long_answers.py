@@ -6,25 +6,23 @@ Found by feeding the rules long answers of one repeated piece each: a sum of 20 
 took 9 s, of unclosed brackets and of abbreviations ("Mr. Dr. e.g.") seconds more. A critic runs its rules on every
 candidate, so such an answer stalled the loop.
 
-The guard is a child process under a CPU-time limit (`RLIMIT_CPU`), not a clock: it reads CPU seconds the child
+The guard is a child process under a CPU-time limit (tests/_cpu.py), not a clock: it reads CPU seconds the child
 spent, which another process on the machine does not add to, and its limit is some 50 times what the whole check
 takes here (about 1 s), while the old patterns needed minutes to years for the same answers.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import re
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from reflection_graph.critics._rule_arithmetic import _unquoted, arithmetic_faults
 from reflection_graph.critics._rule_faults import rule_faults
 from reflection_graph.critics._rule_reading import split_sentences
+from tests._cpu import within_cpu_limit
 
 TASK = (
     "Write an email to my landlord, Mr Brennan, in 30 words or fewer with a subject line, in exactly 3 bullet points, "
@@ -46,35 +44,22 @@ HOSTILE = [
     "          \n",
 ]
 LENGTH = 20_000
-CPU_SECONDS = 60
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_CPU is POSIX")
 def test_every_rule_reads_long_hostile_answers_in_bounded_cpu_time() -> None:
-    child = textwrap.dedent(
-        f"""
-        import json, resource, sys
-        resource.setrlimit(resource.RLIMIT_CPU, ({CPU_SECONDS}, {CPU_SECONDS} + 5))
+    counts = within_cpu_limit(
+        """
         from reflection_graph.critics._rule_faults import rule_faults
-        task, pieces, length = json.loads(sys.stdin.read())
+        task, pieces, length = GIVEN
         counts = []
         for piece in pieces:
             answer = (piece * (length // len(piece) + 1))[:length]
             counts.append(len(rule_faults(answer, task=task)) + len(rule_faults(answer, task=answer[:3000])))
         print(json.dumps(counts))
-        """
+        """,
+        [TASK, HOSTILE, LENGTH],
     )
-    done = subprocess.run(
-        [sys.executable, "-c", child],
-        input=json.dumps([TASK, HOSTILE, LENGTH]),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, (
-        f"the rules did not finish within {CPU_SECONDS} CPU seconds: {done.stderr[-2000:]}"
-    )
-    counts = json.loads(done.stdout)
     read = dict(zip(HOSTILE, counts, strict=True))
     # the rules still read these answers: the task's subject line and its signer are missing from each; a blank
     # answer is not read
