@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 
 from reflection_graph.critics._faults import Fault
-from reflection_graph.critics._rule_reading import CODE, RULE_ARITHMETIC, number
+from reflection_graph.critics._rule_reading import CODE, RULE_ARITHMETIC, blank_quotes, number
 
 __all__ = ["arithmetic_faults"]
 
@@ -126,9 +126,6 @@ _SUPPOSED = re.compile(
     re.I,
 )
 """Words of a clause that states a sum as a supposition or a guess."""
-_QUOTE_PAIRS = {'"': '"', "“": "”", "(": ")", "[": "]"}
-"""An opening quote or bracket and its closer: from one to the first closer on its line is a quote, not read."""
-_OPENER = re.compile(r'["“(\[]')
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[;\n]")
 _SENTENCE_REACH = 600
 """How far a sentence is read on each side of a sum: a run of text with no sentence end is cut there, so the words
@@ -296,32 +293,9 @@ def _totals(text: str) -> list[_Sum]:
     return sums
 
 
-def _unquoted(text: str) -> str:
-    """`text` with each quote and bracket blanked, from its opener to the first closer on its line (the pairs of
-    `_QUOTE_PAIRS`). One pass: the next closer of each kind and the next line end are found once and kept while
-    they lie ahead, so many openers with no closer do not make the work grow with the square of the length."""
-    ahead: dict[str, int] = {}
-
-    def next_at(char: str, at: int) -> int:
-        found = ahead.get(char, -1)
-        if found < at:
-            found = text.find(char, at)
-            found = ahead[char] = len(text) if found < 0 else found
-        return found
-
-    pieces, kept, at = [], 0, 0
-    while opener := _OPENER.search(text, at):
-        at = opener.start() + 1
-        close = next_at(_QUOTE_PAIRS[opener.group()], at)
-        if close < len(text) and close < next_at("\n", at):
-            pieces += [text[kept : opener.start()], " " * (close + 1 - opener.start())]
-            kept = at = close + 1
-    return "".join([*pieces, text[kept:]])
-
-
 def _prose(text: str) -> str:
     """`text` with code, quotes and brackets blanked (the same length, so positions hold)."""
-    return _unquoted(CODE.sub(lambda m: " " * len(m.group(0)), text))
+    return blank_quotes(CODE.sub(lambda m: " " * len(m.group(0)), text))
 
 
 def arithmetic_faults(answer: str, *, task: str, context: str | None = None) -> list[Fault]:

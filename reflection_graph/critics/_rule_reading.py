@@ -1,7 +1,7 @@
 """What the rule critics share: the attribution each rule's faults carry, and the reading of a task and an answer
 that more than one rule needs: numbers written as words or digits, an amount one step of arithmetic makes from a
 task's numbers, a requirement said not to be done or scoped to a part of the answer, text folded for comparison,
-quotes clipped for a fix, the answer's lines and sentences, and the shapes of a subject line, a list item and code.
+quotes clipped for a fix, quotes and brackets blanked, the answer's lines and sentences, and the shapes of a subject line, a list item and code.
 Every function here is a pure function of its strings.
 """
 
@@ -25,6 +25,7 @@ __all__ = [
     "RULE_SCRIPT",
     "SUBJECT_LINE",
     "answer_lines",
+    "blank_quotes",
     "clip",
     "derived",
     "fold",
@@ -131,6 +132,35 @@ def fold(text: str) -> str:
 
 CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
 """Code, fenced or in backticks: not read as prose."""
+
+
+_QUOTE_PAIRS = {'"': '"', "“": "”", "(": ")", "[": "]"}
+"""An opening quote or bracket and its closer: from one to the first closer on its line is a quote, not read."""
+_OPENER = re.compile(r'["“(\[]')
+
+
+def blank_quotes(text: str) -> str:
+    """`text` with each quote and bracket blanked (the same length, so positions hold), from its opener to the first
+    closer on its line (`"..."`, `“...”`, `(...)`, `[...]`). One pass: the next closer of each kind and the next line
+    end are found once and kept while they lie ahead, so many openers with no closer do not make the work grow with
+    the square of the length."""
+    ahead: dict[str, int] = {}
+
+    def next_at(char: str, at: int) -> int:
+        found = ahead.get(char, -1)
+        if found < at:
+            found = text.find(char, at)
+            found = ahead[char] = len(text) if found < 0 else found
+        return found
+
+    pieces, kept, at = [], 0, 0
+    while opener := _OPENER.search(text, at):
+        at = opener.start() + 1
+        close = next_at(_QUOTE_PAIRS[opener.group()], at)
+        if close < len(text) and close < next_at("\n", at):
+            pieces += [text[kept : opener.start()], " " * (close + 1 - opener.start())]
+            kept = at = close + 1
+    return "".join([*pieces, text[kept:]])
 
 
 def clip(text: str, limit: int = 100) -> str:

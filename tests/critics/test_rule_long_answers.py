@@ -19,9 +19,9 @@ import sys
 
 import pytest
 
-from reflection_graph.critics._rule_arithmetic import _unquoted, arithmetic_faults
+from reflection_graph.critics._rule_arithmetic import arithmetic_faults
 from reflection_graph.critics._rule_faults import rule_faults
-from reflection_graph.critics._rule_reading import split_sentences
+from reflection_graph.critics._rule_reading import blank_quotes, split_sentences
 from tests._cpu import within_cpu_limit
 
 TASK = (
@@ -87,7 +87,7 @@ def test_sums_of_up_to_twelve_numbers_are_read_longer_ones_are_not() -> None:
 
 
 QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|\([^)\n]*\)|\[[^\]\n]*\]')
-"""What `_unquoted` blanks, as one pattern: the definition it is checked against."""
+"""What `blank_quotes` blanks, as one pattern: the definition it is checked against."""
 
 
 def test_blanking_quotes_in_one_pass_is_the_quote_pattern() -> None:
@@ -95,7 +95,7 @@ def test_blanking_quotes_in_one_pass_is_the_quote_pattern() -> None:
     marks = ['"', "“", "”", "(", ")", "[", "]", "\n", "a", " ", "3"]
     for _ in range(5000):
         text = "".join(rng.choice(marks) for _ in range(rng.randint(0, 40)))
-        assert _unquoted(text) == QUOTED.sub(lambda m: " " * len(m.group(0)), text), repr(text)
+        assert blank_quotes(text) == QUOTED.sub(lambda m: " " * len(m.group(0)), text), repr(text)
 
 
 def test_splitting_sentences_keeps_abbreviations_in_long_runs() -> None:
