@@ -1,7 +1,8 @@
 """What the rule critics share: the attribution each rule's faults carry, and the reading of a task and an answer
 that more than one rule needs: numbers written as words or digits, an amount one step of arithmetic makes from a
 task's numbers, a requirement said not to be done or scoped to a part of the answer, text folded for comparison,
-quotes clipped for a fix, quotes and brackets blanked, the answer's lines and sentences, and the shapes of a subject line, a list item and code.
+quotes clipped for a fix, quotes and brackets blanked, the answer's lines and sentences, and the shapes of a
+subject line, a list item and code.
 Every function here is a pure function of its strings.
 """
 
