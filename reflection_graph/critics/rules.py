@@ -163,11 +163,16 @@ class JSONSchemaCritic(RuleCritic):
             ]
         try:
             value = json.loads(body)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested past the limit
             try:
                 value = first_json_value(body)
             except ValueError:
-                message = f"the answer is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+                where = (
+                    f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+                    if isinstance(exc, json.JSONDecodeError)
+                    else "it nests deeper than Python's recursion limit"
+                )
+                message = f"the answer is not valid JSON: {where}"
                 return [
                     (
                         self._finding(message, "critical"),

@@ -88,6 +88,16 @@ def test_json_schema_invalid_json_is_critical() -> None:
     assert judge(JSONSchemaCritic(SCHEMA), "")[3] == ["critical"]
 
 
+def test_json_schema_json_nested_past_the_recursion_limit_is_a_finding_not_a_crash() -> None:
+    ok, score, issues, severities, _ = judge(JSONSchemaCritic(SCHEMA), '{"a": ' * 5000)
+    assert (ok, score, severities) == (False, 0, ["critical"])
+    assert issues == ["the answer is not valid JSON: it nests deeper than Python's recursion limit"]
+    # closed, the deepest value Python can read is validated, with the rest as text around it
+    ok, _, issues, severities, _ = judge(JSONSchemaCritic(SCHEMA), "[" * 5000 + "]" * 5000)
+    assert not ok and severities == ["major", "major"]
+    assert issues[0] == "the answer has text around the JSON"
+
+
 def test_json_schema_prose_around_json_is_major_and_inner_json_still_validated() -> None:
     ok, score, issues, severities, suggestions = judge(
         JSONSchemaCritic(SCHEMA), 'Sure! Here is the JSON: {"name": "Ada"} Hope it helps.'
