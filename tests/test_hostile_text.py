@@ -90,3 +90,39 @@ def test_the_readers_take_long_hostile_replies_in_bounded_cpu_time() -> None:
     assert by_piece["words"][3] == 0  # no sentence end: no whole sentence
     assert by_piece["sentences"][3] > 19_000  # every sentence kept (their last space aside)
     assert by_piece["abbreviations"][3] > 19_000  # "e.g." at the very end ends the one long sentence
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_CPU is POSIX")
+def test_line_patterns_read_a_reply_of_blank_lines_in_bounded_cpu_time() -> None:
+    """A pattern that opens a line with `^\\s*` under re.M reads every later blank line from each line's start:
+    on 30,000 blank lines the placeholder reader's code-line check, the sign-off rule's greeting check, IFBench's
+    bullet count and the stub's `def` check each took about a minute of CPU. They now read only the line's own
+    spaces, and still find what they found: a code line, a greeting, a bullet after the blank lines."""
+    results = within_cpu_limit(
+        """
+        from reflection_graph._text._placeholders import placeholders
+        from reflection_graph._text._rule_revision import bare_sign_off
+        from reflection_graph.critics._instruction_details import DETAILS
+        from reflection_graph.loop._code import finish_candidate
+        bullets = DETAILS["detectable_format:number_bullet_lists"]
+        stub = 'def f(x):\\n    \\"\\"\\"Twice x.\\"\\"\\"\\n'
+        out = []
+        for blank in GIVEN:
+            gap = blank * 30_000
+            out.append([
+                placeholders(gap + "Dear [Name],"),
+                placeholders(gap + "def f():\\n    return '[Name]'"),
+                bare_sign_off("Hi Sam," + gap + "Sincerely,"),
+                bare_sign_off(gap + "Sincerely,"),
+                bullets(gap + "* one" + gap + "- two", {"num_bullets": 2}).found,
+                finish_candidate(stub, gap + "def f(x):\\n    return 2 * x\\n"),
+            ])
+        print(json.dumps(out))
+        """,
+        ["\n", " \n", "\t \r\n"],
+    )
+    for spoken, code, signed, unsigned, bullets, candidate in results:
+        assert spoken == ["[Name]"] and code == []  # prose is read; code is not
+        assert signed == "Sincerely," and unsigned is None  # a letter, then no greeting: no letter
+        assert bullets == "the answer must have exactly 2 bullet points; it has 2"
+        assert candidate.endswith("def f(x):\n    return 2 * x\n")

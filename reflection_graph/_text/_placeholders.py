@@ -45,7 +45,7 @@ __all__ = [
 
 _FENCED = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
 _CODE_LINE = re.compile(
-    r"^\s*(?:def |class |import |from \S+ import |return\b|#include|function |const |let |var |public |private |"
+    r"^[^\S\n]*(?:def |class |import |from \S+ import |return\b|#include|function |const |let |var |public |private |"
     r"package |fn |func |@\w+)",
     re.M,
 )

@@ -35,7 +35,7 @@ SIGN_OFF = re.compile(
 """A line that is nothing but a letter's sign-off."""
 
 
-_GREETING = re.compile(r"^\s*(dear|hi|hello|greetings|good (morning|afternoon|evening))\b", re.I | re.M)
+_GREETING = re.compile(r"^[^\S\n]*(dear|hi|hello|greetings|good (morning|afternoon|evening))\b", re.I | re.M)
 """A letter's greeting line: a text without one is no letter, and its last line is never a sign-off."""
 
 

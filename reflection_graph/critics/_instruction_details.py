@@ -122,8 +122,8 @@ def _forbidden_words(text: str, args: Mapping[str, Any]) -> Miss:
 
 
 def _bullets(text: str, args: Mapping[str, Any]) -> Miss:
-    found = len(re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)) + len(
-        re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    found = len(re.findall(r"^[^\S\n]*\*[^\*].*$", text, flags=re.MULTILINE)) + len(
+        re.findall(r"^[^\S\n]*-.*$", text, flags=re.MULTILINE)
     )
     want = number(args.get("num_bullets"))
     return Miss(

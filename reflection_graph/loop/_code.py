@@ -254,7 +254,9 @@ def finish_candidate(task: str, text: str, entry_point: str | None = None) -> st
     stub = find_stub(task, entry_point)
     if stub is None:
         return well_formed(text)
-    code = extract_code(text) if "```" in text or re.search(rf"^\s*def {stub.name}\b", text, re.M) else ""
+    code = (
+        extract_code(text) if "```" in text or re.search(rf"^[^\S\n]*def {stub.name}\b", text, re.M) else ""
+    )
     if code and _defines(code, stub.name):
         preamble = stub.source.split(f"def {stub.name}", 1)[0].strip()
         missing = [line for line in preamble.splitlines() if line.strip() and line not in code]

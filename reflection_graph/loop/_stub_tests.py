@@ -18,7 +18,7 @@ __all__ = ["docstring_tests", "resolve_tests", "with_solution_import"]
 
 def with_solution_import(tests: str, entry_point: str) -> str:
     """`tests` that import `entry_point` from `solution` (the line is added when no test imports from it)."""
-    if re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
+    if re.search(r"^[^\S\n]*(from solution import|import solution)\b", tests, re.M):
         return tests
     return f"from solution import {entry_point}\n\n\n{tests.lstrip()}"
 
@@ -46,7 +46,7 @@ def resolve_tests(
             if default is None:
                 raise
             tests = default
-    if not re.search(r"^\s*(from solution import|import solution)\b", tests, re.M):
+    if not re.search(r"^[^\S\n]*(from solution import|import solution)\b", tests, re.M):
         stub = find_stub(task, entry_point)
         name = entry_point or (stub.name if stub else None)
         if name is None:
