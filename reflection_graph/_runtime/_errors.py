@@ -5,28 +5,23 @@ kept rejecting (`EmptyReply`); anything else, permanent."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
-__all__ = ["TRANSIENT_ERRORS", "CallTimeout", "EmptyReply", "is_transient"]
+__all__ = ["CallTimeout", "EmptyReply", "is_transient", "transient_types"]
 
 
-def _transient_types() -> tuple[type[BaseException], ...]:
+def transient_types() -> tuple[type[BaseException], ...]:
+    """The exception types retried as transient: the built-in time-outs and connection errors, and openai's and
+    httpx's own once they are imported (an error of theirs cannot exist before; importing openai here would add
+    most of a second to every process that imports the package)."""
     types: list[type[BaseException]] = [TimeoutError, ConnectionError, asyncio.TimeoutError]
-    try:
-        import openai
-
+    openai = sys.modules.get("openai")
+    if openai is not None:
         types += [openai.RateLimitError, openai.APITimeoutError, openai.APIConnectionError]
-    except ImportError:  # pragma: no cover - openai is a dependency of langchain-openai
-        pass
-    try:
-        import httpx
-
+    httpx = sys.modules.get("httpx")
+    if httpx is not None:
         types += [httpx.TimeoutException, httpx.NetworkError]
-    except ImportError:  # pragma: no cover
-        pass
     return tuple(types)
-
-
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = _transient_types()
 
 
 class CallTimeout(TimeoutError):
@@ -48,6 +43,6 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, CallTimeout):
         return exc.cancelled
-    if isinstance(exc, TRANSIENT_ERRORS):
+    if isinstance(exc, transient_types()):
         return True
     return getattr(exc, "status_code", None) in (408, 429, 502, 503, 504)

@@ -19,13 +19,15 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import Item
-from langgraph.store.sqlite import SqliteStore
 
 from reflection_graph.memory._store import setup_store
+
+if TYPE_CHECKING:  # imported where a store is made: it loads sqlite-vec and numpy, half a second
+    from langgraph.store.sqlite import SqliteStore
 
 RRF_K = 60
 E5_THRESHOLD = 0.85  # cosine; chosen on datasets/paraphrases.jsonl (see bench/README.md)
@@ -158,6 +160,8 @@ def sqlite_store(path: str | Path, *, embeddings: Embeddings | None = None) -> S
         ImportError: embeddings are asked for, this `sqlite3` cannot load extensions and `pysqlite3` is missing.
         sqlite3.Error: the file is not a SQLite database.
     """
+    from langgraph.store.sqlite import SqliteStore
+
     module: Any = sqlite3
     if embeddings is not None and not hasattr(sqlite3.Connection, "enable_load_extension"):
         try:
