@@ -32,6 +32,16 @@ def test_a_line_of_thousands_of_words_is_prose_not_a_parser_crash() -> None:
     assert extract_code(f"```python\ndef f():\n    return 1\n```\n{WORDS}") == "def f():\n    return 1\n"
 
 
+def test_a_code_reply_with_a_line_of_thousands_of_words_is_read_as_a_short_unparsable_one() -> None:
+    """The code loop's reader of a reply (`finish_candidate`) parsed it with the same parser, and raised its
+    MemoryError; it now takes such a reply as it takes any that does not parse."""
+    from reflection_graph.loop._code import finish_candidate
+
+    stub = 'def f(x):\n    """Twice x."""\n'
+    for reply in ("```python\n{}\n```", "def f(x):\n    {}\n"):
+        assert finish_candidate(stub, reply.format(WORDS)) == finish_candidate(stub, reply.format("the the"))
+
+
 def test_json_nested_past_the_recursion_limit_is_skipped_and_what_follows_is_read() -> None:
     deep = "[" * 5000 + "]" * 5000
     assert extract_json_object(deep) is None

@@ -19,6 +19,7 @@ from reflection_graph._text._extract import (
     fenced_blocks,
     first_json_value,
     is_python,
+    parse_python,
     well_formed,
 )
 from reflection_graph._text._lines import script_of, scripts, whole_line
@@ -36,6 +37,7 @@ __all__ = [
     "inline_placeholders",
     "introduced_placeholders",
     "is_python",
+    "parse_python",
     "placeholder_edits",
     "rule_revision",
     "script_of",

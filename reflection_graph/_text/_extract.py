@@ -86,13 +86,17 @@ _UNPARSABLE = (SyntaxError, ValueError, MemoryError, RecursionError)
 invalid text (a line of 3,000 bare words, say) the parser's own MemoryError or RecursionError."""
 
 
+def parse_python(code: str) -> ast.Module | None:
+    """`code`'s syntax tree, or None when it is not Python (whatever the parser raises for it, `_UNPARSABLE`)."""
+    try:
+        return ast.parse(code)
+    except _UNPARSABLE:
+        return None
+
+
 def is_python(code: str) -> bool:
     """Whether `code` parses as Python."""
-    try:
-        ast.parse(code)
-    except _UNPARSABLE:
-        return False
-    return True
+    return parse_python(code) is not None
 
 
 def _code_in_prose(text: str) -> str:
@@ -119,11 +123,8 @@ def _trivial(tree: ast.Module) -> bool:
 
 def _is_program(text: str) -> bool:
     """Whether `text` parses as Python and is more than a few bare words."""
-    try:
-        tree = ast.parse(text)
-    except _UNPARSABLE:
-        return False
-    return bool(tree.body) and not _trivial(tree)
+    tree = parse_python(text)
+    return tree is not None and bool(tree.body) and not _trivial(tree)
 
 
 def _looks_like_code(text: str) -> bool:

@@ -26,7 +26,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from reflection_graph._text import PYTHON_TAGS, extract_code, fenced_blocks, is_python, well_formed
+from reflection_graph._text import (
+    PYTHON_TAGS,
+    extract_code,
+    fenced_blocks,
+    is_python,
+    parse_python,
+    well_formed,
+)
 from reflection_graph.prompts import plain_request
 
 __all__ = [
@@ -102,9 +109,8 @@ def _docstring_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Expr | No
 
 
 def _stub_in(code: str, entry_point: str | None) -> Stub | None:
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    tree = parse_python(code)
+    if tree is None:
         return None
     found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Expr]] = []
     for node in tree.body:
@@ -214,9 +220,8 @@ def _chat_messages(
 
 def _defines(code: str, name: str) -> bool:
     """Whether `code` parses and defines `name` with more than a docstring."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    tree = parse_python(code)
+    if tree is None:
         return False
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
