@@ -123,7 +123,7 @@ def test_n_drafts_three_yields_three_distinct_drafts() -> None:
     from reflection_graph import create_reflection_graph
     from reflection_graph.critics import LengthCritic
 
-    generator = EmbeddedChatModel(model=GEMMA, max_tokens=32, n_threads=1)
+    generator = EmbeddedChatModel(model=GEMMA, max_tokens=32)
     graph = create_reflection_graph(generator, critic=LengthCritic(min_words=1), n_drafts=3, max_iterations=1)
     result = graph.invoke({"task": "Write one sentence about the sea"})
     drafts = [sample["candidate"] for sample in result["trajectory"][0]["samples"]]
@@ -497,7 +497,7 @@ def test_an_echo_is_not_selected_whatever_the_embedded_critic_scores_it(echo: st
     from reflection_graph.critics import LogprobCritic
     from tests.fakes import RecordingChatModel
 
-    reviser = EmbeddedChatModel(model=GEMMA, max_tokens=96, n_threads=1)
+    reviser = EmbeddedChatModel(model=GEMMA, max_tokens=96)
     graph = create_reflection_graph(
         RecordingChatModel(replies=[echo]),
         reviser=reviser,
