@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from uuid import UUID
 
 import pytest
-from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from reflection_graph.models._repetition import (
     MIN_REPEATED_TOKENS,
@@ -104,7 +106,9 @@ def test_the_embedded_model_keeps_the_first_copy_and_says_why_it_stopped(qwen: E
     assert usage is not None and usage["output_tokens"] < LIMIT // 2
     assert _loop_in(qwen, reply.text) is None
 
-    unstopped = qwen.invoke(UNASKED, stop_repetition=False, max_tokens=200)
+    # 4 copies are 144 tokens by Qwen's tokenizer (36 each, the line end included): room for a 4th, the one the
+    # stop held back
+    unstopped = qwen.invoke(UNASKED, stop_repetition=False, max_tokens=160)
     assert unstopped.response_metadata["finish_reason"] == "length"
     assert unstopped.text.startswith(reply.text) and unstopped.text.count(SENTENCE) >= 4
 
@@ -158,8 +162,49 @@ DICTS = (
 )
 
 
-def test_six_rows_of_zeros_asked_for_come_back_whole(qwen: EmbeddedChatModel) -> None:
-    reply = qwen.invoke([HumanMessage(content=ROWS)])
+class _Replies(BaseCallbackHandler):
+    """Records each chat model call of a run whose messages are exactly `[HumanMessage(task)]`: its invocation
+    parameters and its reply."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.asked: dict[UUID, dict[str, Any]] = {}
+        self.calls: list[tuple[dict[str, Any], AIMessage]] = []
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: list[list[Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        if [(type(m), m.content) for m in messages[0]] == [(HumanMessage, self.task)]:
+            self.asked[run_id] = dict(kwargs.get("invocation_params") or {})
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if run_id in self.asked:
+            self.calls.append((self.asked[run_id], response.generations[0][0].message))
+
+
+@pytest.fixture(scope="module")
+def rows_run() -> tuple[dict[str, Any], dict[str, Any], AIMessage]:
+    """The loop on `ROWS` with every default (Qwen's own critic), one round, and its one call of the request as
+    written: its invocation parameters and its reply. Both tests below read this one run, for the loop's first
+    draft is that very call: greedy Qwen, the repetition stop on (tests/models/test_embedded.py checks it is the
+    plain greedy call)."""
+    from reflection_graph import create_reflection_graph
+
+    replies = _Replies(ROWS)
+    model = EmbeddedChatModel(model=QWEN)
+    graph = create_reflection_graph(model, max_iterations=1)
+    result = graph.invoke({"task": ROWS}, config={"callbacks": [replies]})
+    ((params, reply),) = replies.calls
+    return result, params, reply
+
+
+def test_six_rows_of_zeros_asked_for_come_back_whole(
+    rows_run: tuple[dict[str, Any], dict[str, Any], AIMessage],
+) -> None:
+    """Greedy Qwen, with the repetition stop on, asked for six rows (the loop's first draft below): the reply ends
+    on its own and holds the six rows."""
+    _, params, reply = rows_run
+    assert params["temperature"] == 0 and params["stop_repetition"] is True, params
     assert reply.response_metadata["finish_reason"] == "stop", reply.text
     assert len(ROW.findall(reply.text)) == 6, reply.text
 
@@ -171,13 +216,13 @@ def test_five_identical_dicts_asked_for_come_back_whole(qwen: EmbeddedChatModel)
     assert len(DICT.findall(code)) == 5, reply.text
 
 
-def test_the_loops_first_draft_of_six_rows_is_whole_and_not_cut() -> None:
+def test_the_loops_first_draft_of_six_rows_is_whole_and_not_cut(
+    rows_run: tuple[dict[str, Any], dict[str, Any], AIMessage],
+) -> None:
     """Through the graph with every default (Qwen's own critic): the first draft holds the six rows and is not
     marked cut."""
-    from reflection_graph import create_reflection_graph
-
-    model = EmbeddedChatModel(model=QWEN)
-    result = create_reflection_graph(model, max_iterations=1).invoke({"task": ROWS})
+    result, _, reply = rows_run
     (round_,) = result["trajectory"]
     assert not round_.get("cut"), round_["candidate"]
     assert len(ROW.findall(round_["candidate"])) == 6, round_["candidate"]
+    assert round_["candidate"] == reply.text.strip()  # the draft is the reply of the call above
