@@ -462,8 +462,9 @@ def test_the_script_with_rerun_loaded_remakes_the_loaded_records_and_reports_eve
 @pytest.mark.embedded
 @pytest.mark.timeout(1800)
 def test_on_qwen_rerun_loaded_makes_a_loaded_raw_again_with_the_same_greedy_reply(tmp_path: Path) -> None:
-    """The script on the capable model, one short problem, raw only: its record, marked as measured under load,
-    is made again by --rerun-loaded (and only then), through llama-cpp-python, with the same greedy reply."""
+    """The script on the capable model, one short problem, raw only, a short reply limit on every run: its record,
+    marked as measured under load, is made again by --rerun-loaded (and only then), through llama-cpp-python, with
+    the same greedy reply."""
     import json
 
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
@@ -479,6 +480,8 @@ def test_on_qwen_rerun_loaded_makes_a_loaded_raw_again_with_the_same_greedy_repl
         "45",
         "--variants",
         "raw",
+        "--max-tokens",  # the claim is the remake and greedy equality, not the whole function: 24 tokens a reply
+        "24",
     ]
     argv += ["--results", str(results)]
     with bench_module("bench_code") as bench_code:
