@@ -313,20 +313,32 @@ def test_main_rejects_reserved_humaneval_problems(bp: Any, capsys: Any) -> None:
     assert "reserved" in capsys.readouterr().err
 
 
+SHORT_ROW = {
+    "key": "7",
+    "prompt": "In one sentence, say what the wind does. Use the word whisper at least twice.",
+    "instruction_id_list": ["keywords:frequency"],
+    "kwargs": [{"keyword": "whisper", "frequency": 2, "relation": "at least", "letter": None}],
+}
+"""One prompt in IFBench's form (its checker, its scorer) whose replies are a sentence: what the real-server test
+counts is the wiring, not an answer's length."""
+
+
 @pytest.mark.server
 def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pytest.FixtureRequest) -> None:
-    """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph (its defaults, the
-    verifier as its critic) on one problem each, a one-line question (`Answer42`: what is counted is the wiring,
-    not the answer's length), both records holding the server's usage read by the one HTTP counter, and the
-    graph's own usage (tokens and calls) agreeing with it."""
+    """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph on one prompt each,
+    through the bench's own IFBench set (`InstructionSet`: its checker as the verifier, the graph run by
+    bench_instructions.py's `loop_record` with the verifier defaults, IFBench's scorer), both records holding the
+    server's usage read by the one HTTP counter, and the graph's own usage agreeing with it."""
     pytest.importorskip("dspy", reason='needs pip install "reflection-graph[peers]"')
-    upstream = request.getfixturevalue("qwen_upstream")  # after the skip: no server for a skipped test
+    pytest.importorskip("if_verifiable", reason='needs pip install "reflection-graph[instructions]"')
+    upstream = request.getfixturevalue("qwen_upstream")  # after the skips: no server for a skipped test
 
     with bench_module("bench_peers") as bp, bench_module("_usage") as usage_module:
-        kind = Answer42()
+        kind = bp.InstructionSet(0)
+        kind.problems = [SHORT_ROW]
         problem = kind.problems[0]
         with usage_module.counting_proxy(upstream) as (url, usage):
-            # a reply to it is a line (DSPy's reasoning and answer fields, a few dozen tokens): 256 leaves room
+            # a reply is a sentence (DSPy's reasoning and answer fields, a few dozen tokens): 256 leaves room
             ctx = bp.Context(base_url=url, usage=usage, max_tokens=256, n=2)
             records = {}
             for variant in ("dspy-bestofn", "reflection-graph"):
@@ -336,10 +348,13 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pyte
         assert "error" not in record, (variant, record["error"])
         assert record["calls"] >= 1 and record["unread"] == 0, (variant, record)
         assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, (variant, record)
-        assert isinstance(record["solved"], bool), (variant, record)  # the answer was scored
+        assert record["answer"].strip() and len(record["strict"]) == 1, (
+            variant,
+            record,
+        )  # IFBench's scorer read it
     graph = records["reflection-graph"]
     assert graph["own_tokens"] == graph["tokens"]  # the graph's own usage is the server's, read the same way
-    assert graph["own_calls"] == graph["calls"]  # one completion per candidate: the verifier calls no model
+    assert graph["own_calls"] == graph["calls"]  # and its own count of calls (the checker calls no model)
     attempts = records["dspy-bestofn"]["attempts"]
     assert 1 <= len(attempts) <= 2 and 0 < attempts[-1]["tokens"] <= records["dspy-bestofn"]["tokens"]
 
@@ -365,29 +380,6 @@ class Answer42:
 
     def score(self, problem: dict[str, Any], text: str) -> dict[str, Any]:
         return {"solved": "42" in text, "answer": text}
-
-    def graph(self, problem: dict[str, Any], model: Any) -> dict[str, Any]:
-        """reflection-graph's record as the bench's sets make it (bench_instructions.py's `loop_record`): the
-        graph's defaults with the verifier as its critic (a verifier: the verifier defaults apply), its answer
-        scored, its own usage as `tokens` and one call per candidate as `calls`."""
-        from typing import ClassVar
-
-        from reflection_graph import create_reflection_graph
-        from reflection_graph.critics.rules import RequiredTermsCritic
-
-        class Says42(RequiredTermsCritic):
-            """The verifier as a critic: the answer must hold 42."""
-
-            verifier: ClassVar[bool] = True
-
-        result = create_reflection_graph(model, critic=Says42(["42"])).invoke({"task": self.task(problem)})
-        candidates = [s for r in result["trajectory"] for s in (r.get("samples") or [r])]
-        return {
-            **self.score(problem, result["candidate"] or ""),
-            "tokens": int(result["usage"]["total"]["total_tokens"]),
-            "calls": len(candidates),
-            **({"error": result["error"]} if result.get("error") else {}),
-        }
 
 
 def _fake_reply(body: dict[str, Any]) -> str:
