@@ -12,6 +12,15 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
+SHORT_IFBENCH_ROW: dict[str, Any] = {
+    "key": "7",
+    "prompt": "In one sentence, say what the wind does. Use the word whisper at least twice.",
+    "instruction_id_list": ["keywords:frequency"],
+    "kwargs": [{"keyword": "whisper", "frequency": 2, "relation": "at least", "letter": None}],
+}
+"""One prompt in IFBench's form (its checker, its scorer) whose replies are a sentence, for the real-model tests
+of the benches, whose claim is the wiring and the accounting, not an answer's length."""
+
 
 @contextlib.contextmanager
 def bench_module(name: str) -> Iterator[Any]:

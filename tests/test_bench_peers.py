@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests._bench import bench_module
+from tests._bench import SHORT_IFBENCH_ROW, bench_module
 from tests._fake_openai import fake_openai_server
 
 URL = "http://127.0.0.1:9/v1"
@@ -313,16 +313,6 @@ def test_main_rejects_reserved_humaneval_problems(bp: Any, capsys: Any) -> None:
     assert "reserved" in capsys.readouterr().err
 
 
-SHORT_ROW = {
-    "key": "7",
-    "prompt": "In one sentence, say what the wind does. Use the word whisper at least twice.",
-    "instruction_id_list": ["keywords:frequency"],
-    "kwargs": [{"keyword": "whisper", "frequency": 2, "relation": "at least", "letter": None}],
-}
-"""One prompt in IFBench's form (its checker, its scorer) whose replies are a sentence: what the real-server test
-counts is the wiring, not an answer's length."""
-
-
 @pytest.mark.server
 def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pytest.FixtureRequest) -> None:
     """On llama.cpp's server with the bundled Qwen: DSPy's BestOfN (N=2) and reflection-graph on one prompt each,
@@ -335,7 +325,7 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pyte
 
     with bench_module("bench_peers") as bp, bench_module("_usage") as usage_module:
         kind = bp.InstructionSet(0)
-        kind.problems = [SHORT_ROW]
+        kind.problems = [SHORT_IFBENCH_ROW]
         problem = kind.problems[0]
         with usage_module.counting_proxy(upstream) as (url, usage):
             # a reply is a sentence (DSPy's reasoning and answer fields, a few dozen tokens): 256 leaves room
@@ -348,10 +338,8 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pyte
         assert "error" not in record, (variant, record["error"])
         assert record["calls"] >= 1 and record["unread"] == 0, (variant, record)
         assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, (variant, record)
-        assert record["answer"].strip() and len(record["strict"]) == 1, (
-            variant,
-            record,
-        )  # IFBench's scorer read it
+        # IFBench's scorer read the answer
+        assert record["answer"].strip() and len(record["strict"]) == 1, (variant, record)
     graph = records["reflection-graph"]
     assert graph["own_tokens"] == graph["tokens"]  # the graph's own usage is the server's, read the same way
     assert graph["own_calls"] == graph["calls"]  # and its own count of calls (the checker calls no model)
