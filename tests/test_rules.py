@@ -233,6 +233,60 @@ def test_real_answers_are_not_echoes(candidate: str) -> None:
     assert _rules.echoes(candidate, [TASK, SYSTEM]) is False
 
 
+QUOTES = (
+    "Include quotes within quotes within quotes, at least 3 levels deep, alternating between double quotes and "
+    "single quotes."
+)
+
+
+def test_a_review_copied_back_with_its_punctuation_changed_is_an_echo() -> None:
+    """The revising loop's answer to IFBench key 122 (Qwen2.5-Coder-1.5B, bench/results/tactics-ifbench-*.jsonl):
+    the review it was given, its "format:quotes" written "format: quotes", the revise prompt's closing line, then
+    the review again in a LaTeX box. Its opening is the request's opening word for word but for one space."""
+    from reflection_graph.prompts import revise_messages
+
+    critique = {
+        "issues": [f"format:quotes: not followed: {QUOTES}"],
+        "suggestions": [f"Follow this instruction exactly: {QUOTES}"],
+        "feedback": f"1 of 1 instructions not followed: format:quotes: not followed: {QUOTES}",
+    }
+    task = f"What is the female equivalent of chivalry? {QUOTES}"
+    request = revise_messages(
+        task, None, "Respect.", critique, [], focus="general", preserve_correct=True, template=None, chat=True
+    )[-1].content
+    assert isinstance(request, str) and request.startswith("A review of your answer:\n- format:quotes:")
+    reply = (
+        f"A review of your answer:\n- format: quotes: not followed: {QUOTES}\n"
+        f"- Follow this instruction exactly: {QUOTES}\n"
+        f"- 1 of 1 instructions not followed: format:quotes: not followed: {QUOTES}\n\n"
+        "Keep every part of the previous answer that the critique did not object to unchanged.\n"
+        f"\\[\n\\boxed{{\\text{{A review of your answer: format: quotes: not followed: {QUOTES}}}}}\n\\]"
+    )
+    assert _rules.echoes(reply, [task, request]) is True
+    # the same words in an answer that does not open on them are no echo
+    answer = f'She said: "He told me, \'They wrote "a review of your answer" on it.\'" {reply[25:120]}'
+    assert _rules.echoes(answer, [task, request]) is False
+
+
+@pytest.mark.parametrize(
+    ("candidate", "prompt"),
+    [
+        # the opening's whole words differ ("report" is not "reports"), though the characters nearly match
+        (
+            "Write a short report, then stop here and wait.",
+            "Write a short reports summary of the meeting notes.",
+        ),
+        # an opening of fewer than 5 whole words is matched by its characters only
+        (
+            "https://example.com/a/b, and more",
+            "https://example.com/a/b/c/d/e/f/g/h/i/j/k means what, in five words?",
+        ),
+    ],
+)
+def test_openings_that_differ_in_whole_words_are_not_echoes(candidate: str, prompt: str) -> None:
+    assert _rules.echoes(candidate, [prompt]) is False
+
+
 def test_an_answer_restating_a_short_question_is_not_an_echo() -> None:
     assert _rules.echoes("What is 2+2? 4", ["What is 2+2?"]) is False
     assert _rules.echoes("What is the capital of France? Paris.", ["What is the capital of France?"]) is False

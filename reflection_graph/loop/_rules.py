@@ -114,6 +114,8 @@ _ECHO_PREFIX = 40
 _ECHO_MIN_CHARS = 24
 _ECHO_MIN_WORDS = 8
 """Shorter prompts (a bare question) are never taken for echoed: an answer may well restate them."""
+_ECHO_MIN_OPENING_WORDS = 5
+"""An opening of fewer whole words (a prompt that opens on a long URL or number) is matched by its characters only."""
 
 
 def _words(text: str) -> list[str]:
@@ -121,17 +123,25 @@ def _words(text: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _prompt_shape(prompt: str) -> tuple[str, tuple[str, ...]]:
-    """A prompt's opening (normalized) and its words, computed once per prompt."""
-    return " ".join(prompt.split())[:_ECHO_PREFIX].casefold(), tuple(_words(prompt))
+def _prompt_shape(prompt: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """A prompt's opening (normalized), the whole words of that opening and all its words, computed once per
+    prompt."""
+    flat = " ".join(prompt.split())
+    head = flat[:_ECHO_PREFIX].casefold()
+    opening = _words(head)
+    if len(flat) > _ECHO_PREFIX and flat[_ECHO_PREFIX - 1 : _ECHO_PREFIX + 1].isalnum():
+        opening = opening[:-1]  # the opening ends inside a word: that word is not whole
+    return head, tuple(opening), tuple(_words(prompt))
 
 
 def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     """True when `candidate` echoes one of `prompts` (the task, a system message) or a critique.
 
     For prompts of 8 words and 24 characters or more, an echo starts with the prompt's opening (its first 40
-    characters) or is mostly its words in order (80% of the candidate's words). A candidate that carries critique
-    text ("Score: 7", "Acceptable: False", a JSON verdict) is an echo whatever the prompts.
+    characters, or the whole words of them with the punctuation and spacing between them changed, as in a review
+    copied back with "format:quotes" written "format: quotes") or is mostly its words in order (80% of the
+    candidate's words). A candidate that carries critique text ("Score: 7", "Acceptable: False", a JSON verdict)
+    is an echo whatever the prompts.
     """
     text = candidate.strip()
     if not text:
@@ -139,12 +149,15 @@ def echoes(candidate: str, prompts: Iterable[str]) -> bool:
     if _CRITIQUE_TEXT.search(text):
         return True
     opening = " ".join(text[: 4 * _ECHO_PREFIX].split()).casefold()
+    first_words = _words(opening)
     words: list[str] | None = None
     for prompt in prompts:
-        head, theirs = _prompt_shape(prompt)
+        head, head_words, theirs = _prompt_shape(prompt)
         if len(theirs) < _ECHO_MIN_WORDS or len(head) < _ECHO_MIN_CHARS:
             continue  # a prompt too short (a bare question) to tell an echo from an answer restating it
         if opening.startswith(head):
+            return True
+        if len(head_words) >= _ECHO_MIN_OPENING_WORDS and tuple(first_words[: len(head_words)]) == head_words:
             return True
         if len(text) > 2 * len(prompt) + 40:
             continue  # far longer than the prompt: it cannot be mostly the prompt's words
