@@ -130,11 +130,14 @@ def _built_on(bi: Any, results: Any, raw_answer: str) -> str:
 
 @pytest.mark.parametrize("same", [True, False], ids=["same-reply", "other-reply"])
 def test_a_raw_made_again_under_rerun_loaded_takes_what_was_built_on_its_old_reply_with_it(
-    bi: Any, tmp_path: Path, same: bool
+    bi: Any, tmp_path: Path, same: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A raw record measured above the load limit is made again; if its reply changed (here it now follows the
     instruction), the samples (drawn by the old verdict) and the loop (its first draft served from the old reply)
     are made again too; a first draft made for real is kept, and so is everything when the reply is the same."""
+    monkeypatch.setattr(
+        bi, "load_average", lambda: 1.0
+    )  # the records made here are calm, whatever the host's load
     old = "The wind can whisper."
     new = old if same else "The wind can whisper, and whisper again."
     results = bi.Results(tmp_path / "r.jsonl")
