@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -27,11 +27,14 @@ class InFlight:
         self.now = 0
         self.peak = 0
 
-    def __call__(self, seconds: float) -> None:
+    def __call__(self, seconds: float, then: Callable[[], object] | None = None) -> None:
+        """One call: in flight for `seconds`, then until `then` (a barrier's wait, say) returns."""
         with self.lock:
             self.now += 1
             self.peak = max(self.peak, self.now)
         time.sleep(seconds)
+        if then is not None:
+            then()
         with self.lock:
             self.now -= 1
 
@@ -48,13 +51,18 @@ def accept_all() -> FakeCriticModel:
 
 
 def test_results_keep_input_order_when_documents_finish_out_of_order() -> None:
-    delays = {"doc-0": 0.15, "doc-1": 0.0, "doc-2": 0.08, "doc-3": 0.0}
+    """doc-0 finishes after doc-3, doc-2 after doc-1 (each waits for the other's event, not for a sleep)."""
+    docs = ["doc-0", "doc-1", "doc-2", "doc-3"]
+    done = {doc: threading.Event() for doc in docs}
+    waits_for = {"doc-0": "doc-3", "doc-2": "doc-1"}
     finished: list[str] = []
 
     def reply(messages: list[BaseMessage]) -> str:
         doc = _doc_of(messages)
-        time.sleep(delays[doc])
+        if doc in waits_for:
+            assert done[waits_for[doc]].wait(timeout=60), f"{waits_for[doc]} never finished"
         finished.append(doc)
+        done[doc].set()
         return f"summary of {doc}"
 
     graph = create_gleaning_graph(
@@ -63,31 +71,33 @@ def test_results_keep_input_order_when_documents_finish_out_of_order() -> None:
         validation_prompt="one sentence",
         max_concurrency=4,
     )
-    out = graph.invoke({"documents": list(delays), "prompt": "Summarize {document}."})
-    assert finished != list(delays), "the test needs documents to finish out of order"
+    out = graph.invoke({"documents": docs, "prompt": "Summarize {document}."})
+    assert finished.index("doc-0") > finished.index("doc-3") and finished.index("doc-2") > finished.index(
+        "doc-1"
+    )
     assert [r["index"] for r in out["results"]] == [0, 1, 2, 3]
-    assert [r["output"] for r in out["results"]] == [f"summary of {d}" for d in delays]
+    assert [r["output"] for r in out["results"]] == [f"summary of {d}" for d in docs]
     assert all(r["stop_reason"] == "accepted" and r["iterations"] == 1 for r in out["results"])
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_concurrency_is_bounded_and_used(mode: str) -> None:
+    """Each call waits at a barrier for a second one: with fewer than 2 at a time it breaks (after its timeout),
+    and the peak shows no more than 2 ever ran."""
     inflight = InFlight()
+    pair = threading.Barrier(2, timeout=60)
 
     def reply(messages: list[BaseMessage]) -> str:
-        inflight(0.1)
+        inflight(0.0, pair.wait)
         return f"summary of {_doc_of(messages)}"
 
     graph = create_gleaning_graph(
         RecordingChatModel(replies=[reply]), critic=accept_all(), validation_prompt="short", max_concurrency=2
     )
     payload = {"documents": [f"doc-{i}" for i in range(6)], "prompt": "Summarize {document}."}
-    start = time.perf_counter()
     out = graph.invoke(payload) if mode == "sync" else asyncio.run(graph.ainvoke(payload))
-    elapsed = time.perf_counter() - start
-    assert len(out["results"]) == 6
+    assert [r["stop_reason"] for r in out["results"]] == ["accepted"] * 6, out["results"]
     assert inflight.peak == 2, f"peak concurrency {inflight.peak}, expected exactly max_concurrency=2"
-    assert elapsed >= 0.3 - 0.02  # 6 documents, 2 at a time, 0.1 s each
 
 
 def test_run_config_max_concurrency_wins() -> None:
