@@ -700,6 +700,45 @@ def summary(
     return lines
 
 
+def against_default(
+    kind_name: str, rows: list[dict[str, Any]], variants: Sequence[str] = VARIANTS
+) -> list[str]:
+    """Issue 50's question, per variant: its score (problems solved, or instructions followed, strict) beside the
+    default's, its tokens as a multiple of the default's, and the problems only one of the two gets. A variant
+    beats the default when it scores more, or as much at fewer tokens; the last line names the peers that do (raw
+    is not one), or says that none does."""
+
+    def score(record: dict[str, Any]) -> int:
+        return sum(followed(record)) if kind_name == "ifbench" else int(solved(record))
+
+    n = max(len(rows), 1)
+    base_score = sum(score(r[BASELINE]) for r in rows)
+    base_tokens = sum(r[BASELINE]["tokens"] for r in rows) / n
+    lines, beaten_by = [], []
+    for variant in variants:
+        if variant == BASELINE:
+            continue
+        mine = sum(score(r[variant]) for r in rows)
+        tokens = sum(r[variant]["tokens"] for r in rows) / n
+        gains = [str(r[BASELINE]["task_id"]) for r in rows if score(r[variant]) > score(r[BASELINE])]
+        losses = [str(r[BASELINE]["task_id"]) for r in rows if score(r[variant]) < score(r[BASELINE])]
+        beats = mine > base_score or (mine == base_score and tokens < base_tokens)
+        if beats and variant != "raw":
+            beaten_by.append(variant)
+        ratio = f"{tokens / base_tokens:.2f}x" if base_tokens else "-"
+        lines.append(
+            f"- {variant}: {mine} against the default's {base_score}, at {ratio} its tokens; better on "
+            f"{', '.join(gains) or 'none'}, worse on {', '.join(losses) or 'none'}"
+            + ("; beats the default" if beats else "")
+        )
+    lines.append(
+        f"peers that beat the default: {', '.join(beaten_by)}"
+        if beaten_by
+        else "no peer beats the default: none scores more, none as much at fewer tokens"
+    )
+    return lines
+
+
 def heads(kind_name: str) -> list[str]:
     figures = ["solved"] if kind_name == "humaneval" else ["instructions strict", "prompts strict"]
     budget = (
@@ -721,6 +760,12 @@ def report(kind: Any, results: Results, run: str, identity: dict[str, Any]) -> N
         print("no problem has every variant recorded yet for these settings\n")
         return
     print_table(heads(kind.name), summary(kind.name, rows, variants))
+    print(
+        "\nagainst the default ("
+        + ("instructions followed, strict" if kind.name == "ifbench" else "solved")
+        + "):"
+    )
+    print("\n".join(against_default(kind.name, rows, variants)))
     records = [r[v] for r in rows for v in variants]
     loads = [x for r in records for x in r.get("load") or []]
     budget = sum(r[BASELINE]["tokens"] for r in rows) / len(rows)

@@ -282,6 +282,45 @@ def test_report_gives_wilson_shares_the_cut_errors_and_the_rows_left_out(bp: Any
     assert "the graph's tokens: 200 per problem" in text and "commits c0" in text
 
 
+def test_report_says_which_peers_beat_the_default_and_where(bp: Any, tmp_path: Path) -> None:
+    """Per variant: its score beside the default's, its tokens as a multiple, the problems each alone gets; a peer
+    beats the default by scoring more, or as much at fewer tokens, and raw is never counted as a peer."""
+    results = bp.Results(tmp_path / "peers.jsonl")
+    kind = FakeSet()
+    first, second = (p["task_id"] for p in kind.problems)
+    plan = {  # variant: (solves the first, solves the second, tokens a problem)
+        "raw": (True, True, 100),  # as many at fewer tokens, but raw is no peer
+        "reflection-graph": (True, False, 200),
+        "dspy-refine": (False, True, 800),  # as many at 4x: the default holds
+        "dspy-bestofn": (True, True, 600),  # one more: beats it
+        "its-hub-bon": (True, False, 150),  # as many at fewer tokens: beats it
+        "langgraph-reflection": (False, False, 50),  # fewer
+    }
+    for variant, (a, b, tokens) in plan.items():
+        for task_id, ok in ((first, a), (second, b)):
+            results.put({"run": "r", "task_id": task_id, **_record(variant, ok, tokens)})
+    lines = {
+        line.split(":")[0].lstrip("- "): line
+        for line in _report(bp, kind, results).splitlines()
+        if line[:2] == "- "
+    }
+    assert lines["dspy-refine"].endswith(
+        f"1 against the default's 1, at 4.00x its tokens; better on {second}, worse on {first}"
+    )
+    assert lines["dspy-bestofn"].endswith(f"better on {second}, worse on none; beats the default")
+    assert "at 0.75x its tokens" in lines["its-hub-bon"] and lines["its-hub-bon"].endswith(
+        "beats the default"
+    )
+    assert lines["raw"].endswith("beats the default") and "worse on" in lines["langgraph-reflection"]
+    assert "peers that beat the default: dspy-bestofn, its-hub-bon\n" in _report(bp, kind, results)
+    for variant in ("dspy-bestofn", "its-hub-bon"):
+        results.put({"run": "r", "task_id": second, **_record(variant, False, 400)})
+    results.put({"run": "r", "task_id": first, **_record("its-hub-bon", True, 400)})
+    assert "no peer beats the default: none scores more, none as much at fewer tokens" in _report(
+        bp, kind, results
+    )
+
+
 class OnePrompt:
     """An IFBench set of one prompt, for the report."""
 
