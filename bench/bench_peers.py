@@ -650,13 +650,18 @@ def complete_rows(
     return rows
 
 
+def graph_tokens(rows: list[dict[str, Any]]) -> float:
+    """reflection-graph's mean tokens per problem over `rows`: the budget the others are cut at (0 with no rows)."""
+    return sum(r[BASELINE]["tokens"] for r in rows) / max(len(rows), 1)
+
+
 def summary(
     kind_name: str, rows: list[dict[str, Any]], variants: Sequence[str] = VARIANTS
 ) -> list[list[Any]]:
     """The table's lines: one per variant of `variants`, then the peer techniques left out (optillm as a whole
     when none of its variants is there)."""
     n = len(rows)
-    budget = sum(r[BASELINE]["tokens"] for r in rows) / max(n, 1)
+    budget = graph_tokens(rows)
     lines = []
     for variant in variants:
         records = [r[variant] for r in rows]
@@ -712,16 +717,18 @@ def against_default(
         return sum(followed(record)) if kind_name == "ifbench" else int(solved(record))
 
     n = max(len(rows), 1)
-    base_score = sum(score(r[BASELINE]) for r in rows)
-    base_tokens = sum(r[BASELINE]["tokens"] for r in rows) / n
+    base = [score(r[BASELINE]) for r in rows]
+    base_score, base_tokens = sum(base), graph_tokens(rows)
     lines, beaten_by = [], []
     for variant in variants:
         if variant == BASELINE:
             continue
-        mine = sum(score(r[variant]) for r in rows)
+        scores = [score(r[variant]) for r in rows]
+        mine = sum(scores)
         tokens = sum(r[variant]["tokens"] for r in rows) / n
-        gains = [str(r[BASELINE]["task_id"]) for r in rows if score(r[variant]) > score(r[BASELINE])]
-        losses = [str(r[BASELINE]["task_id"]) for r in rows if score(r[variant]) < score(r[BASELINE])]
+        pairs = list(zip(rows, scores, base, strict=True))
+        gains = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs > ours]
+        losses = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs < ours]
         beats = mine > base_score or (mine == base_score and tokens < base_tokens)
         if beats and variant != "raw":
             beaten_by.append(variant)
@@ -768,7 +775,7 @@ def report(kind: Any, results: Results, run: str, identity: dict[str, Any]) -> N
     print("\n".join(against_default(kind.name, rows, variants)))
     records = [r[v] for r in rows for v in variants]
     loads = [x for r in records for x in r.get("load") or []]
-    budget = sum(r[BASELINE]["tokens"] for r in rows) / len(rows)
+    budget = graph_tokens(rows)
     unread = sum(int(r.get("unread") or 0) for r in records)
     print(
         f"\nper problem means; k/n, % and Wilson 95% interval; the graph's tokens: {budget:.0f} per problem "
