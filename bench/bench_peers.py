@@ -650,9 +650,10 @@ def complete_rows(
     return rows
 
 
-def graph_tokens(rows: list[dict[str, Any]]) -> float:
-    """reflection-graph's mean tokens per problem over `rows`: the budget the others are cut at (0 with no rows)."""
-    return sum(r[BASELINE]["tokens"] for r in rows) / max(len(rows), 1)
+def mean_tokens(rows: list[dict[str, Any]], variant: str = BASELINE) -> float:
+    """A variant's mean tokens per problem over `rows` (0 with no rows); reflection-graph's, by default, is the
+    budget the others are cut at."""
+    return sum(r[variant]["tokens"] for r in rows) / max(len(rows), 1)
 
 
 def summary(
@@ -661,7 +662,7 @@ def summary(
     """The table's lines: one per variant of `variants`, then the peer techniques left out (optillm as a whole
     when none of its variants is there)."""
     n = len(rows)
-    budget = graph_tokens(rows)
+    budget = mean_tokens(rows)
     lines = []
     for variant in variants:
         records = [r[variant] for r in rows]
@@ -716,16 +717,15 @@ def against_default(
     def score(record: dict[str, Any]) -> int:
         return sum(followed(record)) if kind_name == "ifbench" else int(solved(record))
 
-    n = max(len(rows), 1)
     base = [score(r[BASELINE]) for r in rows]
-    base_score, base_tokens = sum(base), graph_tokens(rows)
+    base_score, base_tokens = sum(base), mean_tokens(rows)
     lines, beaten_by = [], []
     for variant in variants:
         if variant == BASELINE:
             continue
         scores = [score(r[variant]) for r in rows]
         mine = sum(scores)
-        tokens = sum(r[variant]["tokens"] for r in rows) / n
+        tokens = mean_tokens(rows, variant)
         pairs = list(zip(rows, scores, base, strict=True))
         gains = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs > ours]
         losses = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs < ours]
@@ -775,7 +775,7 @@ def report(kind: Any, results: Results, run: str, identity: dict[str, Any]) -> N
     print("\n".join(against_default(kind.name, rows, variants)))
     records = [r[v] for r in rows for v in variants]
     loads = [x for r in records for x in r.get("load") or []]
-    budget = graph_tokens(rows)
+    budget = mean_tokens(rows)
     unread = sum(int(r.get("unread") or 0) for r in records)
     print(
         f"\nper problem means; k/n, % and Wilson 95% interval; the graph's tokens: {budget:.0f} per problem "
