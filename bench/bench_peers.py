@@ -650,10 +650,10 @@ def complete_rows(
     return rows
 
 
-def mean_tokens(rows: list[dict[str, Any]], variant: str = BASELINE) -> float:
-    """A variant's mean tokens per problem over `rows` (0 with no rows); reflection-graph's, by default, is the
-    budget the others are cut at."""
-    return sum(r[variant]["tokens"] for r in rows) / max(len(rows), 1)
+def per_problem(rows: list[dict[str, Any]], variant: str = BASELINE, field: str = "tokens") -> float:
+    """A variant's mean per problem of a record's `field` over `rows` (0 with no rows); reflection-graph's mean
+    tokens, the default, is the budget the others are cut at."""
+    return sum(r[variant][field] for r in rows) / max(len(rows), 1)
 
 
 def summary(
@@ -662,7 +662,7 @@ def summary(
     """The table's lines: one per variant of `variants`, then the peer techniques left out (optillm as a whole
     when none of its variants is there)."""
     n = len(rows)
-    budget = mean_tokens(rows)
+    budget = per_problem(rows)
     lines = []
     for variant in variants:
         records = [r[variant] for r in rows]
@@ -687,10 +687,10 @@ def summary(
                 variant,
                 *figures,
                 at,
-                round(sum(x["completion_tokens"] for x in records) / max(n, 1)),
-                round(sum(x["prompt_tokens"] for x in records) / max(n, 1)),
-                f"{sum(x['calls'] for x in records) / max(n, 1):.1f}",
-                f"{sum(x['seconds'] for x in records) / max(n, 1):.1f}",
+                round(per_problem(rows, variant, "completion_tokens")),
+                round(per_problem(rows, variant, "prompt_tokens")),
+                f"{per_problem(rows, variant, 'calls'):.1f}",
+                f"{per_problem(rows, variant, 'seconds'):.1f}",
                 errors,
                 "; ".join(notes[:2]),
             ]
@@ -718,14 +718,14 @@ def against_default(
         return sum(followed(record)) if kind_name == "ifbench" else int(solved(record))
 
     base = [score(r[BASELINE]) for r in rows]
-    base_score, base_tokens = sum(base), mean_tokens(rows)
+    base_score, base_tokens = sum(base), per_problem(rows)
     lines, beaten_by = [], []
     for variant in variants:
         if variant == BASELINE:
             continue
         scores = [score(r[variant]) for r in rows]
         mine = sum(scores)
-        tokens = mean_tokens(rows, variant)
+        tokens = per_problem(rows, variant)
         pairs = list(zip(rows, scores, base, strict=True))
         gains = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs > ours]
         losses = [str(r[BASELINE]["task_id"]) for r, theirs, ours in pairs if theirs < ours]
@@ -775,7 +775,7 @@ def report(kind: Any, results: Results, run: str, identity: dict[str, Any]) -> N
     print("\n".join(against_default(kind.name, rows, variants)))
     records = [r[v] for r in rows for v in variants]
     loads = [x for r in records for x in r.get("load") or []]
-    budget = mean_tokens(rows)
+    budget = per_problem(rows)
     unread = sum(int(r.get("unread") or 0) for r in records)
     print(
         f"\nper problem means; k/n, % and Wilson 95% interval; the graph's tokens: {budget:.0f} per problem "
