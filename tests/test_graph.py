@@ -653,6 +653,64 @@ def test_a_revision_that_copies_its_review_back_is_an_echo_and_never_accepted() 
     assert result["stop_reason"] != "accepted" and result["candidate"] == "A plain line."
 
 
+def test_a_chat_model_that_declares_nothing_drafts_the_plain_call_and_revises_in_the_conversation() -> None:
+    """Never worse than no loop: a LangChain chat model without `uses_chat_template` (as `ChatOpenAI`,
+    `ChatAnthropic` ...) gets the task as it is for its first draft, the plain call of the model, and a revision
+    continues that conversation instead of the completion-style worked example."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from pydantic import Field
+
+    class Undeclared(GenericFakeChatModel):
+        received: list[list[BaseMessage]] = Field(default_factory=list)
+
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            self.received.append(list(messages))
+            return super()._generate(messages, *args, **kwargs)
+
+    task = "Write one line about rain. Do not use any commas."
+    model = Undeclared(messages=iter(["Rain falls, softly.", "Rain falls softly on the roof."]))
+    assert not hasattr(model, "uses_chat_template")
+    comma = Critique(issues=["It uses a comma."], is_acceptable=False, score=3.0)
+    critic = ScriptedCritic([comma, Critique(is_acceptable=True, score=9.0)])
+    result = create_reflection_graph(model, critic=critic, max_iterations=2, strategy="loop").invoke(
+        {"task": task}
+    )
+    assert result["candidate"] == "Rain falls softly on the roof." and result["stop_reason"] == "accepted"
+    first, revision = model.received
+    assert first == [HumanMessage(task)], "the first draft is the plain call: the task alone"
+    assert [type(m) for m in revision] == [HumanMessage, AIMessage, HumanMessage]
+    assert (revision[0].text, revision[1].text) == (task, "Rain falls, softly.")
+    assert "- It uses a comma." in revision[2].text and "Revised answer:" not in revision[2].text
+
+
+def test_chat_openai_on_a_server_drafts_the_plain_call() -> None:
+    """The measured case: `ChatOpenAI` against an OpenAI-compatible server (here the in-process fake of
+    tests/_fake_openai.py, no model) sends the task alone as the first draft, as a plain call of it does."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.messages import BaseMessage, HumanMessage
+
+    from reflection_graph.critics import LengthCritic
+    from reflection_graph.models import resolve_model
+    from tests._fake_openai import fake_openai_server
+
+    sent: list[list[BaseMessage]] = []
+
+    class Sent(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], **kw: Any) -> None:
+            sent.extend(messages)
+
+    task = "Name a colour."
+    with fake_openai_server() as (url, fake):
+        model = resolve_model("fake", base_url=url)
+        result = create_reflection_graph(model, critic=LengthCritic(max_words=50), max_iterations=1).invoke(
+            {"task": task}, {"callbacks": [Sent()]}
+        )
+    assert fake.requests == {"draft": 1, "revise": 0, "critique": 0}
+    assert sent == [[HumanMessage(task)]]
+    assert result["candidate"].startswith(f"A short answer to: {task}")
+
+
 def test_an_echo_of_the_system_prompt_or_a_critique_is_never_selected() -> None:
     from reflection_graph.prompts import GENERATE_SYSTEM
 

@@ -25,7 +25,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, ClassVar, Literal, TypeAlias, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.exceptions import OutputParserException
@@ -71,6 +71,9 @@ class CallableChatModel(BaseChatModel):
     schemas (subclasses of `CritiqueOutput`) it reads the critic's own verdict, the *last* one in the reply, with
     the usual aliases (`needs_improvement`, `quality_score`, ...) (`parse_critique`). The schema is not added to the prompt: the critic prompt already asks for the JSON keys.
 
+    It is prompted completion-style (`uses_chat_template = False`): `fn` gets one rendered prompt string, not a
+    conversation, so the package's completion-style prompts, ending in a cue line, are what it sees.
+
     The function reports no token usage: the package counts its calls by an estimate
     (reflection_graph/_runtime/_estimate.py: a token per `CHARS_PER_TOKEN` characters). `max_tokens` (a field,
     or a call option, which a run budget sets to what it has left) is its reply limit by the same estimate: a
@@ -89,6 +92,9 @@ class CallableChatModel(BaseChatModel):
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    uses_chat_template: ClassVar[bool] = False
+    """A plain function of one prompt string is no chat model: `models.profile.chat_template` reads this."""
 
     fn: Callable[[str], str | Awaitable[str]]
     name_hint: str = ""

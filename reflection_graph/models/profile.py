@@ -9,11 +9,15 @@ has them. The facts come from the model object:
 - `EmbeddedChatModel` answers from its profile (below);
 - any other LangChain chat model from what it declares: its fields (`temperature`, a reply limit named as in
   `REPLY_LIMITS`, `logprobs` as `ChatOpenAI` has it), and the members a model class may define to say more:
-  `uses_chat_template` (True: prompted through a chat template), `count_tokens(text) -> int`,
+  `uses_chat_template` (a bool: prompted through a chat template or not), `count_tokens(text) -> int`,
   `token_bound(messages, **options) -> int`, `structured_max_tokens`, `next_token_logprobs(prompt, ...)` and
-  `continuation_logprobs(prompt, continuation)`;
-- a plain callable (`CallableChatModel`) or anything else from nothing: completion-style prompts, no
-  probabilities, the character estimate of its tokens (`CHARS_PER_TOKEN`), an `LLMCritic`.
+  `continuation_logprobs(prompt, continuation)`. A chat model that does not declare `uses_chat_template` is
+  prompted through a chat template (`ChatOpenAI`, `ChatAnthropic`, `ChatOllama`, an `init_chat_model` string ...
+  send their messages as a conversation, which the provider or server puts through the model's template), so its
+  first draft is the plain chat call of the task;
+- a plain callable (`CallableChatModel`, which declares `uses_chat_template = False`: its function gets one
+  rendered prompt string) or anything else from nothing: completion-style prompts, no probabilities, the
+  character estimate of its tokens (`CHARS_PER_TOKEN`), an `LLMCritic`.
 
 **An embedded model** (`ModelProfile`): one profile per bundled GGUF, one for any other file. A profile holds the
 facts of the model (is it prompted through a chat template, can its next-token probabilities judge), the defaults of
@@ -95,9 +99,10 @@ class ModelFacts:
     """What one model is and can do (`describe`).
 
     Attributes:
-        chat_template: prompted through its own chat template (an instruction-tuned GGUF): its first draft is the
-            user's task as it is, a revision continues the conversation. False: the package's completion-style
-            prompts, ending in a cue line (a hosted chat model reads them as plain instructions).
+        chat_template: prompted through its own chat template (an instruction-tuned GGUF, any LangChain chat
+            model that does not declare otherwise): its first draft is the user's task as it is, a revision
+            continues the conversation. False (a base GGUF, a plain callable, a model declaring
+            `uses_chat_template = False`): the package's completion-style prompts, ending in a cue line.
         logprobs: gives next-token log-probabilities (`logprobs=True, top_logprobs=K` as OpenAI reports them).
         prompt_scoring: scores the tokens of a text inside its prompt (`continuation_logprobs`, the `score_text`
             call option): `LogprobCritic`'s likelihood signal.
@@ -134,11 +139,19 @@ def _embedded_profile(model: Any) -> ModelProfile | None:
 
 
 def chat_template(model: Any) -> bool:
-    """`describe(model).chat_template` without the rest of the facts: asked for every draft and revision."""
+    """`describe(model).chat_template` without the rest of the facts: asked for every draft and revision.
+
+    An `EmbeddedChatModel` answers from its profile; a model that declares `uses_chat_template` (a bool attribute
+    or property) keeps its declaration; any other LangChain chat model is prompted through a chat template (a
+    provider's chat API applies the model's own); anything that is not a chat model is not.
+    """
     profile = _embedded_profile(model)
     if profile is not None:
         return profile.chat_template
-    return getattr(model, "uses_chat_template", False) is True
+    declared = getattr(model, "uses_chat_template", None)
+    if isinstance(declared, bool):
+        return declared
+    return isinstance(model, BaseChatModel)
 
 
 def describe(model: Any) -> ModelFacts:
@@ -224,8 +237,8 @@ def plain_completion(model: Model) -> Model:
 
     An `EmbeddedChatModel` prompted completion-style (a base model such as Gemma 3 270M) is copied with
     `PLAIN_COMPLETION` for each of those settings still at its profile's default (a value the user chose is kept);
-    any other model (a chat-template model, whose first draft is the plain chat call already, a hosted model, a
-    plain callable) is returned as it is. The input model is never mutated.
+    any other model (a chat-template model or a hosted chat model, whose first draft is the plain chat call
+    already, a plain callable) is returned as it is. The input model is never mutated.
 
     Example:
         ```python

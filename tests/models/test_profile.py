@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import HumanMessage
 
 from reflection_graph.models import (
@@ -29,6 +30,7 @@ from reflection_graph.models.profile import (
     PROFILES,
     ModelFacts,
     bundled_model_path,
+    chat_template,
     count_tokens,
     token_bound,
 )
@@ -88,16 +90,105 @@ def test_other_chat_models_answer_from_what_they_declare() -> None:
     hosted = describe(ChatOpenAI(model="gpt-4o-mini", api_key="k", max_tokens=300))  # type: ignore[arg-type]
     assert hosted.reply_limit_option == "max_tokens" and hosted.reply_limit == 300
     assert hosted.logprobs and hosted.temperature_zero
-    assert not (hosted.chat_template or hosted.prompt_scoring or hosted.counts_tokens or hosted.bounds_calls)
+    assert hosted.chat_template  # a chat model: the provider puts its messages through the model's template
+    assert not (hosted.prompt_scoring or hosted.counts_tokens or hosted.bounds_calls)
     assert hosted.default_critic == "llm"
     assert not describe(ChatOpenAI(model="o3-mini", api_key="k")).temperature_zero  # type: ignore[arg-type]
 
     callable_model = describe(CallableChatModel(fn=lambda prompt: "ok", max_tokens=40))
     assert callable_model.reply_limit_option == "max_tokens" and callable_model.reply_limit == 40
-    assert not (callable_model.logprobs or callable_model.temperature_zero)
+    assert not (callable_model.logprobs or callable_model.temperature_zero or callable_model.chat_template)
     assert (
         describe(lambda prompt: "ok") == describe(None) == ModelFacts()
     )  # a plain callable declares nothing
+
+
+def _server_model(**fields: Any) -> Any:
+    """`ChatOpenAI` against an OpenAI-compatible server on a closed port: never called."""
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model="x", base_url="http://127.0.0.1:9/v1", api_key="x", **fields)  # type: ignore[arg-type]
+
+
+class _FakeChat(GenericFakeChatModel):
+    """A LangChain chat model that declares nothing about its prompts."""
+
+
+class _DeclaresCompletion(GenericFakeChatModel):
+    """A chat model that says, by a property, it is prompted completion-style (a base model behind a server)."""
+
+    @property
+    def uses_chat_template(self) -> bool:
+        return False
+
+
+def test_a_chat_model_is_prompted_through_its_chat_template_unless_it_declares_otherwise() -> None:
+    """What a model declares wins; else any LangChain chat model (`ChatOpenAI`, a provider's, a fake) is prompted
+    through its chat template; a plain callable and anything that is not a chat model are completion-style."""
+    from langchain_openai import ChatOpenAI
+
+    server = _server_model()
+    assert chat_template(server) and describe(server).chat_template
+    assert chat_template(resolve_model("x", base_url="http://127.0.0.1:9/v1"))  # the `base_url` spec
+    assert chat_template(_FakeChat(messages=iter([])))
+    assert "uses_chat_template" not in ChatOpenAI.model_fields  # ChatOpenAI says nothing about its prompts
+    assert not hasattr(_FakeChat(messages=iter([])), "uses_chat_template")
+
+    class BaseBehindServer(ChatOpenAI):
+        uses_chat_template: bool = False
+
+    for declared in (
+        BaseBehindServer(model="x", base_url="http://127.0.0.1:9/v1", api_key="x"),  # type: ignore[arg-type]
+        _DeclaresCompletion(messages=iter([])),
+        RecordingChatModel(),  # tests/fakes.py: `uses_chat_template: bool = False`
+    ):
+        assert not chat_template(declared) and not describe(declared).chat_template, type(declared)
+    assert chat_template(RecordingChatModel(uses_chat_template=True))
+
+    wrapped = CallableChatModel(fn=lambda prompt: "ok")
+    assert wrapped.uses_chat_template is False and not chat_template(wrapped)
+    assert "uses_chat_template" not in CallableChatModel.model_fields  # a class fact, not an option
+    assert not chat_template(resolve_model(lambda prompt: "ok"))
+    for other in (None, "gpt-4o-mini", lambda prompt: "ok", object()):
+        assert not chat_template(other)
+    assert not chat_template(EmbeddedChatModel(model="gemma-3-270m"))  # its profile: a base model
+    assert chat_template(EmbeddedChatModel(model="qwen2.5-coder-1.5b"))
+
+
+def test_a_chat_models_first_draft_is_the_plain_call_and_a_revision_continues_the_conversation() -> None:
+    """`ChatOpenAI` with no overridden prompt: the first draft's messages are the task alone (what a plain call of
+    the model sends), also under the code focus; a revision is the conversation, not the worked example."""
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from reflection_graph.loop._messages import completes_stub, draft, fresh_draft, revision
+    from reflection_graph.prompts import GENERATE_SYSTEM, REVISE_SYSTEM
+
+    task = "Write a haiku about rain. Do not use any commas."
+    stub = 'def double(x: int) -> int:\n    """Return twice x.\n\n    >>> double(2)\n    4\n    """\n'
+    server, plain = _server_model(), CallableChatModel(fn=lambda prompt: "ok")
+    review = {"issues": ["It uses a comma."], "suggestions": [], "feedback": "", "score": 3.0}
+
+    assert draft(Settings(), {"task": task}, "", server) == [HumanMessage(task)]
+    code = Settings(focus="code")
+    assert draft(code, {"task": stub}, "", server) == [HumanMessage(stub)]
+    assert not completes_stub(code, {"task": stub}, server)
+    revised = revision(Settings(), {"task": task}, "Rain falls, softly.", review, [], server)
+    assert [type(m) for m in revised] == [HumanMessage, AIMessage, HumanMessage]
+    assert (revised[0].text, revised[1].text) == (task, "Rain falls, softly.")
+    assert "- It uses a comma." in revised[2].text
+    fresh = fresh_draft(Settings(), {"task": task}, review, server)
+    assert fresh is not None and [type(m) for m in fresh] == [HumanMessage]
+    assert fresh[0].text.startswith(task)
+
+    # a plain callable keeps the completion-style prompts
+    first = draft(Settings(), {"task": task}, "", plain)
+    assert [type(m) for m in first] == [SystemMessage, HumanMessage] and first[0].text == GENERATE_SYSTEM
+    again = revision(Settings(), {"task": task}, "Rain falls, softly.", review, [], plain)
+    assert [type(m) for m in again] == [SystemMessage, HumanMessage] and again[0].text == REVISE_SYSTEM
+    assert completes_stub(code, {"task": stub}, plain)
+    # an overridden prompt is the user's choice for any model
+    custom = Settings(prompts={"generate": "Answer briefly: {task}"})
+    assert draft(custom, {"task": task}, "", server)[-1].text == f"Answer briefly: {task}"
 
 
 class _Counting(RecordingChatModel):
