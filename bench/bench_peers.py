@@ -60,12 +60,16 @@ The sets: HumanEval/40-163 (`--ids`, default 40-79; the problems before 40 are r
 first `--ifbench-limit` (32) IFBench development prompts of bench_instructions.py's fixed order (the reserved half
 is never read). Problem-major: for each problem every variant, in an order rotated by one each problem. Records
 go to bench/results/peers-<model>.jsonl keyed by the set, the problem, the variant and the settings (not the
-commit), so a run can be killed and resumed; `--report-only` prints the tables from them.
+commit), so a run can be killed and resumed; `--report-only` prints the tables from them. After a change to the
+package, `--remake reflection-graph --made-before COMMIT` makes that variant's records again where the package
+code they were made at does not hold COMMIT (resumable: a record made again holds it), and leaves every other
+variant's records as they are; the report names each record's commit.
 
     python bench/bench_peers.py                       # both sets, resumes
     python bench/bench_peers.py --sets ifbench --ifbench-limit 4
     python bench/bench_peers.py --report-only
     python bench/bench_peers.py --optillm-python .venv-optillm/bin/python    # with optillm's techniques
+    python bench/bench_peers.py --remake reflection-graph --made-before 33562e7   # the default again, after a fix
 """
 
 from __future__ import annotations
@@ -558,14 +562,17 @@ def run_set(
     commit_id: str,
     rerun_loaded: bool = False,
     variants: Sequence[str] = VARIANTS,
+    stale: Callable[[dict[str, Any]], bool] = lambda record: False,
 ) -> None:
     """Every one of `variants` not yet recorded on every problem of `kind`, problem-major, each record written at
-    once; a record of a peer that was not running (`unavailable`) is made again."""
+    once; a record of a peer that was not running (`unavailable`), or one `stale(record)` says is out of date
+    (`--remake`), is made again."""
     for index, problem in enumerate(kind.problems):
         key = kind.key(problem)
         for variant in rotated(variants, index):
             done = results.get(run, key, variant)
-            if not (to_make(done, rerun_loaded) or (done or {}).get("unavailable")):
+            again = done is not None and (bool(done.get("unavailable")) or stale(done))
+            if not (to_make(done, rerun_loaded) or again):
                 continue
             provenance = {
                 "run": run,
@@ -812,6 +819,32 @@ def identity_of(kind_name: str, gguf_sha: str, args: argparse.Namespace, profile
     }
 
 
+def made_before(
+    commit_id: str, variants: Sequence[str], repo: Path = RESULTS_DIR.parent
+) -> Callable[[dict[str, Any]], bool]:
+    """`--remake`'s test of a record: one of `variants` made at a commit that does not have `commit_id` as an
+    ancestor (its commit's `+`, uncommitted changes, is ignored; a commit `repo` does not know counts as without
+    it, so its record is made again). Raises ValueError when `commit_id` is no commit of `repo`."""
+    import subprocess
+
+    def git(*args: str) -> int:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False).returncode
+
+    if git("rev-parse", "--verify", "--quiet", f"{commit_id}^{{commit}}") != 0:
+        raise ValueError(f"--made-before {commit_id}: not a commit of this repository")
+    holds: dict[str, bool] = {}
+
+    def stale(record: dict[str, Any]) -> bool:
+        if record.get("variant") not in variants:
+            return False
+        made = str(record.get("commit") or "").rstrip("+")
+        if made not in holds:
+            holds[made] = bool(made) and git("merge-base", "--is-ancestor", commit_id, made) == 0
+        return not holds[made]
+
+    return stale
+
+
 @contextlib.contextmanager
 def serving(path: str, profile: Any, threads: int) -> Iterator[str]:
     from _server import llama_server
@@ -840,6 +873,18 @@ def main(argv: list[str] | None = None) -> int:
         "--rerun-loaded", action="store_true", help=f"make records at a load > {LOAD_LIMIT:g} again"
     )
     parser.add_argument(
+        "--remake",
+        nargs="+",
+        choices=VARIANTS,
+        default=[],
+        help="make these variants' records again where they were made before --made-before",
+    )
+    parser.add_argument(
+        "--made-before",
+        default=None,
+        help="a commit: --remake's variants are made again where their record's commit does not hold it",
+    )
+    parser.add_argument(
         "--results", type=Path, default=None, help=f"default bench/results/peers-{MODEL}.jsonl"
     )
     parser.add_argument(
@@ -850,6 +895,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1 or args.ifbench_limit < 1:
         parser.error("--n and --ifbench-limit must be at least 1")
+    if bool(args.remake) != bool(args.made_before):
+        parser.error("--remake and --made-before go together")
+    try:
+        stale = made_before(args.made_before, args.remake) if args.remake else (lambda record: False)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     from reflection_graph.models.profile import PROFILES
 
@@ -884,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds:
                 print(f"{kind.name}: run {runs[kind.name]} at {commit_id}", file=sys.stderr, flush=True)
                 variants = [*VARIANTS, *(optillm_variants(kind.name) if args.optillm_python else ())]
-                run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded, variants)
+                run_set(kind, ctx, results, runs[kind.name], commit_id, args.rerun_loaded, variants, stale)
     for kind in kinds:
         report(kind, results, runs[kind.name], identity_of(kind.name, gguf_sha, args, profile))
     return 0

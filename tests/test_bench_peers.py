@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import io
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -665,3 +666,50 @@ def test_optillms_bon_on_the_real_server_is_counted_as_every_other_peer(
     assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0, record
     assert record["optillm_completion_tokens"] == record["completion_tokens"]
     assert isinstance(record["solved"], bool) and record["answer"]
+
+
+def test_remake_makes_a_variants_records_again_where_their_commit_lacks_the_fix(
+    bp: Any, usage_module: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "-q")
+    ids = []
+    for name in ("old", "fix", "later"):
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", name)
+        ids.append(git("rev-parse", "--short=12", "HEAD"))
+    old, fix, later = ids
+    made: list[tuple[str, str]] = []
+
+    def fake(variant: str, kind: Any, problem: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        made.append((problem["task_id"], variant))
+        return {"solved": True}
+
+    monkeypatch.setattr(bp, "run_variant", fake)
+    path = tmp_path / "peers.jsonl"
+    ctx = _ctx(bp, usage_module)
+    with contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", old)
+    stale = bp.made_before(fix, ["reflection-graph"], repo=repo)
+    made.clear()
+    with contextlib.redirect_stderr(io.StringIO()):
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", later + "+", stale=stale)
+    assert made == [("HumanEval/40", "reflection-graph"), ("HumanEval/41", "reflection-graph")]
+    made.clear()
+    with contextlib.redirect_stderr(io.StringIO()):  # resumed: the records made again hold the fix
+        bp.run_set(FakeSet(), ctx, bp.Results(path), "run1", later, stale=stale)
+    assert made == []
+    latest = bp.Results(path)
+    assert latest.get("run1", "HumanEval/40", "reflection-graph")["commit"] == later + "+"
+    assert latest.get("run1", "HumanEval/40", "raw")["commit"] == old  # other variants untouched
+    assert stale({"variant": "reflection-graph", "commit": "0123456789ab"})  # unknown to git: made again
+    with pytest.raises(ValueError, match="not a commit"):
+        bp.made_before("0123456789ab", ["reflection-graph"], repo=repo)
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+        bp.main(["--remake", "reflection-graph", "--report-only"])  # without --made-before
+    assert "--remake and --made-before go together" in err.getvalue()
