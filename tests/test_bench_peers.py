@@ -387,6 +387,31 @@ def test_a_peer_and_the_graph_through_the_server_are_counted_alike(request: pyte
     assert 1 <= len(attempts) <= 2 and 0 < attempts[-1]["tokens"] <= records["dspy-bestofn"]["tokens"]
 
 
+@pytest.mark.server
+def test_the_defaults_first_draft_on_the_server_is_the_plain_greedy_call(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Never worse than no loop, on the production path: reflection-graph on `ChatOpenAI` against llama.cpp's
+    server with the bundled Qwen (the bench's `chat_model`, which declares nothing about chat templates) makes as
+    its first draft the very reply raw's one greedy chat completion of the task gets, byte for byte."""
+    from reflection_graph import create_reflection_graph
+    from reflection_graph.critics import LengthCritic
+
+    upstream = request.getfixturevalue("qwen_upstream")
+    task = str(SHORT_IFBENCH_ROW["prompt"])
+    with bench_module("bench_peers") as bp, bench_module("_usage") as usage_module:
+        with usage_module.counting_proxy(upstream) as (url, usage):
+            ctx = bp.Context(base_url=url, usage=usage, max_tokens=96, n=1)
+            plain = bp.ServerChat(url, ctx.max_tokens).complete(task)["text"]
+            graph = create_reflection_graph(
+                bp.chat_model(ctx), critic=LengthCritic(max_words=1), max_iterations=1
+            )
+            result = graph.invoke({"task": task})
+    first = result["trajectory"][0]
+    assert plain.strip() and len(plain.split()) > 1  # a real sentence, which the critic rejects
+    assert first["candidate"] == plain
+
+
 class Answer42:
     """A one-problem set for the peers' wiring: the verifier wants 42 in the answer."""
 

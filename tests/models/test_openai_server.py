@@ -97,12 +97,21 @@ def test_resolved_critic_gets_a_parsed_critique_through_function_calling(base_ur
     assert raw.usage_metadata is not None and raw.usage_metadata["output_tokens"] > 0
 
 
+class BaseOnServer(ChatOpenAI):
+    """Gemma 3 270M is a base model: behind a server it is declared completion-style, as docs/models.md says (a
+    LangChain chat model that declares nothing is prompted through its chat template, and the task alone makes
+    this base model stop at once)."""
+
+    uses_chat_template: bool = False
+
+
 def test_reflection_graph_end_to_end_through_chat_openai(base_url: str) -> None:
-    """The whole loop on the production path: ChatOpenAI drafts, and the LLM critic (method "auto") falls back
-    from the refused json_schema to function_calling and gets a parsed critique in every round."""
+    """The whole loop on the production path: ChatOpenAI drafts (the base model declared completion-style), and
+    the LLM critic (method "auto") falls back from the refused json_schema to function_calling and gets a parsed
+    critique in every round."""
     from reflection_graph import create_reflection_graph
 
-    generator = ChatOpenAI(
+    generator = BaseOnServer(
         base_url=base_url, api_key="x", model="gemma", temperature=0.3, extra_body={"max_tokens": 64}
     )
     graph = create_reflection_graph(
