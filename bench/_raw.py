@@ -73,15 +73,18 @@ def load_average() -> float:
 
 
 def commit() -> str:
-    """The commit of the checkout the benchmark runs from (with `+` when it has uncommitted changes)."""
+    """The commit of the checkout the benchmark runs from, with `+` when a tracked file anywhere in it has
+    uncommitted changes (bench/results, which a run appends to, is not a change of code)."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=BENCH, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results")
-    return head + ("+" if changed else "")  # the results files a run appends to are not a change of code
+    changed = git(
+        "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)bench/results"
+    )
+    return head + ("+" if changed else "")
 
 
 def file_sha256(path: str) -> str:

@@ -738,3 +738,37 @@ def test_remake_makes_a_variants_records_again_where_their_commit_lacks_the_fix(
     with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
         bp.main(["--remake", "reflection-graph", "--report-only"])  # without --made-before
     assert "--remake and --made-before go together" in err.getvalue()
+
+
+def test_a_records_commit_is_marked_changed_by_code_anywhere_but_not_by_the_results(
+    monkeypatch: Any, tmp_path: Path
+) -> None:
+    """`_raw.commit()`, run from bench/: a change to the package (outside bench/) marks the commit with `+`; the
+    results file a run appends to does not."""
+    with bench_module("_raw") as raw:
+        repo = tmp_path / "repo"
+        (repo / "bench" / "results").mkdir(parents=True)
+        (repo / "pkg").mkdir()
+        files = [
+            repo / "pkg" / "code.py",
+            repo / "bench" / "bench_x.py",
+            repo / "bench" / "results" / "r.jsonl",
+        ]
+        for path in files:
+            path.write_text("0\n")
+
+        def git(*args: str) -> str:
+            done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+            return done.stdout.strip()
+
+        git("init", "-q")
+        git("add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+        head = git("rev-parse", "--short=12", "HEAD")
+        monkeypatch.setattr(raw, "BENCH", repo / "bench")
+        files[2].write_text("0\n1\n")
+        assert raw.commit() == head  # the results only
+        for path in files[:2]:
+            path.write_text("1\n")
+            assert raw.commit() == head + "+", path
+            git("checkout", "-q", "--", str(path))
