@@ -72,18 +72,18 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`git *args` in `cwd` (default: bench/ of this checkout), its output captured; never raises for its status."""
+    return subprocess.run(["git", *args], cwd=cwd or BENCH, capture_output=True, text=True, check=False)
+
+
 def commit() -> str:
     """The commit of the checkout the benchmark runs from, with `+` when a tracked file anywhere in it has
     uncommitted changes (bench/results, which a run appends to, is not a change of code)."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=BENCH, capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    head = git("rev-parse", "--short=12", "HEAD").stdout.strip() or "unknown"
     changed = git(
         "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)bench/results"
-    )
+    ).stdout.strip()
     return head + ("+" if changed else "")
 
 

@@ -92,7 +92,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (puts the repository on sys.path)
 from _common import print_table, wilson  # noqa: E402
 from _optillm import SETUP, OptillmProxy, OptillmUnavailable, optillm_proxy  # noqa: E402
-from _raw import commit, file_sha256, load_average  # noqa: E402
+from _raw import commit, file_sha256, git, load_average  # noqa: E402
 from _runs import LOAD_LIMIT, Results, loaded, run_key, to_make  # noqa: E402
 from _usage import PROXY_TIMEOUT_S, HttpUsage, counting_proxy  # noqa: E402
 
@@ -820,17 +820,13 @@ def identity_of(kind_name: str, gguf_sha: str, args: argparse.Namespace, profile
 
 
 def made_before(
-    commit_id: str, variants: Sequence[str], repo: Path = RESULTS_DIR.parent
+    commit_id: str, variants: Sequence[str], repo: Path | None = None
 ) -> Callable[[dict[str, Any]], bool]:
     """`--remake`'s test of a record: one of `variants` made at a commit that does not have `commit_id` as an
     ancestor (its commit's `+`, uncommitted changes, is ignored; a commit `repo` does not know counts as without
-    it, so its record is made again). Raises ValueError when `commit_id` is no commit of `repo`."""
-    import subprocess
-
-    def git(*args: str) -> int:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False).returncode
-
-    if git("rev-parse", "--verify", "--quiet", f"{commit_id}^{{commit}}") != 0:
+    it, so its record is made again). `repo`: default this checkout. Raises ValueError when `commit_id` is no
+    commit of `repo`."""
+    if git("rev-parse", "--verify", "--quiet", f"{commit_id}^{{commit}}", cwd=repo).returncode != 0:
         raise ValueError(f"--made-before {commit_id}: not a commit of this repository")
     holds: dict[str, bool] = {}
 
@@ -839,7 +835,9 @@ def made_before(
             return False
         made = str(record.get("commit") or "").rstrip("+")
         if made not in holds:
-            holds[made] = bool(made) and git("merge-base", "--is-ancestor", commit_id, made) == 0
+            holds[made] = (
+                bool(made) and git("merge-base", "--is-ancestor", commit_id, made, cwd=repo).returncode == 0
+            )
         return not holds[made]
 
     return stale

@@ -693,21 +693,22 @@ def test_optillms_bon_on_the_real_server_is_counted_as_every_other_peer(
     assert isinstance(record["solved"], bool) and record["answer"]
 
 
+def _git(repo: Path, *args: str) -> str:
+    """`git *args` in a test's own repository (its commits by a fixed test author); its output."""
+    command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+    return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_remake_makes_a_variants_records_again_where_their_commit_lacks_the_fix(
     bp: Any, usage_module: Any, monkeypatch: Any, tmp_path: Path
 ) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
-        return done.stdout.strip()
-
-    git("init", "-q")
+    _git(repo, "init", "-q")
     ids = []
     for name in ("old", "fix", "later"):
-        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", name)
-        ids.append(git("rev-parse", "--short=12", "HEAD"))
+        _git(repo, "commit", "-q", "--allow-empty", "-m", name)
+        ids.append(_git(repo, "rev-parse", "--short=12", "HEAD"))
     old, fix, later = ids
     made: list[tuple[str, str]] = []
 
@@ -756,19 +757,14 @@ def test_a_records_commit_is_marked_changed_by_code_anywhere_but_not_by_the_resu
         ]
         for path in files:
             path.write_text("0\n")
-
-        def git(*args: str) -> str:
-            done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
-            return done.stdout.strip()
-
-        git("init", "-q")
-        git("add", ".")
-        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
-        head = git("rev-parse", "--short=12", "HEAD")
+        _git(repo, "init", "-q")
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-q", "-m", "x")
+        head = _git(repo, "rev-parse", "--short=12", "HEAD")
         monkeypatch.setattr(raw, "BENCH", repo / "bench")
         files[2].write_text("0\n1\n")
         assert raw.commit() == head  # the results only
         for path in files[:2]:
             path.write_text("1\n")
             assert raw.commit() == head + "+", path
-            git("checkout", "-q", "--", str(path))
+            _git(repo, "checkout", "-q", "--", str(path))
